@@ -1,0 +1,114 @@
+use std::ops::Range;
+use std::time::SystemTime;
+
+use crate::StoreResult;
+
+/// An opaque version tag for one state of one object. Two reads that return the same
+/// etag saw the same bytes.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ETag(pub String);
+
+impl std::fmt::Display for ETag {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// How a put treats an existing object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PutMode {
+    /// Fail with `AlreadyExists` if the key is taken (never replaces).
+    Create,
+    /// Replace only if the current object has exactly this etag; otherwise `Conflict`
+    /// (also when the object is missing).
+    Update(ETag),
+    /// Unconditional write. Used only for objects no other writer can race on.
+    Overwrite,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectMeta {
+    pub key: String,
+    pub size: u64,
+    pub etag: ETag,
+    /// The store's own clock at the last write (local: file mtime).
+    pub last_modified: SystemTime,
+}
+
+/// The storage contract every scion backend implements.
+///
+/// Keys are validated by [`crate::validate_key`]. Objects are whole: a put is all or
+/// nothing, and a get returns exactly what one put wrote.
+pub trait Backend: Send + Sync + std::fmt::Debug {
+    /// Read a whole object and the etag of the state read.
+    fn get(&self, key: &str) -> StoreResult<(Vec<u8>, ETag)>;
+
+    /// Read `range` of an object. A range past the end is an error, never a short read.
+    fn get_range(&self, key: &str, range: Range<u64>) -> StoreResult<Vec<u8>>;
+
+    fn head(&self, key: &str) -> StoreResult<ObjectMeta>;
+
+    fn put(&self, key: &str, data: &[u8], mode: PutMode) -> StoreResult<ETag>;
+
+    /// Every object whose key starts with `prefix`, sorted by key.
+    fn list(&self, prefix: &str) -> StoreResult<Vec<ObjectMeta>>;
+
+    /// Remove an object. Deleting a missing key succeeds.
+    fn delete(&self, key: &str) -> StoreResult<()>;
+
+    /// Remove an object only if it is still in the state `etag` names.
+    fn delete_if(&self, key: &str, etag: &ETag) -> StoreResult<()>;
+
+    /// A short human description ("local directory /x", "memory").
+    fn describe(&self) -> String;
+
+    /// The store's clock. Lease expiry and GC ages are judged against it, not the caller's.
+    fn now(&self) -> StoreResult<SystemTime> {
+        Ok(SystemTime::now())
+    }
+}
+
+impl<B: Backend + ?Sized> Backend for std::sync::Arc<B> {
+    fn get(&self, key: &str) -> StoreResult<(Vec<u8>, ETag)> {
+        (**self).get(key)
+    }
+    fn get_range(&self, key: &str, range: Range<u64>) -> StoreResult<Vec<u8>> {
+        (**self).get_range(key, range)
+    }
+    fn head(&self, key: &str) -> StoreResult<ObjectMeta> {
+        (**self).head(key)
+    }
+    fn put(&self, key: &str, data: &[u8], mode: PutMode) -> StoreResult<ETag> {
+        (**self).put(key, data, mode)
+    }
+    fn list(&self, prefix: &str) -> StoreResult<Vec<ObjectMeta>> {
+        (**self).list(prefix)
+    }
+    fn delete(&self, key: &str) -> StoreResult<()> {
+        (**self).delete(key)
+    }
+    fn delete_if(&self, key: &str, etag: &ETag) -> StoreResult<()> {
+        (**self).delete_if(key, etag)
+    }
+    fn describe(&self) -> String {
+        (**self).describe()
+    }
+    fn now(&self) -> StoreResult<SystemTime> {
+        (**self).now()
+    }
+}
+
+/// The etag both built-in backends use: a content hash, so equal etags mean equal bytes.
+pub(crate) fn content_etag(data: &[u8]) -> ETag {
+    ETag(format!("{:032x}", xxhash_rust::xxh3::xxh3_128(data)))
+}
+
+pub(crate) fn check_range(key: &str, range: &Range<u64>, size: u64) -> StoreResult<()> {
+    if range.start > range.end || range.end > size {
+        return Err(crate::StoreError::Other(format!(
+            "range {}..{} out of bounds for {key} ({size} bytes)",
+            range.start, range.end
+        )));
+    }
+    Ok(())
+}

@@ -1,0 +1,23 @@
+//! Object-store backends for scion.
+//!
+//! A backend is a flat key space of immutable-or-compare-and-swapped objects. Everything
+//! durable that scion keeps (manifest, refs, checkpoints, segments) goes through the
+//! [`Backend`] trait, so the engine never knows whether it talks to a local directory,
+//! memory or (later) an S3 bucket.
+
+mod backend;
+mod error;
+pub mod fault;
+mod key;
+pub mod local;
+pub mod memory;
+
+#[cfg(feature = "conformance")]
+pub mod conformance;
+
+pub use backend::{Backend, ETag, ObjectMeta, PutMode};
+pub use error::{StoreError, StoreResult};
+pub use fault::{FaultPlan, FaultyBackend};
+pub use key::validate_key;
+pub use local::LocalBackend;
+pub use memory::MemoryBackend;

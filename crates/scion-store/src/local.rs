@@ -1,0 +1,280 @@
+//! A store in a local directory.
+//!
+//! Create-only puts publish with `link(2)`, which never replaces an existing file.
+//! Compare-and-swap holds an advisory `flock` on a per-key lock file while it compares the
+//! current content's etag and renames the new content into place; the kernel drops the lock
+//! when the process dies, so a `kill -9` can never wedge a key. Every write is
+//! temp + fsync + link/rename + fsync of the directory, so a published object is durable.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use crate::backend::{check_range, content_etag};
+use crate::key::validate_prefix;
+use crate::{validate_key, Backend, ETag, ObjectMeta, PutMode, StoreError, StoreResult};
+
+const TMP_DIR: &str = ".scion-tmp";
+const LOCK_DIR: &str = ".scion-locks";
+
+#[derive(Debug, Clone)]
+pub struct LocalBackend {
+    root: PathBuf,
+}
+
+impl LocalBackend {
+    /// Open (and create if needed) a store directory.
+    pub fn open(root: impl Into<PathBuf>) -> StoreResult<Self> {
+        let root = root.into();
+        fs::create_dir_all(root.join(TMP_DIR)).map_err(|e| StoreError::io(".", e))?;
+        fs::create_dir_all(root.join(LOCK_DIR)).map_err(|e| StoreError::io(".", e))?;
+        Ok(Self { root })
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn path(&self, key: &str) -> PathBuf {
+        self.root.join(key)
+    }
+
+    /// Hold the advisory lock for `key` until the returned file is dropped.
+    fn lock(&self, key: &str) -> StoreResult<File> {
+        let path = self.root.join(LOCK_DIR).join(key);
+        if let Some(parent) = path.parent() {
+            fs::create_dir_all(parent).map_err(|e| StoreError::io(key, e))?;
+        }
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|e| StoreError::io(key, e))?;
+        file.lock().map_err(|e| StoreError::io(key, e))?;
+        Ok(file)
+    }
+
+    /// Write `data` to a fresh temp file and fsync it.
+    fn write_temp(&self, key: &str, data: &[u8]) -> StoreResult<PathBuf> {
+        let tmp = self
+            .root
+            .join(TMP_DIR)
+            .join(format!("{}.tmp", random_hex()));
+        let result = (|| {
+            let mut f = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+            f.write_all(data)?;
+            f.sync_all()
+        })();
+        if let Err(e) = result {
+            let _ = fs::remove_file(&tmp);
+            return Err(StoreError::io(key, e));
+        }
+        Ok(tmp)
+    }
+
+    fn ensure_parent(&self, key: &str) -> StoreResult<PathBuf> {
+        let path = self.path(key);
+        let parent = path.parent().expect("validated keys have a parent");
+        fs::create_dir_all(parent).map_err(|e| StoreError::io(key, e))?;
+        Ok(path)
+    }
+
+    fn read_current(&self, key: &str) -> StoreResult<Option<Vec<u8>>> {
+        match fs::read(self.path(key)) {
+            Ok(d) => Ok(Some(d)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(StoreError::io(key, e)),
+        }
+    }
+
+    fn publish_replace(&self, key: &str, data: &[u8]) -> StoreResult<ETag> {
+        let path = self.ensure_parent(key)?;
+        let tmp = self.write_temp(key, data)?;
+        if let Err(e) = fs::rename(&tmp, &path) {
+            let _ = fs::remove_file(&tmp);
+            return Err(StoreError::io(key, e));
+        }
+        sync_parent(&path).map_err(|e| StoreError::io(key, e))?;
+        Ok(content_etag(data))
+    }
+
+    fn publish_create(&self, key: &str, data: &[u8]) -> StoreResult<ETag> {
+        let path = self.ensure_parent(key)?;
+        let tmp = self.write_temp(key, data)?;
+        let linked = fs::hard_link(&tmp, &path);
+        let _ = fs::remove_file(&tmp);
+        match linked {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                return Err(StoreError::AlreadyExists {
+                    key: key.to_string(),
+                })
+            }
+            Err(e) => return Err(StoreError::io(key, e)),
+        }
+        sync_parent(&path).map_err(|e| StoreError::io(key, e))?;
+        Ok(content_etag(data))
+    }
+}
+
+fn sync_parent(path: &Path) -> io::Result<()> {
+    let parent = path.parent().unwrap_or(Path::new("."));
+    File::open(parent)?.sync_all()
+}
+
+fn random_hex() -> String {
+    let mut b = [0u8; 12];
+    getrandom::fill(&mut b).expect("the OS random source is available");
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn meta_of(key: &str, path: &Path, etag: ETag) -> StoreResult<ObjectMeta> {
+    let md = fs::metadata(path).map_err(|e| StoreError::io(key, e))?;
+    Ok(ObjectMeta {
+        key: key.to_string(),
+        size: md.len(),
+        etag,
+        last_modified: md.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+    })
+}
+
+impl Backend for LocalBackend {
+    fn get(&self, key: &str) -> StoreResult<(Vec<u8>, ETag)> {
+        validate_key(key)?;
+        let data = fs::read(self.path(key)).map_err(|e| StoreError::io(key, e))?;
+        let etag = content_etag(&data);
+        Ok((data, etag))
+    }
+
+    fn get_range(&self, key: &str, range: Range<u64>) -> StoreResult<Vec<u8>> {
+        validate_key(key)?;
+        let mut f = File::open(self.path(key)).map_err(|e| StoreError::io(key, e))?;
+        let size = f.metadata().map_err(|e| StoreError::io(key, e))?.len();
+        check_range(key, &range, size)?;
+        let mut buf = vec![0u8; (range.end - range.start) as usize];
+        f.seek(SeekFrom::Start(range.start))
+            .and_then(|_| f.read_exact(&mut buf))
+            .map_err(|e| StoreError::io(key, e))?;
+        Ok(buf)
+    }
+
+    fn head(&self, key: &str) -> StoreResult<ObjectMeta> {
+        validate_key(key)?;
+        let (data, etag) = self.get(key)?;
+        drop(data);
+        meta_of(key, &self.path(key), etag)
+    }
+
+    fn put(&self, key: &str, data: &[u8], mode: PutMode) -> StoreResult<ETag> {
+        validate_key(key)?;
+        match mode {
+            PutMode::Create => self.publish_create(key, data),
+            PutMode::Overwrite => {
+                let _guard = self.lock(key)?;
+                self.publish_replace(key, data)
+            }
+            PutMode::Update(want) => {
+                let _guard = self.lock(key)?;
+                match self.read_current(key)? {
+                    Some(cur) if content_etag(&cur) == want => self.publish_replace(key, data),
+                    _ => Err(StoreError::Conflict {
+                        key: key.to_string(),
+                    }),
+                }
+            }
+        }
+    }
+
+    fn list(&self, prefix: &str) -> StoreResult<Vec<ObjectMeta>> {
+        validate_prefix(prefix)?;
+        // Walk only the deepest directory the prefix names completely.
+        let dir_part = match prefix.rfind('/') {
+            Some(i) => &prefix[..i],
+            None => "",
+        };
+        let mut out = Vec::new();
+        walk(&self.root, dir_part, prefix, &mut out)?;
+        out.sort_by(|a, b| a.key.cmp(&b.key));
+        Ok(out)
+    }
+
+    fn delete(&self, key: &str) -> StoreResult<()> {
+        validate_key(key)?;
+        let _guard = self.lock(key)?;
+        let path = self.path(key);
+        match fs::remove_file(&path) {
+            Ok(()) => sync_parent(&path).map_err(|e| StoreError::io(key, e)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(StoreError::io(key, e)),
+        }
+    }
+
+    fn delete_if(&self, key: &str, etag: &ETag) -> StoreResult<()> {
+        validate_key(key)?;
+        let _guard = self.lock(key)?;
+        match self.read_current(key)? {
+            Some(cur) if &content_etag(&cur) == etag => {
+                let path = self.path(key);
+                fs::remove_file(&path).map_err(|e| StoreError::io(key, e))?;
+                sync_parent(&path).map_err(|e| StoreError::io(key, e))
+            }
+            _ => Err(StoreError::Conflict {
+                key: key.to_string(),
+            }),
+        }
+    }
+
+    fn describe(&self) -> String {
+        format!("local directory {}", self.root.display())
+    }
+}
+
+/// Collect objects under `root/dir` whose keys start with `prefix`. Entries whose name
+/// starts with '.' are the backend's own (temp files, locks) and never objects.
+fn walk(root: &Path, dir: &str, prefix: &str, out: &mut Vec<ObjectMeta>) -> StoreResult<()> {
+    let full = if dir.is_empty() {
+        root.to_path_buf()
+    } else {
+        root.join(dir)
+    };
+    let entries = match fs::read_dir(&full) {
+        Ok(e) => e,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotADirectory => return Ok(()),
+        Err(e) => return Err(StoreError::io(dir, e)),
+    };
+    for entry in entries {
+        let entry = entry.map_err(|e| StoreError::io(dir, e))?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if name.starts_with('.') {
+            continue;
+        }
+        let key = if dir.is_empty() {
+            name.to_string()
+        } else {
+            format!("{dir}/{name}")
+        };
+        let ft = entry.file_type().map_err(|e| StoreError::io(&key, e))?;
+        if ft.is_dir() {
+            let child_prefix = format!("{key}/");
+            if child_prefix.starts_with(prefix) || prefix.starts_with(&child_prefix) {
+                walk(root, &key, prefix, out)?;
+            }
+        } else if ft.is_file() && key.starts_with(prefix) {
+            // Etag is a content hash; listing does not read content, so it reports the
+            // file identity instead. Callers that need a CAS etag use `get` or `head`.
+            let md = entry.metadata().map_err(|e| StoreError::io(&key, e))?;
+            out.push(ObjectMeta {
+                size: md.len(),
+                etag: ETag(String::new()),
+                last_modified: md.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+                key,
+            });
+        }
+    }
+    Ok(())
+}
