@@ -1,1 +1,26 @@
-fn main(){}
+//! The `scion` command-line tool.
+
+mod cli;
+mod errors;
+mod output;
+mod run;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("SCION_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .init();
+    let cli = cli::Cli::parse();
+    let json = cli.json;
+    match run::run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => errors::report(&e, json),
+    }
+}

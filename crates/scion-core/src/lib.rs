@@ -1,1 +1,23 @@
+//! scion's engine: names, refs, the page map, segments, commit, fork, checkpoints,
+//! checkouts and export. It prints nothing and returns typed errors ([`CoreError`]).
 
+pub mod checkout;
+mod clock;
+mod error;
+pub mod format;
+mod manifest;
+mod materialize;
+pub mod names;
+pub mod ops;
+pub mod pagemap;
+pub mod reader;
+pub mod refs;
+mod scion;
+pub mod sqlite_io;
+pub mod writer;
+
+pub use checkout::{CheckoutAction, CheckoutReport, CheckoutState, ClonePolicy};
+pub use error::{CoreError, CoreResult};
+pub use manifest::{Manifest, MANIFEST_KEY, STORE_FORMAT_VERSION};
+pub use names::{BranchName, BranchRef, CheckpointName, DbName, Target};
+pub use scion::{ResolvedVersion, Scion, ScionOptions};

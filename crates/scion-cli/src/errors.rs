@@ -1,0 +1,82 @@
+//! Stable exit codes and messages that say what to do next.
+
+use std::process::ExitCode;
+
+use scion_core::CoreError;
+
+/// Exit codes are part of the interface: scripts branch on them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    Failure = 1,
+    NotFound = 3,
+    AlreadyExists = 4,
+    Conflict = 5,
+    Refused = 6,
+    Corrupt = 7,
+    InvalidInput = 8,
+    Transient = 9,
+    Unsupported = 10,
+}
+
+struct Described {
+    exit: Exit,
+    code: &'static str,
+    hint: Option<String>,
+}
+
+fn describe(e: &CoreError) -> Described {
+    use CoreError::*;
+    let d = |exit, code, hint: Option<String>| Described { exit, code, hint };
+    match e {
+        InvalidName { .. } | InvalidTarget { .. } => d(Exit::InvalidInput, "invalid_name", Some("names use a-z, 0-9, '.', '_' and '-' and start with a letter or digit".into())),
+        NotInitialized { .. } => d(Exit::NotFound, "not_initialized", Some("run `scion init`, or point --store / SCION_STORE at an existing store".into())),
+        AlreadyInitialized { .. } => d(Exit::AlreadyExists, "already_initialized", None),
+        FormatTooNew { .. } => d(Exit::Unsupported, "format_too_new", Some("upgrade scion to read this store".into())),
+        DatabaseNotFound { .. } => d(Exit::NotFound, "database_not_found", Some("`scion status` lists the databases".into())),
+        DatabaseExists { .. } => d(Exit::AlreadyExists, "database_exists", None),
+        BranchNotFound { branch } => d(Exit::NotFound, "branch_not_found", Some(format!("`scion branches {}` lists the branches", branch.split('@').next().unwrap_or("")))),
+        BranchExists { .. } => d(Exit::AlreadyExists, "branch_exists", Some("pick another name".into())),
+        CheckpointNotFound { .. } => d(Exit::NotFound, "checkpoint_not_found", Some("`scion checkpoints <db@branch>` lists them".into())),
+        CheckpointExists { .. } => d(Exit::AlreadyExists, "checkpoint_exists", Some("checkpoint names are unique per branch; pick another".into())),
+        ReservedName { .. } => d(Exit::InvalidInput, "reserved_name", Some("'fork' and 'init' always name the fork point and the created version".into())),
+        Conflict { .. } => d(Exit::Conflict, "conflict", Some("read the branch again and retry if it still makes sense".into())),
+        DirtyCheckout { branch, .. } => d(Exit::Refused, "dirty_checkout", Some(format!("keep the changes with `scion checkpoint {branch} <name>`, or discard them with `scion checkout {branch} --force`"))),
+        UnknownCheckout { branch, .. } => d(Exit::Refused, "unknown_checkout", Some(format!("move the file away to keep it, or replace it with `scion checkout {branch} --force`"))),
+        StaleCheckout { branch, .. } => d(Exit::Refused, "stale_checkout", Some(format!("export the file to keep its changes, then `scion checkout {branch} --force`"))),
+        CheckoutBusy { .. } => d(Exit::Refused, "checkout_busy", Some("close the connections that have it open and retry".into())),
+        NotSqlite { .. } => d(Exit::InvalidInput, "not_sqlite", None),
+        OutputExists { .. } => d(Exit::AlreadyExists, "output_exists", Some("pass --force to replace it".into())),
+        CloneUnsupported { .. } => d(Exit::Unsupported, "clone_unsupported", Some("use --clone auto on this filesystem, or put checkouts on XFS/btrfs".into())),
+        Corrupt { .. } => d(Exit::Corrupt, "corrupt", Some("the store holds damaged or missing data; nothing was changed".into())),
+        SegmentCollision { .. } => d(Exit::Transient, "segment_collision", Some("retry".into())),
+        Store(s) if s.is_retryable() => d(Exit::Transient, "store_transient", Some("retry; the store may be briefly unavailable".into())),
+        Store(_) => d(Exit::Failure, "store_error", None),
+        Sqlite { .. } => d(Exit::Failure, "sqlite_error", None),
+        Io { .. } => d(Exit::Failure, "io_error", None),
+    }
+}
+
+pub fn report(err: &anyhow::Error, json: bool) -> ExitCode {
+    let described = err.downcast_ref::<CoreError>().map(describe);
+    let (exit, code, hint) = match &described {
+        Some(d) => (d.exit, d.code, d.hint.clone()),
+        None => (Exit::Failure, "error", None),
+    };
+    let message = format!("{err:#}");
+    if json {
+        let v = serde_json::json!({"error": {
+            "code": code,
+            "message": message,
+            "hint": hint,
+            "exit_code": exit as u8,
+            "retryable": err.downcast_ref::<CoreError>().is_some_and(|e| e.is_retryable()),
+        }});
+        eprintln!("{v}");
+    } else {
+        eprintln!("error: {message}");
+        if let Some(h) = hint {
+            eprintln!("hint: {h}");
+        }
+    }
+    ExitCode::from(exit as u8)
+}

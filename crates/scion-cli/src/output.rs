@@ -1,0 +1,207 @@
+//! Human and JSON renderings of command results. Results go to stdout; notes to stderr.
+
+use std::path::Path;
+
+use scion_core::checkout::CloneCapability;
+use scion_core::names::{BranchRef, CheckpointName, DbName};
+use scion_core::ops::checkpoint::CheckpointReport;
+use scion_core::ops::create::CreateReport;
+use scion_core::ops::export::ExportReport;
+use scion_core::ops::fork::ForkReport;
+use scion_core::ops::status::{BranchStatus, StatusReport};
+use scion_core::refs::Checkpoint;
+use scion_core::{CheckoutAction, CheckoutReport, Scion};
+use serde::Serialize;
+
+pub struct Printer {
+    pub json: bool,
+}
+
+pub fn bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+fn plural(n: u64, word: &str) -> String {
+    if n == 1 {
+        format!("{n} {word}")
+    } else {
+        format!("{n} {word}s")
+    }
+}
+
+impl Printer {
+    fn emit<T: Serialize>(&self, value: &T) {
+        println!("{}", serde_json::to_string_pretty(value).expect("results serialize"));
+    }
+
+    pub fn init(&self, s: &Scion) {
+        if self.json {
+            self.emit(&serde_json::json!({"store": s.location(), "store_id": s.store_id()}));
+        } else {
+            println!("initialized scion store at {} (id {})", s.location(), s.store_id());
+        }
+    }
+
+    pub fn create(&self, r: &CreateReport) {
+        if self.json {
+            return self.emit(r);
+        }
+        println!(
+            "created {}@main: version 1, {} of {} B ({}, {} written)",
+            r.db,
+            plural(r.page_count as u64, "page"),
+            r.page_size,
+            plural(r.store_objects, "object"),
+            bytes(r.store_bytes)
+        );
+    }
+
+    pub fn checkout(&self, r: &CheckoutReport) {
+        if let Some(state) = r.discarded {
+            eprintln!("discarded the {state} checkout of {} (--force)", r.branch);
+        }
+        if self.json {
+            return self.emit(r);
+        }
+        if r.action != CheckoutAction::Reused {
+            tracing::info!("checkout of {} {:?}", r.branch, r.action);
+        }
+        println!("{}", r.path.display());
+    }
+
+    pub fn path(&self, b: &BranchRef, path: &Path) {
+        if self.json {
+            self.emit(&serde_json::json!({"branch": b.to_string(), "path": path, "exists": path.exists()}));
+        } else {
+            println!("{}", path.display());
+        }
+    }
+
+    pub fn checkpoint(&self, r: &CheckpointReport) {
+        if self.json {
+            return self.emit(r);
+        }
+        if r.committed {
+            println!(
+                "checkpoint {} at version {} ({} changed, {} and {} written)",
+                r.checkpoint,
+                r.version,
+                plural(r.pages_changed, "page"),
+                plural(r.store.objects, "object"),
+                bytes(r.store.bytes)
+            );
+        } else {
+            println!(
+                "checkpoint {} at version {} (checkout clean: no data written)",
+                r.checkpoint, r.version
+            );
+        }
+    }
+
+    pub fn fork(&self, r: &ForkReport) {
+        if self.json {
+            return self.emit(r);
+        }
+        println!("forked {} from {} (version {})", r.branch, r.from, r.version);
+    }
+
+    pub fn checkpoints(&self, b: &BranchRef, list: &[(CheckpointName, Checkpoint)]) {
+        if self.json {
+            let rows: Vec<_> = list
+                .iter()
+                .map(|(n, c)| serde_json::json!({"name": n.as_str(), "version": c.version, "created_at": c.created_at}))
+                .collect();
+            return self.emit(&serde_json::json!({"branch": b.to_string(), "checkpoints": rows}));
+        }
+        if list.is_empty() {
+            eprintln!("{b} has no checkpoints ('fork' and 'init' always resolve)");
+            return;
+        }
+        let w = list.iter().map(|(n, _)| n.as_str().len()).max().unwrap_or(4).max(4);
+        println!("{:w$}  {:>7}  CREATED", "NAME", "VERSION");
+        for (n, c) in list {
+            println!("{:w$}  {:>7}  {}", n.as_str(), c.version, c.created_at);
+        }
+    }
+
+    pub fn branches(&self, db: &DbName, list: &[BranchStatus]) {
+        if self.json {
+            return self.emit(&serde_json::json!({"db": db.as_str(), "branches": list}));
+        }
+        print_branch_table(list, "");
+    }
+
+    pub fn status(&self, s: &StatusReport) {
+        if self.json {
+            return self.emit(s);
+        }
+        println!("store:     {} (id {})", s.store, s.store_id);
+        println!("checkouts: {}", s.checkouts);
+        let cap = match &s.clone_capability {
+            CloneCapability::Supported => "supported".to_string(),
+            CloneCapability::Unsupported { reason } => format!("unsupported ({reason})"),
+        };
+        println!(
+            "clone:     policy {}, filesystem {cap}",
+            serde_json::to_value(s.clone_policy).unwrap().as_str().unwrap_or("?")
+        );
+        if s.databases.is_empty() {
+            println!("\nno databases yet (scion create <db> [--from file.db])");
+        }
+        for db in &s.databases {
+            println!("\n{}", db.db);
+            print_branch_table(&db.branches, "  ");
+        }
+    }
+
+    pub fn export(&self, r: &ExportReport) {
+        if self.json {
+            return self.emit(r);
+        }
+        println!(
+            "exported {} (version {}) to {} ({})",
+            r.source,
+            r.version,
+            r.path,
+            bytes(r.bytes)
+        );
+    }
+}
+
+fn print_branch_table(list: &[BranchStatus], indent: &str) {
+    let w = list.iter().map(|b| b.branch.len() + 2).max().unwrap_or(6).max(6);
+    println!(
+        "{indent}{:w$}  {:>7}  {:>9}  {:>11}  {:8}  PARENT",
+        "BRANCH", "VERSION", "SIZE", "CHECKPOINTS", "CHECKOUT"
+    );
+    for b in list {
+        let name = if b.protected {
+            format!("{} *", b.branch)
+        } else {
+            b.branch.clone()
+        };
+        println!(
+            "{indent}{:w$}  {:>7}  {:>9}  {:>11}  {:8}  {}",
+            name,
+            b.version,
+            bytes(b.page_count as u64 * b.page_size as u64),
+            b.checkpoints,
+            b.checkout.to_string(),
+            b.parent.as_deref().unwrap_or("-")
+        );
+    }
+    if list.iter().any(|b| b.protected) {
+        println!("{indent}(* protected)");
+    }
+}

@@ -1,0 +1,330 @@
+//! Checkouts: stock SQLite files in WAL mode at a fixed path per branch, each with a
+//! sidecar that proves, usually without reading the file, whether it still holds exactly
+//! the version it was made from.
+
+mod clone;
+mod sidecar;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use serde::Serialize;
+
+pub use clone::{probe as probe_clone, CloneCapability, ClonePolicy, CopyKind};
+pub use sidecar::{Fingerprint, Sidecar, SIDECAR_FORMAT_VERSION};
+
+use crate::error::{CoreError, CoreResult};
+use crate::format::{page_hash, Locator};
+use crate::materialize::{materialize, JournalMode};
+use crate::names::BranchRef;
+use crate::refs::Ref;
+use crate::sqlite_io::{self, normalize_page1, sidecar_path, SnapshotInfo};
+use crate::Scion;
+pub use sidecar::now_ns;
+
+/// What a checkout file holds compared with its branch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CheckoutState {
+    /// No checkout file.
+    None,
+    /// Exactly the branch head.
+    Clean,
+    /// Changes that were never checkpointed.
+    Dirty,
+    /// Unchanged, but made from an older head: the branch has moved since.
+    Stale,
+    /// A file without a usable scion record.
+    Unknown,
+}
+
+impl std::fmt::Display for CheckoutState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            CheckoutState::None => "none",
+            CheckoutState::Clean => "clean",
+            CheckoutState::Dirty => "dirty",
+            CheckoutState::Stale => "stale",
+            CheckoutState::Unknown => "unknown",
+        })
+    }
+}
+
+/// How `checkout` produced the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CheckoutAction {
+    /// The clean, current file was already there.
+    Reused,
+    /// Written from the store.
+    Materialized,
+    /// Cloned (copy-on-write) from another clean file of the same version.
+    Cloned,
+    /// Copied in the kernel from another clean file of the same version.
+    Copied,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CheckoutReport {
+    pub branch: String,
+    pub path: PathBuf,
+    pub version: u64,
+    pub action: CheckoutAction,
+    /// What an overwritten file held (with `force`), if anything was discarded.
+    pub discarded: Option<CheckoutState>,
+}
+
+/// Result of comparing a file against its sidecar.
+pub(crate) struct Inspection {
+    pub state: CheckoutState,
+}
+
+/// Hash every page of the file's committed state; `on_changed` sees each page that
+/// differs from `old` (or every page when there is no `old`).
+pub(crate) fn scan(
+    path: &Path,
+    old: Option<&Sidecar>,
+    mut on_changed: impl FnMut(u32, &[u8], u64) -> CoreResult<()>,
+) -> CoreResult<(SnapshotInfo, Vec<u64>)> {
+    let mut hashes = Vec::new();
+    let info = sqlite_io::read_snapshot(path, false, |pgno, page| {
+        let h = page_hash(page);
+        hashes.push(h);
+        let same = old
+            .filter(|o| o.page_size as usize == page.len())
+            .and_then(|o| o.hashes.get(pgno as usize - 1))
+            == Some(&h);
+        if !same {
+            on_changed(pgno, page, h)?;
+        }
+        Ok(())
+    })?;
+    Ok((info, hashes))
+}
+
+impl Scion {
+    /// The fixed path of a branch's writable checkout (whether or not it exists).
+    pub fn checkout_path(&self, b: &BranchRef) -> PathBuf {
+        self.options
+            .checkouts_dir
+            .join(b.db.as_str())
+            .join(format!("{}.db", b.branch))
+    }
+
+    /// Compare the checkout of `b` with its sidecar and with the branch head.
+    pub(crate) fn inspect(&self, path: &Path, head: &Locator) -> CoreResult<Inspection> {
+        if !path.exists() {
+            return Ok(Inspection {
+                state: CheckoutState::None,
+            });
+        }
+        let Some(mut sidecar) = Sidecar::load(path, head)? else {
+            return Ok(Inspection {
+                state: CheckoutState::Unknown,
+            });
+        };
+        let stamp = now_ns();
+        let fp = Fingerprint::of(path)?.unwrap_or_default();
+        let unmodified = if sidecar.proves_unmodified(&fp) {
+            true
+        } else {
+            let (info, hashes) = scan(path, None, |_, _, _| Ok(()))?;
+            let same = info.page_size == sidecar.page_size && hashes == sidecar.hashes;
+            if same {
+                // Re-stamp so the next look is O(1) again.
+                sidecar.fingerprint = fp;
+                sidecar.stamp_ns = stamp;
+                sidecar.store(path)?;
+            }
+            same
+        };
+        let state = match (unmodified, sidecar.root == *head) {
+            (true, true) => CheckoutState::Clean,
+            (true, false) => CheckoutState::Stale,
+            (false, _) => CheckoutState::Dirty,
+        };
+        Ok(Inspection { state })
+    }
+
+    /// Checkout state of a branch, for status.
+    pub fn checkout_state(&self, b: &BranchRef, head: &Locator) -> CoreResult<CheckoutState> {
+        Ok(self.inspect(&self.checkout_path(b), head)?.state)
+    }
+
+    /// Make the checkout of `b` hold its head and return its path. A clean, current file
+    /// is reused as is. A file with changes never checkpointed is refused unless `force`.
+    pub fn checkout(&self, b: &BranchRef, force: bool) -> CoreResult<CheckoutReport> {
+        let (r, _) = self.read_ref(b)?;
+        let path = self.checkout_path(b);
+        let inspection = self.inspect(&path, &r.root)?;
+        let discarded = match inspection.state {
+            CheckoutState::Clean => {
+                return Ok(CheckoutReport {
+                    branch: b.to_string(),
+                    path,
+                    version: r.version,
+                    action: CheckoutAction::Reused,
+                    discarded: None,
+                })
+            }
+            CheckoutState::None | CheckoutState::Stale => None,
+            CheckoutState::Dirty if !force => {
+                return Err(CoreError::DirtyCheckout {
+                    path,
+                    branch: b.to_string(),
+                })
+            }
+            CheckoutState::Unknown if !force => {
+                return Err(CoreError::UnknownCheckout {
+                    path,
+                    branch: b.to_string(),
+                })
+            }
+            other => Some(other),
+        };
+        let action = self.write_checkout(b, &path, &r)?;
+        Ok(CheckoutReport {
+            branch: b.to_string(),
+            path,
+            version: r.version,
+            action,
+            discarded,
+        })
+    }
+
+    /// Write the head of `r` to `path` through a temp file renamed into place, so a live
+    /// connection never sees a file rewritten under it.
+    fn write_checkout(&self, b: &BranchRef, path: &Path, r: &Ref) -> CoreResult<CheckoutAction> {
+        let dir = path.parent().expect("checkout paths have a parent");
+        fs::create_dir_all(dir).map_err(|e| CoreError::io(dir, e))?;
+        if self.options.clone_policy == ClonePolicy::Always {
+            if let CloneCapability::Unsupported { reason } = probe_clone(dir)? {
+                return Err(CoreError::CloneUnsupported {
+                    reason: format!("{} cannot clone files ({reason})", dir.display()),
+                });
+            }
+        }
+        let tmp = tempfile::Builder::new()
+            .prefix(&format!(".{}.db.", b.branch))
+            .suffix(".tmp")
+            .tempfile_in(dir)
+            .map_err(|e| CoreError::io(dir, e))?;
+        let (action, hashes) = match self.find_clone_source(dir, path, &r.root)? {
+            Some((src, sidecar)) => {
+                let kind = clone::duplicate(&src, tmp.path(), self.options.clone_policy)?;
+                verify_copy(tmp.path(), &sidecar, kind)?;
+                let action = match kind {
+                    CopyKind::Cloned => CheckoutAction::Cloned,
+                    CopyKind::Copied => CheckoutAction::Copied,
+                };
+                (action, sidecar.hashes)
+            }
+            None => {
+                let m = materialize(&self.reader, &r.root, tmp.as_file(), tmp.path(), JournalMode::Wal)?;
+                (CheckoutAction::Materialized, m.hashes)
+            }
+        };
+        // Back-date the file so that any later write, however soon, changes its mtime:
+        // the fingerprint is then trustworthy at once.
+        tmp.as_file()
+            .set_modified(SystemTime::now() - Duration::from_secs(2))
+            .map_err(|e| CoreError::io(tmp.path(), e))?;
+        if path.exists() {
+            if sqlite_io::in_use(path)? {
+                return Err(CoreError::CheckoutBusy {
+                    path: path.to_path_buf(),
+                });
+            }
+            // A stale -wal would be replayed onto the new file: remove it first.
+            for suffix in ["-wal", "-shm"] {
+                let p = sidecar_path(path, suffix);
+                match fs::remove_file(&p) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(CoreError::io(p, e)),
+                }
+            }
+        }
+        Sidecar::remove(path)?;
+        tmp.persist(path).map_err(|e| CoreError::io(path, e.error))?;
+        let stamp = now_ns();
+        let fingerprint = Fingerprint::of(path)?.unwrap_or_default();
+        Sidecar {
+            page_size: r.page_size,
+            root: r.root,
+            version: r.version,
+            fingerprint,
+            stamp_ns: stamp,
+            hashes,
+        }
+        .store(path)?;
+        Ok(action)
+    }
+
+    /// Another checkout in `dir` that provably holds exactly the version `root`.
+    fn find_clone_source(
+        &self,
+        dir: &Path,
+        target: &Path,
+        root: &Locator,
+    ) -> CoreResult<Option<(PathBuf, Sidecar)>> {
+        let entries = match fs::read_dir(dir) {
+            Ok(e) => e,
+            Err(_) => return Ok(None),
+        };
+        for entry in entries.flatten() {
+            let p = entry.path();
+            if p == target || p.extension().and_then(|e| e.to_str()) != Some("db") {
+                continue;
+            }
+            let Ok(bytes) = fs::read(Sidecar::path_for(&p)) else {
+                continue;
+            };
+            let Ok(sidecar) = Sidecar::decode(&bytes) else {
+                continue;
+            };
+            if sidecar.root != *root {
+                continue;
+            }
+            if let Some(fp) = Fingerprint::of(&p)? {
+                if sidecar.proves_unmodified(&fp) {
+                    return Ok(Some((p, sidecar)));
+                }
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// A duplicated file is recorded clean only once its length, and for a byte copy every
+/// page hash, is checked.
+fn verify_copy(path: &Path, sidecar: &Sidecar, kind: CopyKind) -> CoreResult<()> {
+    let expected = sidecar.page_count() as u64 * sidecar.page_size as u64;
+    let data_len = fs::metadata(path).map_err(|e| CoreError::io(path, e))?.len();
+    if data_len != expected {
+        return Err(CoreError::corrupt(
+            path.display().to_string(),
+            format!("copy is {data_len} bytes, expected {expected}"),
+        ));
+    }
+    if kind == CopyKind::Cloned {
+        return Ok(());
+    }
+    use std::io::Read;
+    let mut f = fs::File::open(path).map_err(|e| CoreError::io(path, e))?;
+    let mut buf = vec![0u8; sidecar.page_size as usize];
+    for (i, want) in sidecar.hashes.iter().enumerate() {
+        f.read_exact(&mut buf).map_err(|e| CoreError::io(path, e))?;
+        if i == 0 {
+            normalize_page1(&mut buf);
+        }
+        if page_hash(&buf) != *want {
+            return Err(CoreError::corrupt(
+                path.display().to_string(),
+                format!("copied page {} differs from its source", i + 1),
+            ));
+        }
+    }
+    Ok(())
+}

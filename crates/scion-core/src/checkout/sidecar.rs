@@ -1,0 +1,248 @@
+//! The sidecar beside each checkout (`<branch>.db.scion`): which version the file was
+//! materialized from, a fingerprint of the file, and the hash of every page.
+//!
+//! ```text
+//! "SCIONSCR" | version u16 | reserved u16 | page_size u32 | page_count u32
+//! root: segment u64 | offset u64 | len u32 | branch version u64
+//! fingerprint: size u64 | mtime_ns i64 | inode u64 | change counter u32
+//!              | wal size u64 | wal mtime_ns i64
+//! stamp_ns i64 | page hashes (page_count x u64) | xxh3 of all bytes before u64
+//! ```
+
+use std::fs::{self, File};
+use std::io::{Read, Write};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::error::{CoreError, CoreResult};
+use crate::format::{Cursor, DecodeError, Locator, SegmentId};
+use crate::sqlite_io::sidecar_path;
+
+const MAGIC: &[u8; 8] = b"SCIONSCR";
+pub const SIDECAR_FORMAT_VERSION: u16 = 1;
+/// Filesystem timestamps are trusted only for changes older than this (git's
+/// racily-clean rule).
+const RACY_WINDOW_NS: i64 = 1_000_000_000;
+
+/// What `stat` (and the header's change counter) says about a checkout file and its WAL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Fingerprint {
+    pub size: u64,
+    pub mtime_ns: i64,
+    pub inode: u64,
+    pub change_counter: u32,
+    pub wal_size: u64,
+    pub wal_mtime_ns: i64,
+}
+
+fn mtime_ns(md: &fs::Metadata) -> i64 {
+    md.mtime() * 1_000_000_000 + md.mtime_nsec()
+}
+
+impl Fingerprint {
+    /// Fingerprint `path`, or `None` if it does not exist. Opens the file to read the
+    /// change counter: never call while this process has a SQLite connection on it.
+    pub fn of(path: &Path) -> CoreResult<Option<Fingerprint>> {
+        let md = match fs::metadata(path) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(CoreError::io(path, e)),
+        };
+        let mut header = [0u8; 28];
+        let change_counter = match File::open(path).and_then(|mut f| f.read_exact(&mut header)) {
+            Ok(()) => u32::from_be_bytes(header[24..28].try_into().unwrap()),
+            Err(_) => 0,
+        };
+        let wal = sidecar_path(path, "-wal");
+        let (wal_size, wal_mtime_ns) = match fs::metadata(&wal) {
+            Ok(m) => (m.len(), mtime_ns(&m)),
+            Err(_) => (0, 0),
+        };
+        Ok(Some(Fingerprint {
+            size: md.len(),
+            mtime_ns: mtime_ns(&md),
+            inode: md.ino(),
+            change_counter,
+            wal_size,
+            wal_mtime_ns,
+        }))
+    }
+}
+
+pub fn now_ns() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i64)
+        .unwrap_or(0)
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sidecar {
+    pub page_size: u32,
+    pub root: Locator,
+    pub version: u64,
+    pub fingerprint: Fingerprint,
+    /// When the fingerprint was taken.
+    pub stamp_ns: i64,
+    /// Hash of every page (page 1 normalized) of the version the file was made from.
+    pub hashes: Vec<u64>,
+}
+
+impl Sidecar {
+    pub fn page_count(&self) -> u32 {
+        self.hashes.len() as u32
+    }
+
+    /// True when the fingerprint alone proves the file still holds exactly the recorded
+    /// version: same stat and WAL, no WAL content, and no change racily close to the stamp.
+    pub fn proves_unmodified(&self, now: &Fingerprint) -> bool {
+        *now == self.fingerprint
+            && now.wal_size == 0
+            && self.fingerprint.mtime_ns + RACY_WINDOW_NS < self.stamp_ns
+    }
+
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(120 + self.hashes.len() * 8);
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&SIDECAR_FORMAT_VERSION.to_le_bytes());
+        out.extend_from_slice(&0u16.to_le_bytes());
+        out.extend_from_slice(&self.page_size.to_le_bytes());
+        out.extend_from_slice(&self.page_count().to_le_bytes());
+        out.extend_from_slice(&self.root.segment.0.to_le_bytes());
+        out.extend_from_slice(&self.root.offset.to_le_bytes());
+        out.extend_from_slice(&self.root.len.to_le_bytes());
+        out.extend_from_slice(&self.version.to_le_bytes());
+        let f = &self.fingerprint;
+        out.extend_from_slice(&f.size.to_le_bytes());
+        out.extend_from_slice(&f.mtime_ns.to_le_bytes());
+        out.extend_from_slice(&f.inode.to_le_bytes());
+        out.extend_from_slice(&f.change_counter.to_le_bytes());
+        out.extend_from_slice(&f.wal_size.to_le_bytes());
+        out.extend_from_slice(&f.wal_mtime_ns.to_le_bytes());
+        out.extend_from_slice(&self.stamp_ns.to_le_bytes());
+        for h in &self.hashes {
+            out.extend_from_slice(&h.to_le_bytes());
+        }
+        let sum = xxhash_rust::xxh3::xxh3_64(&out);
+        out.extend_from_slice(&sum.to_le_bytes());
+        out
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<Sidecar, DecodeError> {
+        use crate::format::DecodeError as E;
+        if bytes.len() < 8 + 8 {
+            return Err(E("sidecar too short".into()));
+        }
+        let (body, sum) = bytes.split_at(bytes.len() - 8);
+        if xxhash_rust::xxh3::xxh3_64(body) != u64::from_le_bytes(sum.try_into().unwrap()) {
+            return Err(E("sidecar checksum mismatch".into()));
+        }
+        let mut c = Cursor::new(body);
+        if c.take(8)? != MAGIC {
+            return Err(E("not a scion sidecar".into()));
+        }
+        let version = c.u16()?;
+        if version != SIDECAR_FORMAT_VERSION {
+            return Err(E(format!("unknown sidecar version {version}")));
+        }
+        c.take(2)?;
+        let page_size = c.u32()?;
+        let page_count = c.u32()?;
+        let root = Locator {
+            segment: SegmentId(c.u64()?),
+            offset: c.u64()?,
+            len: c.u32()?,
+        };
+        let version = c.u64()?;
+        let fingerprint = Fingerprint {
+            size: c.u64()?,
+            mtime_ns: c.u64()? as i64,
+            inode: c.u64()?,
+            change_counter: c.u32()?,
+            wal_size: c.u64()?,
+            wal_mtime_ns: c.u64()? as i64,
+        };
+        let stamp_ns = c.u64()? as i64;
+        if c.remaining() as u64 != page_count as u64 * 8 {
+            return Err(E("sidecar hash table length mismatch".into()));
+        }
+        let mut hashes = Vec::with_capacity(page_count as usize);
+        for _ in 0..page_count {
+            hashes.push(c.u64()?);
+        }
+        Ok(Sidecar {
+            page_size,
+            root,
+            version,
+            fingerprint,
+            stamp_ns,
+            hashes,
+        })
+    }
+
+    pub fn path_for(checkout: &Path) -> PathBuf {
+        sidecar_path(checkout, ".scion")
+    }
+
+    fn pending_path_for(checkout: &Path) -> PathBuf {
+        sidecar_path(checkout, ".scion.pending")
+    }
+
+    /// Load the sidecar of `checkout`. A pending sidecar (written just before a commit
+    /// was published) is adopted if the branch head is the version it names, and
+    /// dropped otherwise. A missing or damaged sidecar is `None`.
+    pub fn load(checkout: &Path, head: &Locator) -> CoreResult<Option<Sidecar>> {
+        let pending = Self::pending_path_for(checkout);
+        if let Ok(bytes) = fs::read(&pending) {
+            match Sidecar::decode(&bytes) {
+                Ok(s) if s.root == *head => {
+                    fs::rename(&pending, Self::path_for(checkout))
+                        .map_err(|e| CoreError::io(&pending, e))?;
+                    return Ok(Some(s));
+                }
+                _ => {
+                    let _ = fs::remove_file(&pending);
+                }
+            }
+        }
+        match fs::read(Self::path_for(checkout)) {
+            Ok(bytes) => Ok(Sidecar::decode(&bytes).ok()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(CoreError::io(Self::path_for(checkout), e)),
+        }
+    }
+
+    /// Write atomically (temp + rename). A cache, so not fsynced.
+    pub fn store(&self, checkout: &Path) -> CoreResult<()> {
+        write_atomic(&Self::path_for(checkout), &self.encode())
+    }
+
+    /// Write as pending: adopted by the next `load` only if its version got published.
+    pub fn store_pending(&self, checkout: &Path) -> CoreResult<()> {
+        write_atomic(&Self::pending_path_for(checkout), &self.encode())
+    }
+
+    pub fn remove(checkout: &Path) -> CoreResult<()> {
+        for p in [Self::path_for(checkout), Self::pending_path_for(checkout)] {
+            match fs::remove_file(&p) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(CoreError::io(p, e)),
+            }
+        }
+        Ok(())
+    }
+}
+
+fn write_atomic(path: &Path, data: &[u8]) -> CoreResult<()> {
+    let tmp = sidecar_path(path, ".tmp");
+    let res = File::create(&tmp)
+        .and_then(|mut f| f.write_all(data))
+        .and_then(|_| fs::rename(&tmp, path));
+    if let Err(e) = res {
+        let _ = fs::remove_file(&tmp);
+        return Err(CoreError::io(path, e));
+    }
+    Ok(())
+}

@@ -1,0 +1,112 @@
+use std::path::PathBuf;
+
+use scion_store::StoreError;
+
+/// Everything the engine can refuse or fail at. The CLI maps each variant to an exit code
+/// and a message that says what to do next.
+#[derive(Debug, thiserror::Error)]
+pub enum CoreError {
+    #[error("invalid {kind} name {name:?}: {reason}")]
+    InvalidName {
+        kind: &'static str,
+        name: String,
+        reason: &'static str,
+    },
+    #[error("invalid target {target:?}: {reason}")]
+    InvalidTarget {
+        target: String,
+        reason: &'static str,
+    },
+    #[error("no scion store at {location} (run `scion init` first)")]
+    NotInitialized { location: String },
+    #[error("a scion store already exists at {location}")]
+    AlreadyInitialized { location: String },
+    #[error("{what} has format version {found}, newer than this scion understands ({supported}); upgrade scion")]
+    FormatTooNew {
+        what: String,
+        found: u32,
+        supported: u32,
+    },
+    #[error("database {db} does not exist")]
+    DatabaseNotFound { db: String },
+    #[error("database {db} already exists")]
+    DatabaseExists { db: String },
+    #[error("branch {branch} does not exist")]
+    BranchNotFound { branch: String },
+    #[error("branch {branch} already exists")]
+    BranchExists { branch: String },
+    #[error("checkpoint {checkpoint} does not exist")]
+    CheckpointNotFound { checkpoint: String },
+    #[error("checkpoint {checkpoint} already exists")]
+    CheckpointExists { checkpoint: String },
+    #[error("checkpoint name {name:?} is reserved")]
+    ReservedName { name: String },
+    #[error("branch {branch} changed while this operation ran (another writer won); nothing was changed by this one")]
+    Conflict { branch: String },
+    #[error("checkout {path} has changes that were never checkpointed")]
+    DirtyCheckout { path: PathBuf, branch: String },
+    #[error("checkout {path} has no scion record; it may hold changes scion cannot account for")]
+    UnknownCheckout { path: PathBuf, branch: String },
+    #[error("checkout {path} was materialized from an older version of {branch}, which has moved since")]
+    StaleCheckout { path: PathBuf, branch: String },
+    #[error("checkout {path} is open in another connection")]
+    CheckoutBusy { path: PathBuf },
+    #[error("{path} is not a usable SQLite database: {reason}")]
+    NotSqlite { path: PathBuf, reason: String },
+    #[error("{path} already exists")]
+    OutputExists { path: PathBuf },
+    #[error("clone policy is 'always' but {reason}; refusing to make a full copy")]
+    CloneUnsupported { reason: String },
+    #[error("corrupt store data in {object}: {reason}")]
+    Corrupt { object: String, reason: String },
+    #[error("segment id {id} is already taken in the store; retry the operation")]
+    SegmentCollision { id: String },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("SQLite error on {path}: {source}")]
+    Sqlite {
+        path: PathBuf,
+        #[source]
+        source: rusqlite::Error,
+    },
+    #[error("i/o error on {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl CoreError {
+    /// Whether the same call may succeed if repeated as is.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            CoreError::Store(e) => e.is_retryable(),
+            CoreError::CheckoutBusy { .. } | CoreError::SegmentCollision { .. } => true,
+            _ => false,
+        }
+    }
+
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        CoreError::Io {
+            path: path.into(),
+            source,
+        }
+    }
+
+    pub(crate) fn sqlite(path: impl Into<PathBuf>, source: rusqlite::Error) -> Self {
+        CoreError::Sqlite {
+            path: path.into(),
+            source,
+        }
+    }
+
+    pub(crate) fn corrupt(object: impl Into<String>, reason: impl Into<String>) -> Self {
+        CoreError::Corrupt {
+            object: object.into(),
+            reason: reason.into(),
+        }
+    }
+}
+
+pub type CoreResult<T> = Result<T, CoreError>;

@@ -1,0 +1,95 @@
+use super::bytes::{err, Cursor};
+use super::DecodeError;
+
+/// Every frame starts with this many header bytes.
+pub const FRAME_HEADER_LEN: usize = 24;
+/// No frame's content may be larger than this (pages are at most 64 KiB).
+const MAX_RAW_LEN: u32 = 16 << 20;
+
+const CODEC_RAW: u8 = 0;
+const CODEC_LZ4: u8 = 1;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum FrameKind {
+    Page = 1,
+    Node = 2,
+    Root = 3,
+}
+
+impl FrameKind {
+    pub fn from_u8(b: u8) -> Option<Self> {
+        match b {
+            1 => Some(FrameKind::Page),
+            2 => Some(FrameKind::Node),
+            3 => Some(FrameKind::Root),
+            _ => None,
+        }
+    }
+}
+
+/// Encode one frame: header, then the content stored raw or lz4-compressed, whichever is
+/// smaller. Returns the frame bytes and the content hash recorded in the header.
+pub fn encode_frame(kind: FrameKind, key: u64, raw: &[u8]) -> (Vec<u8>, u64) {
+    let checksum = xxhash_rust::xxh3::xxh3_64(raw);
+    let compressed = lz4_flex::block::compress(raw);
+    let (codec, payload): (u8, &[u8]) = if compressed.len() < raw.len() {
+        (CODEC_LZ4, &compressed)
+    } else {
+        (CODEC_RAW, raw)
+    };
+    let mut out = Vec::with_capacity(FRAME_HEADER_LEN + payload.len());
+    out.push(kind as u8);
+    out.push(codec);
+    out.extend_from_slice(&0u16.to_le_bytes());
+    out.extend_from_slice(&(raw.len() as u32).to_le_bytes());
+    out.extend_from_slice(&key.to_le_bytes());
+    out.extend_from_slice(&checksum.to_le_bytes());
+    out.extend_from_slice(payload);
+    (out, checksum)
+}
+
+/// Decode and verify one frame read through a locator. The frame must be of the expected
+/// kind and key, and its content must hash to the checksum in its header.
+pub fn decode_frame(
+    frame: &[u8],
+    kind: FrameKind,
+    key: u64,
+) -> Result<(Vec<u8>, u64), DecodeError> {
+    let mut c = Cursor::new(frame);
+    let got_kind = c.u8()?;
+    let codec = c.u8()?;
+    let flags = c.u16()?;
+    let raw_len = c.u32()?;
+    let got_key = c.u64()?;
+    let checksum = c.u64()?;
+    if got_kind != kind as u8 {
+        return err(format!("frame kind {got_kind}, expected {}", kind as u8));
+    }
+    if got_key != key {
+        return err(format!("frame key {got_key}, expected {key}"));
+    }
+    if flags != 0 {
+        return err(format!("unknown frame flags {flags:#x}"));
+    }
+    if raw_len > MAX_RAW_LEN {
+        return err(format!("frame content length {raw_len} is implausible"));
+    }
+    let payload = c.take(c.remaining())?;
+    let raw = match codec {
+        CODEC_RAW => payload.to_vec(),
+        CODEC_LZ4 => lz4_flex::block::decompress(payload, raw_len as usize)
+            .map_err(|e| DecodeError(format!("lz4: {e}")))?,
+        other => return err(format!("unknown codec {other}")),
+    };
+    if raw.len() != raw_len as usize {
+        return err(format!(
+            "frame content is {} bytes, header says {raw_len}",
+            raw.len()
+        ));
+    }
+    if xxhash_rust::xxh3::xxh3_64(&raw) != checksum {
+        return err("frame checksum mismatch");
+    }
+    Ok((raw, checksum))
+}

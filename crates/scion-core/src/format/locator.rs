@@ -1,0 +1,88 @@
+use std::fmt;
+use std::str::FromStr;
+
+use super::DecodeError;
+
+/// A segment's id: 64 random bits, written as 16 lowercase hex digits in its key
+/// `segments/{id}`. A create-only put that finds an id taken makes the writer pick another.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SegmentId(pub u64);
+
+impl SegmentId {
+    pub fn random() -> Self {
+        let mut b = [0u8; 8];
+        getrandom::fill(&mut b).expect("the OS random source is available");
+        // Zero marks "no segment" in root records of empty versions.
+        SegmentId(u64::from_le_bytes(b).max(1))
+    }
+
+    pub fn key(&self) -> String {
+        format!("segments/{self}")
+    }
+
+    pub fn from_key(key: &str) -> Option<Self> {
+        key.strip_prefix("segments/")?.parse().ok()
+    }
+}
+
+impl fmt::Display for SegmentId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:016x}", self.0)
+    }
+}
+
+impl FromStr for SegmentId {
+    type Err = DecodeError;
+    fn from_str(s: &str) -> Result<Self, DecodeError> {
+        if s.len() != 16 || !s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+            return Err(DecodeError(format!("bad segment id {s:?}")));
+        }
+        u64::from_str_radix(s, 16)
+            .map(SegmentId)
+            .map_err(|e| DecodeError(e.to_string()))
+    }
+}
+
+/// Where one frame (a page, a node or a root record) lives: a byte range of a segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Locator {
+    pub segment: SegmentId,
+    pub offset: u64,
+    pub len: u32,
+}
+
+impl Locator {
+    pub fn end(&self) -> u64 {
+        self.offset + self.len as u64
+    }
+}
+
+/// Text form used in JSON objects: `{segment}:{offset}:{len}`.
+impl fmt::Display for Locator {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}:{}", self.segment, self.offset, self.len)
+    }
+}
+
+impl FromStr for Locator {
+    type Err = DecodeError;
+    fn from_str(s: &str) -> Result<Self, DecodeError> {
+        let mut it = s.split(':');
+        let (Some(seg), Some(off), Some(len), None) = (it.next(), it.next(), it.next(), it.next())
+        else {
+            return Err(DecodeError(format!("bad locator {s:?}")));
+        };
+        let num = |x: &str| {
+            if x.is_empty() || x.len() > 20 || !x.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(DecodeError(format!("bad number in locator {s:?}")));
+            }
+            x.parse::<u64>().map_err(|e| DecodeError(e.to_string()))
+        };
+        let len = num(len)?;
+        Ok(Locator {
+            segment: seg.parse()?,
+            offset: num(off)?,
+            len: u32::try_from(len).map_err(|_| DecodeError("locator length too large".into()))?,
+        })
+    }
+}

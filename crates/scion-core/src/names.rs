@@ -1,0 +1,210 @@
+//! Names of databases, branches and checkpoints, validated in this one place.
+//!
+//! A name becomes part of an object key and of a local file path, so the rules are strict:
+//! 1 to 100 characters of `a-z 0-9 . _ -`, starting with a letter or digit, never `..`.
+//! Lowercase only, so that two names can never collide on a case-insensitive filesystem.
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::CoreError;
+
+pub const MAX_NAME_LEN: usize = 100;
+
+/// Checkpoint names that resolve without an object: the version a branch was forked at,
+/// and the version `create` made.
+pub const RESERVED_CHECKPOINTS: [&str; 2] = ["fork", "init"];
+
+fn validate(kind: &'static str, s: &str) -> Result<(), CoreError> {
+    let reason = if s.is_empty() {
+        Some("is empty")
+    } else if s.len() > MAX_NAME_LEN {
+        Some("is longer than 100 characters")
+    } else if !s.as_bytes()[0].is_ascii_lowercase() && !s.as_bytes()[0].is_ascii_digit() {
+        Some("must start with a lowercase letter or a digit")
+    } else if !s
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'_' | b'-'))
+    {
+        Some("may contain only a-z, 0-9, '.', '_' and '-'")
+    } else if s.contains("..") {
+        Some("must not contain '..'")
+    } else {
+        None
+    };
+    match reason {
+        Some(reason) => Err(CoreError::InvalidName {
+            kind,
+            name: s.to_string(),
+            reason,
+        }),
+        None => Ok(()),
+    }
+}
+
+macro_rules! name_type {
+    ($(#[$doc:meta])* $ty:ident, $kind:literal) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub struct $ty(String);
+
+        impl $ty {
+            pub fn new(s: &str) -> Result<Self, CoreError> {
+                validate($kind, s)?;
+                Ok(Self(s.to_string()))
+            }
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl FromStr for $ty {
+            type Err = CoreError;
+            fn from_str(s: &str) -> Result<Self, CoreError> {
+                Self::new(s)
+            }
+        }
+
+        impl fmt::Display for $ty {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+    };
+}
+
+name_type!(
+    /// A database in a store, e.g. `shop`.
+    DbName,
+    "database"
+);
+name_type!(
+    /// A branch of a database, e.g. `main`.
+    BranchName,
+    "branch"
+);
+name_type!(
+    /// A checkpoint on a branch, e.g. `v1`.
+    CheckpointName,
+    "checkpoint"
+);
+
+impl BranchName {
+    pub fn main() -> Self {
+        Self("main".to_string())
+    }
+}
+
+impl CheckpointName {
+    pub fn is_reserved(&self) -> bool {
+        RESERVED_CHECKPOINTS.contains(&self.0.as_str())
+    }
+}
+
+/// `db@branch`: one branch of one database.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct BranchRef {
+    pub db: DbName,
+    pub branch: BranchName,
+}
+
+impl BranchRef {
+    pub fn new(db: DbName, branch: BranchName) -> Self {
+        Self { db, branch }
+    }
+}
+
+impl fmt::Display for BranchRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}@{}", self.db, self.branch)
+    }
+}
+
+impl FromStr for BranchRef {
+    type Err = CoreError;
+    /// `db` (meaning `db@main`) or `db@branch`.
+    fn from_str(s: &str) -> Result<Self, CoreError> {
+        let t = Target::from_str(s)?;
+        if t.checkpoint.is_some() {
+            return Err(CoreError::InvalidTarget {
+                target: s.to_string(),
+                reason: "expected db or db@branch, not a checkpoint",
+            });
+        }
+        Ok(t.branch)
+    }
+}
+
+/// `db`, `db@branch` or `db@branch@checkpoint`: a version to read.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Target {
+    pub branch: BranchRef,
+    pub checkpoint: Option<CheckpointName>,
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.branch)?;
+        if let Some(c) = &self.checkpoint {
+            write!(f, "@{c}")?;
+        }
+        Ok(())
+    }
+}
+
+impl FromStr for Target {
+    type Err = CoreError;
+    fn from_str(s: &str) -> Result<Self, CoreError> {
+        let parts: Vec<&str> = s.split('@').collect();
+        if parts.len() > 3 {
+            return Err(CoreError::InvalidTarget {
+                target: s.to_string(),
+                reason: "too many '@' (expected db[@branch[@checkpoint]])",
+            });
+        }
+        let db = DbName::new(parts[0])?;
+        let branch = match parts.get(1) {
+            Some(b) => BranchName::new(b)?,
+            None => BranchName::main(),
+        };
+        let checkpoint = parts.get(2).map(|c| CheckpointName::new(c)).transpose()?;
+        Ok(Target {
+            branch: BranchRef::new(db, branch),
+            checkpoint,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn valid_names() {
+        for n in ["main", "a", "try-1", "v1.2_final", "0day"] {
+            BranchName::new(n).unwrap();
+        }
+    }
+
+    #[test]
+    fn invalid_names() {
+        let long = "a".repeat(101);
+        for n in [
+            "", ".", "..", "a..b", "-x", ".x", "_x", "Main", "a/b", "a@b", "a b", "é", &long,
+            "a\0b", "a\\b",
+        ] {
+            assert!(BranchName::new(n).is_err(), "{n:?} must be refused");
+        }
+    }
+
+    #[test]
+    fn targets() {
+        let t: Target = "shop".parse().unwrap();
+        assert_eq!(t.to_string(), "shop@main");
+        let t: Target = "shop@try@v1".parse().unwrap();
+        assert_eq!(t.checkpoint.unwrap().as_str(), "v1");
+        assert!("shop@a@b@c".parse::<Target>().is_err());
+        assert!("shop@".parse::<Target>().is_err());
+        assert!("shop@try@v1".parse::<BranchRef>().is_err());
+    }
+}

@@ -1,0 +1,171 @@
+//! `checkpoint`: commit what changed in a branch's checkout and bind a name to the result.
+
+use std::collections::BTreeMap;
+use std::time::SystemTime;
+
+use scion_store::{PutMode, StoreError};
+use serde::Serialize;
+
+use crate::checkout::{scan, Fingerprint, Sidecar};
+use crate::clock::rfc3339;
+use crate::error::{CoreError, CoreResult};
+use crate::format::{page_contribution, page_hash, FrameKind, Locator, RootRecord};
+use crate::names::{BranchRef, CheckpointName};
+use crate::pagemap::{depth_for, TreeUpdate};
+use crate::refs::ref_key;
+use crate::writer::{VersionWriter, WriteStats};
+use crate::Scion;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CheckpointReport {
+    pub checkpoint: String,
+    pub version: u64,
+    /// Whether a new version was committed (false: the checkout was clean).
+    pub committed: bool,
+    pub pages_changed: u64,
+    pub page_count: u32,
+    pub store: WriteStats,
+}
+
+impl Scion {
+    /// Commit the pages of `b`'s checkout that differ from the version it was made from,
+    /// reading one consistent committed state (other connections may keep writing), then
+    /// bind `name` to the new head. A clean checkout (or none) binds the current head.
+    pub fn checkpoint(&self, b: &BranchRef, name: &CheckpointName) -> CoreResult<CheckpointReport> {
+        self.check_new_checkpoint_name(b, name)?;
+        let (r, etag) = self.read_ref(b)?;
+        let path = self.checkout_path(b);
+        let bind_head = |stats: WriteStats| -> CoreResult<CheckpointReport> {
+            self.bind_checkpoint(b, name, r.root, r.version)?;
+            Ok(CheckpointReport {
+                checkpoint: format!("{b}@{name}"),
+                version: r.version,
+                committed: false,
+                pages_changed: 0,
+                page_count: r.page_count,
+                store: stats,
+            })
+        };
+        if !path.exists() {
+            return bind_head(WriteStats::default());
+        }
+        let Some(mut sidecar) = Sidecar::load(&path, &r.root)? else {
+            return Err(CoreError::UnknownCheckout {
+                path,
+                branch: b.to_string(),
+            });
+        };
+        if sidecar.root != r.root {
+            return Err(CoreError::StaleCheckout {
+                path,
+                branch: b.to_string(),
+            });
+        }
+        // Stamp, then fingerprint, before any SQLite connection opens the file.
+        let stamp = crate::checkout::now_ns();
+        let fingerprint = Fingerprint::of(&path)?.unwrap_or_default();
+        if sidecar.proves_unmodified(&fingerprint) {
+            return bind_head(WriteStats::default());
+        }
+        let old = self.reader.root(&r.root)?;
+        let committed = super::with_fresh_ids(|| {
+            let mut writer = VersionWriter::new(&self.backend);
+            let mut changes: BTreeMap<u32, Option<Locator>> = BTreeMap::new();
+            let mut zero = None;
+            let (info, hashes) = scan(&path, Some(&sidecar), |pgno, page, hash| {
+                let zero = *zero.get_or_insert_with(|| page_hash(&vec![0u8; page.len()]));
+                let loc = if hash == zero {
+                    None
+                } else {
+                    Some(writer.add(FrameKind::Page, pgno as u64, page)?.0)
+                };
+                changes.insert(pgno - 1, loc);
+                Ok(())
+            })?;
+            let same_shape = info.page_size == old.page_size && info.page_count == old.page_count;
+            if changes.is_empty() && same_shape {
+                return Ok((None, hashes));
+            }
+            let zero = page_hash(&vec![0u8; info.page_size as usize]);
+            let db_checksum = hashes.iter().enumerate().fold(0u64, |acc, (i, h)| {
+                acc.wrapping_add(page_contribution(i as u32 + 1, *h, zero))
+            });
+            // A new page size makes every page new: start from an empty tree.
+            let (top, old_depth) = if info.page_size == old.page_size {
+                (old.node, old.depth)
+            } else {
+                (None, 0)
+            };
+            let new_depth = old_depth.max(depth_for(info.page_count, old.fanout_bits));
+            let update = TreeUpdate {
+                reader: &self.reader,
+                fanout_bits: old.fanout_bits,
+                limit: info.page_count,
+            };
+            let node = update.apply(&mut writer, top, old_depth, new_depth, &changes)?;
+            let record = RootRecord {
+                fanout_bits: old.fanout_bits,
+                depth: if node.is_some() { new_depth } else { 0 },
+                page_size: info.page_size,
+                page_count: if node.is_some() { info.page_count } else { 0 },
+                change_counter: 0,
+                db_checksum,
+                node,
+            };
+            let pages = changes.len() as u64;
+            let (root, stats, _) = writer.finish(&record)?;
+            Ok((Some((root, record, stats, pages)), hashes))
+        })?;
+        let (commit, hashes) = committed;
+        let Some((root, record, stats, pages_changed)) = commit else {
+            sidecar.fingerprint = fingerprint;
+            sidecar.stamp_ns = stamp;
+            sidecar.store(&path)?;
+            return bind_head(WriteStats::default());
+        };
+        let version = r.version + 1;
+        let new_sidecar = Sidecar {
+            page_size: record.page_size,
+            root,
+            version,
+            fingerprint,
+            stamp_ns: stamp,
+            hashes,
+        };
+        // Adopted by the next load only if the ref below really moves to `root`.
+        new_sidecar.store_pending(&path)?;
+        let mut next = r.clone();
+        next.root = root;
+        next.version = version;
+        next.page_size = record.page_size;
+        next.page_count = record.page_count;
+        next.touched_at = rfc3339(SystemTime::now());
+        match self
+            .backend
+            .put(&ref_key(b), &next.encode(), PutMode::Update(etag))
+        {
+            Ok(_) => {}
+            Err(StoreError::Conflict { .. }) => {
+                Sidecar::load(&path, &r.root)?;
+                return Err(CoreError::Conflict {
+                    branch: b.to_string(),
+                });
+            }
+            Err(e) => return Err(e.into()),
+        }
+        new_sidecar.store(&path)?;
+        Sidecar::load(&path, &root)?;
+        self.bind_checkpoint(b, name, root, version)?;
+        Ok(CheckpointReport {
+            checkpoint: format!("{b}@{name}"),
+            version,
+            committed: true,
+            pages_changed,
+            page_count: record.page_count,
+            store: WriteStats {
+                objects: stats.objects + 2,
+                ..stats
+            },
+        })
+    }
+}

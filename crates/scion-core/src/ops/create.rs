@@ -1,0 +1,134 @@
+//! `create`: a new database, empty or imported from an existing SQLite file.
+
+use std::path::Path;
+use std::time::SystemTime;
+
+use scion_store::{PutMode, StoreError};
+use serde::Serialize;
+
+use crate::clock::rfc3339;
+use crate::error::{CoreError, CoreResult};
+use crate::format::{page_contribution, page_hash, FrameKind, Locator, RootRecord};
+use crate::names::{BranchName, BranchRef, DbName};
+use crate::pagemap::{self, DEFAULT_FANOUT_BITS};
+use crate::refs::{ref_key, refs_prefix, Ref, REF_SCHEMA};
+use crate::sqlite_io::{self, change_counter};
+use crate::writer::{VersionWriter, WriteStats};
+use crate::Scion;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CreateReport {
+    pub db: String,
+    pub version: u64,
+    pub page_size: u32,
+    pub page_count: u32,
+    pub store_objects: u64,
+    pub store_bytes: u64,
+}
+
+/// A version written to the store but not yet published by any ref.
+pub(crate) struct ImportedVersion {
+    pub root: Locator,
+    pub record: RootRecord,
+    pub stats: WriteStats,
+}
+
+/// Read `path`'s committed state (through SQLite, in one read transaction) and write it
+/// to the store as a complete version.
+pub(crate) fn import_file(scion: &Scion, path: &Path, read_only: bool) -> CoreResult<ImportedVersion> {
+    let mut writer = VersionWriter::new(&scion.backend);
+    let mut pages: Vec<Option<Locator>> = Vec::new();
+    let mut checksum = 0u64;
+    let mut zero_hash = None;
+    let mut counter = 0;
+    let info = sqlite_io::read_snapshot(path, read_only, |pgno, page| {
+        let zero = *zero_hash.get_or_insert_with(|| page_hash(&vec![0u8; page.len()]));
+        if pgno == 1 {
+            counter = change_counter(page);
+        }
+        let hash = page_hash(page);
+        if hash == zero {
+            pages.push(None);
+            return Ok(());
+        }
+        let (loc, _) = writer.add(FrameKind::Page, pgno as u64, page)?;
+        checksum = checksum.wrapping_add(page_contribution(pgno, hash, zero));
+        pages.push(Some(loc));
+        Ok(())
+    })?;
+    let (node, depth) = pagemap::build(&mut writer, &pages, DEFAULT_FANOUT_BITS)?;
+    let record = RootRecord {
+        fanout_bits: DEFAULT_FANOUT_BITS,
+        depth: if node.is_some() { depth } else { 0 },
+        page_size: info.page_size,
+        page_count: if node.is_some() { info.page_count } else { 0 },
+        change_counter: counter,
+        db_checksum: checksum,
+        node,
+    };
+    if node.is_none() && info.page_count > 0 {
+        return Err(CoreError::NotSqlite {
+            path: path.to_path_buf(),
+            reason: "every page is zero".to_string(),
+        });
+    }
+    let (root, stats, _) = writer.finish(&record)?;
+    Ok(ImportedVersion {
+        root,
+        record,
+        stats,
+    })
+}
+
+impl Scion {
+    /// Create database `db` with a protected `main` branch at version 1: empty, or the
+    /// committed state of the SQLite file `from` (which is only read, never modified,
+    /// even while other connections write to it).
+    pub fn create(&self, db: &DbName, from: Option<&Path>) -> CoreResult<CreateReport> {
+        if !self.backend.list(&refs_prefix(db))?.is_empty() {
+            return Err(CoreError::DatabaseExists { db: db.to_string() });
+        }
+        let scratch = tempfile::tempdir().map_err(|e| CoreError::io(std::env::temp_dir(), e))?;
+        let (source, read_only) = match from {
+            Some(path) if sqlite_io::check_database_file(path)?.is_some() => (path.to_path_buf(), true),
+            _ => {
+                let p = scratch.path().join("empty.db");
+                sqlite_io::create_empty(&p)?;
+                (p, false)
+            }
+        };
+        let imported = super::with_fresh_ids(|| import_file(self, &source, read_only))?;
+        let now = rfc3339(SystemTime::now());
+        let main = BranchRef::new(db.clone(), BranchName::main());
+        let r = Ref {
+            schema: REF_SCHEMA,
+            root: imported.root,
+            version: 1,
+            page_size: imported.record.page_size,
+            page_count: imported.record.page_count,
+            fork_root: imported.root,
+            fork_version: 1,
+            init_root: imported.root,
+            parent: None,
+            protected: true,
+            created_at: now.clone(),
+            touched_at: now,
+            meta: Default::default(),
+        };
+        match self.backend.put(&ref_key(&main), &r.encode(), PutMode::Create) {
+            Ok(_) => {}
+            Err(StoreError::AlreadyExists { .. }) => {
+                return Err(CoreError::DatabaseExists { db: db.to_string() })
+            }
+            Err(e) => return Err(e.into()),
+        }
+        Ok(CreateReport {
+            db: db.to_string(),
+            version: 1,
+            page_size: r.page_size,
+            page_count: r.page_count,
+            store_objects: imported.stats.objects + 1,
+            store_bytes: imported.stats.bytes,
+        })
+    }
+}

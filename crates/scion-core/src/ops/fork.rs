@@ -1,0 +1,76 @@
+//! `fork`: a new branch at an existing version. One small create-only write; no page is
+//! copied, whatever the database's size.
+
+use std::time::SystemTime;
+
+use scion_store::{PutMode, StoreError};
+use serde::Serialize;
+
+use crate::clock::rfc3339;
+use crate::error::{CoreError, CoreResult};
+use crate::names::{BranchName, BranchRef, CheckpointName, Target};
+use crate::refs::{ref_key, Parent, Ref, REF_SCHEMA};
+use crate::Scion;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ForkReport {
+    pub branch: String,
+    pub from: String,
+    pub version: u64,
+    pub ref_bytes: u64,
+}
+
+impl Scion {
+    pub fn fork(
+        &self,
+        source: &BranchRef,
+        new: &BranchName,
+        at: Option<&CheckpointName>,
+    ) -> CoreResult<ForkReport> {
+        let target = Target {
+            branch: source.clone(),
+            checkpoint: at.cloned(),
+        };
+        let (src_ref, _) = self.read_ref(source)?;
+        let version = self.resolve(&target)?;
+        let page_count = if version.root == src_ref.root {
+            src_ref.page_count
+        } else {
+            self.reader.root(&version.root)?.page_count
+        };
+        let now = rfc3339(SystemTime::now());
+        let r = Ref {
+            schema: REF_SCHEMA,
+            root: version.root,
+            version: version.version,
+            page_size: src_ref.page_size,
+            page_count,
+            fork_root: version.root,
+            fork_version: version.version,
+            init_root: src_ref.init_root,
+            parent: Some(Parent {
+                branch: source.branch.to_string(),
+                version: version.version,
+                checkpoint: at.map(|c| c.to_string()),
+            }),
+            protected: false,
+            created_at: now.clone(),
+            touched_at: now,
+            meta: Default::default(),
+        };
+        let new_ref = BranchRef::new(source.db.clone(), new.clone());
+        let body = r.encode();
+        match self.backend.put(&ref_key(&new_ref), &body, PutMode::Create) {
+            Ok(_) => Ok(ForkReport {
+                branch: new_ref.to_string(),
+                from: target.to_string(),
+                version: version.version,
+                ref_bytes: body.len() as u64,
+            }),
+            Err(StoreError::AlreadyExists { .. }) => Err(CoreError::BranchExists {
+                branch: new_ref.to_string(),
+            }),
+            Err(e) => Err(e.into()),
+        }
+    }
+}

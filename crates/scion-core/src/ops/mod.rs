@@ -1,0 +1,20 @@
+//! The operations on a store, one module each.
+
+pub mod checkpoint;
+pub mod create;
+pub mod export;
+pub mod fork;
+pub mod status;
+
+/// Retry a whole write operation when its freshly drawn segment id turned out taken.
+pub(crate) fn with_fresh_ids<T>(
+    mut f: impl FnMut() -> crate::CoreResult<T>,
+) -> crate::CoreResult<T> {
+    let mut tries = 0;
+    loop {
+        match f() {
+            Err(crate::CoreError::SegmentCollision { .. }) if tries < 3 => tries += 1,
+            other => return other,
+        }
+    }
+}

@@ -1,0 +1,193 @@
+//! The copy-on-write radix tree from page number to page frame.
+//!
+//! Slot `i` of a level-`L` node covers pages `(i << (bits * L)) ..` of its subtree. An
+//! absent slot is all-zero pages. A commit path-copies only the nodes above changed pages;
+//! everything else is shared with the previous version by locator.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::error::CoreResult;
+use crate::format::{FrameKind, Locator, Node};
+use crate::reader::FrameReader;
+use crate::writer::VersionWriter;
+
+/// 32 slots a node: the fan-out chosen by measuring commit cost (docs/benchmarks.md).
+pub const DEFAULT_FANOUT_BITS: u8 = 5;
+
+/// Levels needed to address `page_count` pages (at least one).
+pub fn depth_for(page_count: u32, fanout_bits: u8) -> u8 {
+    let mut depth = 1u8;
+    while (depth as u32 * fanout_bits as u32) < 32
+        && (page_count as u64) > (1u64 << (depth as u32 * fanout_bits as u32))
+    {
+        depth += 1;
+    }
+    depth
+}
+
+/// Build a tree bottom-up from the locators of pages `1..=pages.len()` (`None` = zero page).
+pub fn build(
+    writer: &mut VersionWriter<'_>,
+    pages: &[Option<Locator>],
+    fanout_bits: u8,
+) -> CoreResult<(Option<Locator>, u8)> {
+    let fanout = 1usize << fanout_bits;
+    let depth = depth_for(pages.len() as u32, fanout_bits);
+    let mut level_slots: Vec<Option<Locator>> = pages.to_vec();
+    for level in 0..depth {
+        let mut next = Vec::with_capacity(level_slots.len().div_ceil(fanout));
+        for chunk in level_slots.chunks(fanout) {
+            let mut node = Node::empty(level, fanout_bits);
+            node.slots[..chunk.len()].copy_from_slice(chunk);
+            if node.is_empty() {
+                next.push(None);
+            } else {
+                let (loc, _) = writer.add(FrameKind::Node, level as u64, &node.encode())?;
+                next.push(Some(loc));
+            }
+        }
+        if next.is_empty() {
+            next.push(None);
+        }
+        level_slots = next;
+    }
+    Ok((level_slots[0], depth))
+}
+
+/// A change set: page index (pgno - 1) to its new frame, or `None` for an all-zero page.
+pub type Changes = BTreeMap<u32, Option<Locator>>;
+
+pub struct TreeUpdate<'r> {
+    pub reader: &'r FrameReader,
+    pub fanout_bits: u8,
+    /// Pages at index >= limit are dropped (the database shrank).
+    pub limit: u32,
+}
+
+impl TreeUpdate<'_> {
+    /// Apply `changes` to the tree at `top` (of `old_depth` levels), growing it to
+    /// `new_depth` levels if needed. Returns the new top node.
+    pub fn apply(
+        &self,
+        writer: &mut VersionWriter<'_>,
+        top: Option<Locator>,
+        old_depth: u8,
+        new_depth: u8,
+        changes: &Changes,
+    ) -> CoreResult<Option<Locator>> {
+        let mut top = top;
+        let mut depth = if top.is_none() { new_depth } else { old_depth };
+        // Grow: the old tree becomes slot 0 of new upper nodes. Rare (the database crossed
+        // a power of the fan-out), so the wrappers are simply written.
+        while depth < new_depth {
+            let mut upper = Node::empty(depth, self.fanout_bits);
+            upper.slots[0] = top;
+            top = Some(writer.add(FrameKind::Node, depth as u64, &upper.encode())?.0);
+            depth += 1;
+        }
+        let node = match top {
+            Some(loc) => (*self.reader.node(&loc, depth - 1, self.fanout_bits)?).clone(),
+            None => Node::empty(depth - 1, self.fanout_bits),
+        };
+        let changes: Vec<(u32, Option<Locator>)> = changes.iter().map(|(k, v)| (*k, *v)).collect();
+        let (loc, changed) = self.update(writer, node, depth - 1, 0, &changes)?;
+        Ok(if changed { loc } else { top })
+    }
+
+    fn span(&self, level: u8) -> u64 {
+        1u64 << (self.fanout_bits as u32 * level as u32)
+    }
+
+    fn update(
+        &self,
+        writer: &mut VersionWriter<'_>,
+        mut node: Node,
+        level: u8,
+        base: u64,
+        changes: &[(u32, Option<Locator>)],
+    ) -> CoreResult<(Option<Locator>, bool)> {
+        let span = self.span(level);
+        let limit = self.limit as u64;
+        let mut changed = false;
+        let mut rest = changes;
+        for i in 0..node.slots.len() {
+            let lo = base + i as u64 * span;
+            let hi = lo + span;
+            let split = rest.partition_point(|(idx, _)| (*idx as u64) < hi);
+            let (mine, after) = rest.split_at(split);
+            rest = after;
+            if lo >= limit {
+                if node.slots[i].is_some() {
+                    node.slots[i] = None;
+                    changed = true;
+                }
+                continue;
+            }
+            if mine.is_empty() && hi <= limit {
+                continue;
+            }
+            if level == 0 {
+                if let Some((_, new)) = mine.last() {
+                    if node.slots[i] != *new {
+                        node.slots[i] = *new;
+                        changed = true;
+                    }
+                }
+                continue;
+            }
+            if mine.is_empty() && node.slots[i].is_none() {
+                continue;
+            }
+            let child = match node.slots[i] {
+                Some(loc) => (*self.reader.node(&loc, level - 1, self.fanout_bits)?).clone(),
+                None => Node::empty(level - 1, self.fanout_bits),
+            };
+            let (new_child, child_changed) = self.update(writer, child, level - 1, lo, mine)?;
+            if child_changed {
+                node.slots[i] = new_child;
+                changed = true;
+            }
+        }
+        if !changed {
+            return Ok((None, false));
+        }
+        if node.is_empty() {
+            return Ok((None, true));
+        }
+        let (loc, _) = writer.add(FrameKind::Node, level as u64, &node.encode())?;
+        Ok((Some(loc), true))
+    }
+}
+
+/// Every present page of a tree, as (page index, locator), in page order.
+pub fn leaves(
+    reader: &FrameReader,
+    top: Option<Locator>,
+    depth: u8,
+    fanout_bits: u8,
+) -> CoreResult<Vec<(u32, Locator)>> {
+    let Some(top) = top else {
+        return Ok(Vec::new());
+    };
+    // Breadth-first, one level at a time, so each level's nodes are read coalesced.
+    let mut frontier: Vec<(u64, Locator)> = vec![(0, top)];
+    for level in (0..depth).rev() {
+        let locs: Vec<Locator> = frontier.iter().map(|(_, l)| *l).collect();
+        let nodes: Vec<Arc<Node>> = reader.nodes(&locs, level, fanout_bits)?;
+        let span = 1u64 << (fanout_bits as u32 * level as u32);
+        let mut next = Vec::new();
+        for ((base, _), node) in frontier.iter().zip(nodes) {
+            for (i, slot) in node.slots.iter().enumerate() {
+                if let Some(loc) = slot {
+                    next.push((base + i as u64 * span, *loc));
+                }
+            }
+        }
+        frontier = next;
+    }
+    Ok(frontier
+        .into_iter()
+        .map(|(idx, loc)| (idx as u32, loc))
+        .collect())
+}

@@ -1,0 +1,154 @@
+//! Verified reads of frames from the store, with adjacent frames coalesced into one
+//! ranged read and decoded nodes cached for the life of the process.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use scion_store::{Backend, StoreError};
+
+use crate::error::{CoreError, CoreResult};
+use crate::format::{decode_frame, FrameKind, Locator, Node, RootRecord};
+
+/// Largest single ranged read when coalescing adjacent frames.
+const MAX_RUN_BYTES: u64 = 8 << 20;
+
+#[derive(Debug)]
+pub struct FrameReader {
+    backend: Arc<dyn Backend>,
+    nodes: Mutex<HashMap<Locator, Arc<Node>>>,
+}
+
+/// A decoded, verified page.
+pub struct PageFrame<'a, T> {
+    pub tag: &'a T,
+    pub raw: Vec<u8>,
+    pub hash: u64,
+}
+
+impl FrameReader {
+    pub fn new(backend: Arc<dyn Backend>) -> Self {
+        Self {
+            backend,
+            nodes: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn backend(&self) -> &Arc<dyn Backend> {
+        &self.backend
+    }
+
+    fn fetch(&self, loc: &Locator, len: u64) -> CoreResult<Vec<u8>> {
+        let key = loc.segment.key();
+        self.backend
+            .get_range(&key, loc.offset..loc.offset + len)
+            .map_err(|e| match e {
+                StoreError::NotFound { key } => {
+                    CoreError::corrupt(key, "segment is missing from the store")
+                }
+                StoreError::Other(msg) => CoreError::corrupt(key, msg),
+                other => CoreError::Store(other),
+            })
+    }
+
+    fn read_one(&self, loc: &Locator, kind: FrameKind, key: u64) -> CoreResult<(Vec<u8>, u64)> {
+        let bytes = self.fetch(loc, loc.len as u64)?;
+        decode_frame(&bytes, kind, key)
+            .map_err(|e| CoreError::corrupt(format!("{} at {loc}", loc.segment.key()), e.0))
+    }
+
+    pub fn root(&self, loc: &Locator) -> CoreResult<RootRecord> {
+        let (raw, _) = self.read_one(loc, FrameKind::Root, 0)?;
+        RootRecord::decode(&raw)
+            .map_err(|e| CoreError::corrupt(format!("root record {loc}"), e.0))
+    }
+
+    pub fn node(&self, loc: &Locator, level: u8, fanout_bits: u8) -> CoreResult<Arc<Node>> {
+        if let Some(n) = self.nodes.lock().unwrap().get(loc) {
+            return Ok(n.clone());
+        }
+        let (raw, _) = self.read_one(loc, FrameKind::Node, level as u64)?;
+        let node = Arc::new(check_node(&raw, loc, level, fanout_bits)?);
+        self.nodes.lock().unwrap().insert(*loc, node.clone());
+        Ok(node)
+    }
+
+    /// Read many nodes of one level, coalescing adjacent ones.
+    pub fn nodes(
+        &self,
+        locs: &[Locator],
+        level: u8,
+        fanout_bits: u8,
+    ) -> CoreResult<Vec<Arc<Node>>> {
+        let mut out: Vec<Option<Arc<Node>>> = vec![None; locs.len()];
+        let mut missing = Vec::new();
+        {
+            let cache = self.nodes.lock().unwrap();
+            for (i, l) in locs.iter().enumerate() {
+                match cache.get(l) {
+                    Some(n) => out[i] = Some(n.clone()),
+                    None => missing.push((*l, i)),
+                }
+            }
+        }
+        self.for_each_frame(missing, FrameKind::Node, |_| level as u64, |frame| {
+            let loc = locs[*frame.tag];
+            let node = Arc::new(check_node(&frame.raw, &loc, level, fanout_bits)?);
+            self.nodes.lock().unwrap().insert(loc, node.clone());
+            out[*frame.tag] = Some(node);
+            Ok(())
+        })?;
+        Ok(out.into_iter().map(|n| n.expect("every node read")).collect())
+    }
+
+    /// Read the frames at `items`, in store order, coalescing frames adjacent in one
+    /// segment into a single ranged read; each verified frame is handed to `f`.
+    pub fn for_each_frame<T>(
+        &self,
+        mut items: Vec<(Locator, T)>,
+        kind: FrameKind,
+        key_of: impl Fn(&T) -> u64,
+        mut f: impl FnMut(PageFrame<'_, T>) -> CoreResult<()>,
+    ) -> CoreResult<()> {
+        items.sort_by_key(|(l, _)| (l.segment, l.offset));
+        let mut i = 0;
+        while i < items.len() {
+            let start = items[i].0;
+            let mut j = i + 1;
+            let mut end = start.end();
+            while j < items.len()
+                && items[j].0.segment == start.segment
+                && items[j].0.offset == end
+                && end - start.offset + items[j].0.len as u64 <= MAX_RUN_BYTES
+            {
+                end = items[j].0.end();
+                j += 1;
+            }
+            let run = self.fetch(&start, end - start.offset)?;
+            for (loc, tag) in &items[i..j] {
+                let lo = (loc.offset - start.offset) as usize;
+                let bytes = &run[lo..lo + loc.len as usize];
+                let (raw, hash) = decode_frame(bytes, kind, key_of(tag)).map_err(|e| {
+                    CoreError::corrupt(format!("{} at {loc}", loc.segment.key()), e.0)
+                })?;
+                f(PageFrame { tag, raw, hash })?;
+            }
+            i = j;
+        }
+        Ok(())
+    }
+}
+
+fn check_node(raw: &[u8], loc: &Locator, level: u8, fanout_bits: u8) -> CoreResult<Node> {
+    let node =
+        Node::decode(raw).map_err(|e| CoreError::corrupt(format!("node {loc}"), e.0))?;
+    if node.level != level || node.fanout_bits != fanout_bits {
+        return Err(CoreError::corrupt(
+            format!("node {loc}"),
+            format!(
+                "node is level {} fan-out 2^{}, expected level {level} fan-out 2^{fanout_bits}",
+                node.level, node.fanout_bits
+            ),
+        ));
+    }
+    Ok(node)
+}

@@ -1,0 +1,264 @@
+//! [`Scion`]: one opened store, and the read-side helpers every operation shares.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use scion_store::{Backend, ETag, PutMode, StoreError};
+
+use crate::checkout::ClonePolicy;
+use crate::clock::rfc3339;
+use crate::error::{CoreError, CoreResult};
+use crate::format::Locator;
+use crate::manifest::{Manifest, MANIFEST_KEY, STORE_FORMAT_VERSION};
+use crate::names::{BranchName, BranchRef, CheckpointName, DbName, Target};
+use crate::reader::FrameReader;
+use crate::refs::{
+    branch_from_key, checkpoint_key, checkpoints_prefix, ref_key, refs_prefix, Checkpoint, Ref,
+};
+
+/// Where checkouts go and how they may be cloned.
+#[derive(Debug, Clone)]
+pub struct ScionOptions {
+    pub checkouts_dir: PathBuf,
+    pub clone_policy: ClonePolicy,
+}
+
+#[derive(Debug)]
+pub struct Scion {
+    pub(crate) backend: Arc<dyn Backend>,
+    pub(crate) location: String,
+    pub(crate) manifest: Manifest,
+    pub(crate) options: ScionOptions,
+    pub(crate) reader: FrameReader,
+}
+
+/// A version picked out by a target, and how it was named.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolvedVersion {
+    pub root: Locator,
+    pub version: u64,
+}
+
+impl Scion {
+    /// Create a new store. Fails if one exists at the location.
+    pub fn init(backend: Arc<dyn Backend>, location: &str, options: ScionOptions) -> CoreResult<Self> {
+        let manifest = Manifest {
+            format: STORE_FORMAT_VERSION,
+            store_id: random_id(),
+            created_at: rfc3339(SystemTime::now()),
+        };
+        let body = serde_json::to_vec_pretty(&manifest).expect("manifest serializes");
+        match backend.put(MANIFEST_KEY, &body, PutMode::Create) {
+            Ok(_) => {}
+            Err(StoreError::AlreadyExists { .. }) => {
+                return Err(CoreError::AlreadyInitialized {
+                    location: location.to_string(),
+                })
+            }
+            Err(e) => return Err(e.into()),
+        }
+        Ok(Self::assemble(backend, location, manifest, options))
+    }
+
+    /// Open an existing store, refusing one written by a newer scion.
+    pub fn open(backend: Arc<dyn Backend>, location: &str, options: ScionOptions) -> CoreResult<Self> {
+        let bytes = match backend.get(MANIFEST_KEY) {
+            Ok((b, _)) => b,
+            Err(StoreError::NotFound { .. }) => {
+                return Err(CoreError::NotInitialized {
+                    location: location.to_string(),
+                })
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let manifest = Manifest::decode(&bytes, location)?;
+        Ok(Self::assemble(backend, location, manifest, options))
+    }
+
+    fn assemble(backend: Arc<dyn Backend>, location: &str, manifest: Manifest, options: ScionOptions) -> Self {
+        Scion {
+            reader: FrameReader::new(backend.clone()),
+            backend,
+            location: location.to_string(),
+            manifest,
+            options,
+        }
+    }
+
+    pub fn backend(&self) -> &Arc<dyn Backend> {
+        &self.backend
+    }
+
+    pub fn location(&self) -> &str {
+        &self.location
+    }
+
+    pub fn store_id(&self) -> &str {
+        &self.manifest.store_id
+    }
+
+    pub fn checkouts_dir(&self) -> &Path {
+        &self.options.checkouts_dir
+    }
+
+    pub fn clone_policy(&self) -> ClonePolicy {
+        self.options.clone_policy
+    }
+
+    /// Read a branch's ref and the etag to compare-and-swap it with.
+    pub fn read_ref(&self, b: &BranchRef) -> CoreResult<(Ref, ETag)> {
+        let key = ref_key(b);
+        match self.backend.get(&key) {
+            Ok((bytes, etag)) => Ok((Ref::decode(&bytes, &key)?, etag)),
+            Err(StoreError::NotFound { .. }) => Err(self.missing_branch(b)?),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn missing_branch(&self, b: &BranchRef) -> CoreResult<CoreError> {
+        if self.backend.list(&refs_prefix(&b.db))?.is_empty() {
+            return Ok(CoreError::DatabaseNotFound {
+                db: b.db.to_string(),
+            });
+        }
+        Ok(CoreError::BranchNotFound {
+            branch: b.to_string(),
+        })
+    }
+
+    /// The version a target names: a branch head, a checkpoint, or a reserved name.
+    pub fn resolve(&self, t: &Target) -> CoreResult<ResolvedVersion> {
+        let (r, _) = self.read_ref(&t.branch)?;
+        let Some(name) = &t.checkpoint else {
+            return Ok(ResolvedVersion {
+                root: r.root,
+                version: r.version,
+            });
+        };
+        match name.as_str() {
+            "fork" => Ok(ResolvedVersion {
+                root: r.fork_root,
+                version: r.fork_version,
+            }),
+            "init" => Ok(ResolvedVersion {
+                root: r.init_root,
+                version: 1,
+            }),
+            _ => {
+                let c = self.read_checkpoint(&t.branch, name)?;
+                Ok(ResolvedVersion {
+                    root: c.root,
+                    version: c.version,
+                })
+            }
+        }
+    }
+
+    pub fn read_checkpoint(&self, b: &BranchRef, name: &CheckpointName) -> CoreResult<Checkpoint> {
+        let key = checkpoint_key(b, name);
+        match self.backend.get(&key) {
+            Ok((bytes, _)) => Checkpoint::decode(&bytes, &key),
+            Err(StoreError::NotFound { .. }) => Err(CoreError::CheckpointNotFound {
+                checkpoint: format!("{b}@{name}"),
+            }),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Bind `name` to a version with a create-only write.
+    pub(crate) fn bind_checkpoint(
+        &self,
+        b: &BranchRef,
+        name: &CheckpointName,
+        root: Locator,
+        version: u64,
+    ) -> CoreResult<Checkpoint> {
+        let c = Checkpoint {
+            schema: crate::refs::CHECKPOINT_SCHEMA,
+            root,
+            version,
+            created_at: rfc3339(SystemTime::now()),
+            meta: Default::default(),
+        };
+        match self.backend.put(&checkpoint_key(b, name), &c.encode(), PutMode::Create) {
+            Ok(_) => Ok(c),
+            Err(StoreError::AlreadyExists { .. }) => Err(CoreError::CheckpointExists {
+                checkpoint: format!("{b}@{name}"),
+            }),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    pub(crate) fn check_new_checkpoint_name(&self, b: &BranchRef, name: &CheckpointName) -> CoreResult<()> {
+        if name.is_reserved() {
+            return Err(CoreError::ReservedName {
+                name: name.to_string(),
+            });
+        }
+        match self.backend.head(&checkpoint_key(b, name)) {
+            Ok(_) => Err(CoreError::CheckpointExists {
+                checkpoint: format!("{b}@{name}"),
+            }),
+            Err(StoreError::NotFound { .. }) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    pub fn list_databases(&self) -> CoreResult<Vec<DbName>> {
+        let mut dbs: Vec<DbName> = Vec::new();
+        for m in self.backend.list("refs/")? {
+            let mut parts = m.key.split('/').skip(1);
+            if let Some(Ok(db)) = parts.next().map(DbName::new) {
+                if dbs.last() != Some(&db) {
+                    dbs.push(db);
+                }
+            }
+        }
+        dbs.dedup();
+        Ok(dbs)
+    }
+
+    pub fn list_branches(&self, db: &DbName) -> CoreResult<Vec<(BranchName, Ref)>> {
+        let mut out = Vec::new();
+        for m in self.backend.list(&refs_prefix(db))? {
+            let Some(branch) = branch_from_key(db, &m.key) else {
+                continue;
+            };
+            match self.backend.get(&m.key) {
+                Ok((bytes, _)) => out.push((branch, Ref::decode(&bytes, &m.key)?)),
+                // Destroyed between list and get.
+                Err(StoreError::NotFound { .. }) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        if out.is_empty() {
+            return Err(CoreError::DatabaseNotFound { db: db.to_string() });
+        }
+        Ok(out)
+    }
+
+    pub fn list_checkpoints(&self, b: &BranchRef) -> CoreResult<Vec<(CheckpointName, Checkpoint)>> {
+        self.read_ref(b)?;
+        let prefix = checkpoints_prefix(b);
+        let mut out = Vec::new();
+        for m in self.backend.list(&prefix)? {
+            let Some(Ok(name)) = m.key.strip_prefix(&prefix).map(CheckpointName::new) else {
+                continue;
+            };
+            match self.backend.get(&m.key) {
+                Ok((bytes, _)) => out.push((name, Checkpoint::decode(&bytes, &m.key)?)),
+                Err(StoreError::NotFound { .. }) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        out.sort_by(|a, b| (a.1.version, &a.1.created_at, &a.0).cmp(&(b.1.version, &b.1.created_at, &b.0)));
+        Ok(out)
+    }
+}
+
+fn random_id() -> String {
+    let mut b = [0u8; 16];
+    getrandom::fill(&mut b).expect("the OS random source is available");
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}

@@ -1,0 +1,86 @@
+//! Writes the frames of one commit (or import) into new segments, sealing a segment and
+//! starting another when it grows past a size bound, so memory stays bounded and no single
+//! object gets huge.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use scion_store::{Backend, PutMode, StoreError};
+
+use crate::clock::unix_ms;
+use crate::error::{CoreError, CoreResult};
+use crate::format::{FrameKind, Locator, RootRecord, SegmentBuilder, SegmentId};
+
+/// A segment is sealed once it holds this many bytes.
+pub const MAX_SEGMENT_BYTES: usize = 64 << 20;
+
+/// What a commit cost in the store.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct WriteStats {
+    pub objects: u64,
+    pub bytes: u64,
+    pub pages: u64,
+}
+
+pub struct VersionWriter<'a> {
+    backend: &'a Arc<dyn Backend>,
+    current: SegmentBuilder,
+    max_segment_bytes: usize,
+    pub stats: WriteStats,
+    pub segments: Vec<SegmentId>,
+}
+
+impl<'a> VersionWriter<'a> {
+    pub fn new(backend: &'a Arc<dyn Backend>) -> Self {
+        Self::with_limit(backend, MAX_SEGMENT_BYTES)
+    }
+
+    pub fn with_limit(backend: &'a Arc<dyn Backend>, max_segment_bytes: usize) -> Self {
+        Self {
+            backend,
+            current: new_builder(),
+            max_segment_bytes,
+            stats: WriteStats::default(),
+            segments: Vec::new(),
+        }
+    }
+
+    pub fn add(&mut self, kind: FrameKind, key: u64, raw: &[u8]) -> CoreResult<(Locator, u64)> {
+        if self.current.len() >= self.max_segment_bytes {
+            self.seal()?;
+        }
+        if kind == FrameKind::Page {
+            self.stats.pages += 1;
+        }
+        Ok(self.current.add(kind, key, raw))
+    }
+
+    fn seal(&mut self) -> CoreResult<()> {
+        let builder = std::mem::replace(&mut self.current, new_builder());
+        let id = builder.id();
+        let bytes = builder.finish();
+        match self.backend.put(&id.key(), &bytes, PutMode::Create) {
+            Ok(_) => {}
+            Err(StoreError::AlreadyExists { .. }) => {
+                return Err(CoreError::SegmentCollision { id: id.to_string() })
+            }
+            Err(e) => return Err(e.into()),
+        }
+        self.stats.objects += 1;
+        self.stats.bytes += bytes.len() as u64;
+        self.segments.push(id);
+        Ok(())
+    }
+
+    /// Add the root record, seal the last segment and return the root's locator. The
+    /// version is durable once this returns; it is published only by a ref write.
+    pub fn finish(mut self, root: &RootRecord) -> CoreResult<(Locator, WriteStats, Vec<SegmentId>)> {
+        let (loc, _) = self.current.add(FrameKind::Root, 0, &root.encode());
+        self.seal()?;
+        Ok((loc, self.stats, self.segments))
+    }
+}
+
+fn new_builder() -> SegmentBuilder {
+    SegmentBuilder::new(SegmentId::random(), unix_ms(SystemTime::now()))
+}
