@@ -5,7 +5,7 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use crate::error::{CoreError, CoreResult};
-use crate::format::{page_contribution, page_hash, FrameKind, Locator, RootRecord};
+use crate::format::{page_contribution, page_hash, Locator, RootRecord, Slot};
 use crate::pagemap;
 use crate::reader::FrameReader;
 use crate::sqlite_io::set_wal_mode_bytes;
@@ -45,48 +45,59 @@ pub fn materialize(
     out.set_len(root.page_count as u64 * page_size as u64)
         .map_err(|e| CoreError::io(out_path, e))?;
 
-    let mut checksum = 0u64;
-    let mut chunk: Vec<u8> = Vec::with_capacity(WRITE_CHUNK + page_size);
-    let mut chunk_start: u64 = 0;
-    let mut next_idx: u64 = u64::MAX;
-    let flush = |chunk: &mut Vec<u8>, start: u64| -> CoreResult<()> {
-        if !chunk.is_empty() {
-            out.write_all_at(chunk, start * page_size as u64)
-                .map_err(|e| CoreError::io(out_path, e))?;
-            chunk.clear();
+    // Two stages on two threads: fetch, decode and verify here; write on the caller's
+    // thread. Writing the file is most of the cost, so decoding hides behind it.
+    let items: Vec<(Slot, u32)> = leaves.into_iter().map(|(idx, slot)| (slot, idx + 1)).collect();
+    let (tx, rx) = std::sync::mpsc::sync_channel::<(u64, Vec<u8>)>(8);
+    let checksum = std::thread::scope(|scope| -> CoreResult<u64> {
+        let hashes = &mut hashes;
+        let producer = scope.spawn(move || -> CoreResult<u64> {
+            let mut checksum = 0u64;
+            let mut chunk: Vec<u8> = Vec::with_capacity(WRITE_CHUNK + page_size);
+            let mut chunk_start: u64 = 0;
+            let mut next_idx: u64 = u64::MAX;
+            let gone = || CoreError::io(out_path, std::io::Error::other("writer stopped"));
+            reader.for_each_page(items, |frame| {
+                let idx = *frame.tag - 1;
+                if idx >= root.page_count || frame.raw.len() != page_size {
+                    return Err(CoreError::corrupt(
+                        format!("version {root_loc}"),
+                        format!("page {} does not fit the version's size", idx + 1),
+                    ));
+                }
+                hashes[idx as usize] = frame.hash;
+                checksum = checksum.wrapping_add(page_contribution(idx + 1, frame.hash, zero_hash));
+                if idx as u64 != next_idx || chunk.len() >= WRITE_CHUNK {
+                    if !chunk.is_empty() {
+                        let full = std::mem::replace(&mut chunk, Vec::with_capacity(WRITE_CHUNK + page_size));
+                        tx.send((chunk_start, full)).map_err(|_| gone())?;
+                    }
+                    chunk_start = idx as u64;
+                }
+                let at = chunk.len();
+                chunk.extend_from_slice(&frame.raw);
+                if idx == 0 && mode == JournalMode::Wal {
+                    set_wal_mode_bytes(&mut chunk[at..at + page_size]);
+                }
+                next_idx = idx as u64 + 1;
+                Ok(())
+            })?;
+            if !chunk.is_empty() {
+                tx.send((chunk_start, chunk)).map_err(|_| gone())?;
+            }
+            Ok(checksum)
+        });
+        let mut write_result = Ok(());
+        for (start, chunk) in rx {
+            if let Err(e) = out.write_all_at(&chunk, start * page_size as u64) {
+                write_result = Err(CoreError::io(out_path, e));
+                break;
+            }
         }
-        Ok(())
-    };
-    let items: Vec<(Locator, u32)> = leaves.into_iter().map(|(idx, loc)| (loc, idx)).collect();
-    reader.for_each_frame(items, FrameKind::Page, |idx| *idx as u64 + 1, |frame| {
-        let idx = *frame.tag;
-        if idx >= root.page_count {
-            return Err(CoreError::corrupt(
-                format!("version {root_loc}"),
-                format!("page {} beyond page count {}", idx + 1, root.page_count),
-            ));
-        }
-        if frame.raw.len() != page_size {
-            return Err(CoreError::corrupt(
-                format!("version {root_loc}"),
-                format!("page {} is {} bytes, page size {page_size}", idx + 1, frame.raw.len()),
-            ));
-        }
-        hashes[idx as usize] = frame.hash;
-        checksum = checksum.wrapping_add(page_contribution(idx + 1, frame.hash, zero_hash));
-        if idx as u64 != next_idx || chunk.len() >= WRITE_CHUNK {
-            flush(&mut chunk, chunk_start)?;
-            chunk_start = idx as u64;
-        }
-        let at = chunk.len();
-        chunk.extend_from_slice(&frame.raw);
-        if idx == 0 && mode == JournalMode::Wal {
-            set_wal_mode_bytes(&mut chunk[at..at + page_size]);
-        }
-        next_idx = idx as u64 + 1;
-        Ok(())
+        let produced = producer.join().expect("materialize reader thread panicked");
+        write_result?;
+        produced
     })?;
-    flush(&mut chunk, chunk_start)?;
     if checksum != root.db_checksum {
         return Err(CoreError::corrupt(
             format!("version {root_loc}"),

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::error::CoreResult;
-use crate::format::{FrameKind, Locator, Node};
+use crate::format::{FrameKind, Locator, Node, Slot};
 use crate::reader::FrameReader;
 use crate::writer::VersionWriter;
 
@@ -34,7 +34,7 @@ pub fn build(
 ) -> CoreResult<(Option<Locator>, u8)> {
     let fanout = 1usize << fanout_bits;
     let depth = depth_for(pages.len() as u32, fanout_bits);
-    let mut level_slots: Vec<Option<Locator>> = pages.to_vec();
+    let mut level_slots: Vec<Option<Slot>> = pages.iter().map(|p| p.map(Slot::from)).collect();
     for level in 0..depth {
         let mut next = Vec::with_capacity(level_slots.len().div_ceil(fanout));
         for chunk in level_slots.chunks(fanout) {
@@ -44,7 +44,7 @@ pub fn build(
                 next.push(None);
             } else {
                 let (loc, _) = writer.add(FrameKind::Node, level as u64, &node.encode())?;
-                next.push(Some(loc));
+                next.push(Some(Slot::from(loc)));
             }
         }
         if next.is_empty() {
@@ -52,11 +52,11 @@ pub fn build(
         }
         level_slots = next;
     }
-    Ok((level_slots[0], depth))
+    Ok((level_slots[0].map(|s| s.loc), depth))
 }
 
 /// A change set: page index (pgno - 1) to its new frame, or `None` for an all-zero page.
-pub type Changes = BTreeMap<u32, Option<Locator>>;
+pub type Changes = BTreeMap<u32, Option<Slot>>;
 
 pub struct TreeUpdate<'r> {
     pub reader: &'r FrameReader,
@@ -82,7 +82,7 @@ impl TreeUpdate<'_> {
         // a power of the fan-out), so the wrappers are simply written.
         while depth < new_depth {
             let mut upper = Node::empty(depth, self.fanout_bits);
-            upper.slots[0] = top;
+            upper.slots[0] = top.map(Slot::from);
             top = Some(writer.add(FrameKind::Node, depth as u64, &upper.encode())?.0);
             depth += 1;
         }
@@ -90,7 +90,7 @@ impl TreeUpdate<'_> {
             Some(loc) => (*self.reader.node(&loc, depth - 1, self.fanout_bits)?).clone(),
             None => Node::empty(depth - 1, self.fanout_bits),
         };
-        let changes: Vec<(u32, Option<Locator>)> = changes.iter().map(|(k, v)| (*k, *v)).collect();
+        let changes: Vec<(u32, Option<Slot>)> = changes.iter().map(|(k, v)| (*k, *v)).collect();
         let (loc, changed) = self.update(writer, node, depth - 1, 0, &changes)?;
         Ok(if changed { loc } else { top })
     }
@@ -105,7 +105,7 @@ impl TreeUpdate<'_> {
         mut node: Node,
         level: u8,
         base: u64,
-        changes: &[(u32, Option<Locator>)],
+        changes: &[(u32, Option<Slot>)],
     ) -> CoreResult<(Option<Locator>, bool)> {
         let span = self.span(level);
         let limit = self.limit as u64;
@@ -140,12 +140,12 @@ impl TreeUpdate<'_> {
                 continue;
             }
             let child = match node.slots[i] {
-                Some(loc) => (*self.reader.node(&loc, level - 1, self.fanout_bits)?).clone(),
+                Some(slot) => (*self.reader.node(&slot.loc, level - 1, self.fanout_bits)?).clone(),
                 None => Node::empty(level - 1, self.fanout_bits),
             };
             let (new_child, child_changed) = self.update(writer, child, level - 1, lo, mine)?;
             if child_changed {
-                node.slots[i] = new_child;
+                node.slots[i] = new_child.map(Slot::from);
                 changed = true;
             }
         }
@@ -160,27 +160,27 @@ impl TreeUpdate<'_> {
     }
 }
 
-/// Every present page of a tree, as (page index, locator), in page order.
+/// Every present page of a tree, as (page index, slot), in page order.
 pub fn leaves(
     reader: &FrameReader,
     top: Option<Locator>,
     depth: u8,
     fanout_bits: u8,
-) -> CoreResult<Vec<(u32, Locator)>> {
+) -> CoreResult<Vec<(u32, Slot)>> {
     let Some(top) = top else {
         return Ok(Vec::new());
     };
     // Breadth-first, one level at a time, so each level's nodes are read coalesced.
-    let mut frontier: Vec<(u64, Locator)> = vec![(0, top)];
+    let mut frontier: Vec<(u64, Slot)> = vec![(0, Slot::from(top))];
     for level in (0..depth).rev() {
-        let locs: Vec<Locator> = frontier.iter().map(|(_, l)| *l).collect();
+        let locs: Vec<Locator> = frontier.iter().map(|(_, s)| s.loc).collect();
         let nodes: Vec<Arc<Node>> = reader.nodes(&locs, level, fanout_bits)?;
         let span = 1u64 << (fanout_bits as u32 * level as u32);
         let mut next = Vec::new();
         for ((base, _), node) in frontier.iter().zip(nodes) {
             for (i, slot) in node.slots.iter().enumerate() {
-                if let Some(loc) = slot {
-                    next.push((base + i as u64 * span, *loc));
+                if let Some(slot) = slot {
+                    next.push((base + i as u64 * span, *slot));
                 }
             }
         }
@@ -188,6 +188,34 @@ pub fn leaves(
     }
     Ok(frontier
         .into_iter()
-        .map(|(idx, loc)| (idx as u32, loc))
+        .map(|(idx, slot)| (idx as u32, slot))
         .collect())
+}
+
+/// The slot of one page (by index), or `None` for an all-zero or missing page.
+pub fn lookup(
+    reader: &FrameReader,
+    top: Option<Locator>,
+    depth: u8,
+    fanout_bits: u8,
+    idx: u32,
+) -> CoreResult<Option<Slot>> {
+    let Some(mut cur) = top else {
+        return Ok(None);
+    };
+    let total_bits = fanout_bits as u32 * depth as u32;
+    if total_bits < 32 && (idx as u64) >= (1u64 << total_bits) {
+        return Ok(None);
+    }
+    for level in (0..depth).rev() {
+        let node = reader.node(&cur, level, fanout_bits)?;
+        let shift = fanout_bits as u32 * level as u32;
+        let i = ((idx as u64 >> shift) & ((1u64 << fanout_bits) - 1)) as usize;
+        match node.slots[i] {
+            None => return Ok(None),
+            Some(slot) if level == 0 => return Ok(Some(slot)),
+            Some(slot) => cur = slot.loc,
+        }
+    }
+    Ok(None)
 }

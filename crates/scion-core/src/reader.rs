@@ -7,7 +7,9 @@ use std::sync::{Arc, Mutex};
 use scion_store::{Backend, StoreError};
 
 use crate::error::{CoreError, CoreResult};
-use crate::format::{decode_frame, FrameKind, Locator, Node, RootRecord};
+use crate::format::{
+    decode_frame, decode_frame_with_base, is_delta_frame, FrameKind, Locator, Node, RootRecord, Slot,
+};
 
 /// Largest single ranged read when coalescing adjacent frames.
 const MAX_RUN_BYTES: u64 = 8 << 20;
@@ -104,10 +106,69 @@ impl FrameReader {
     /// segment into a single ranged read; each verified frame is handed to `f`.
     pub fn for_each_frame<T>(
         &self,
-        mut items: Vec<(Locator, T)>,
+        items: Vec<(Locator, T)>,
         kind: FrameKind,
         key_of: impl Fn(&T) -> u64,
         mut f: impl FnMut(PageFrame<'_, T>) -> CoreResult<()>,
+    ) -> CoreResult<()> {
+        self.for_each_raw(items, |loc, tag, bytes| {
+            let (raw, hash) = decode_frame(bytes, kind, key_of(tag)).map_err(|e| frame_error(loc, e))?;
+            f(PageFrame { tag, raw, hash })
+        })
+    }
+
+    /// Read the pages behind `slots` (tagged with their page numbers, 1-based), resolving
+    /// deltas against their bases; each verified page is handed to `f`.
+    pub fn for_each_page(
+        &self,
+        slots: Vec<(Slot, u32)>,
+        mut f: impl FnMut(PageFrame<'_, u32>) -> CoreResult<()>,
+    ) -> CoreResult<()> {
+        let mut deltas: Vec<(Locator, (u32, Vec<u8>, Locator))> = Vec::new();
+        let items: Vec<(Locator, (u32, Option<Locator>))> =
+            slots.into_iter().map(|(s, pgno)| (s.loc, (pgno, s.base))).collect();
+        self.for_each_raw(items, |loc, (pgno, base), bytes| {
+            if let Some(base) = base {
+                deltas.push((*base, (*pgno, bytes.to_vec(), *loc)));
+                return Ok(());
+            }
+            if is_delta_frame(bytes) {
+                return Err(CoreError::corrupt(format!("{} at {loc}", loc.segment.key()), "delta frame without a base in its node"));
+            }
+            let (raw, hash) = decode_frame(bytes, FrameKind::Page, *pgno as u64).map_err(|e| frame_error(loc, e))?;
+            f(PageFrame { tag: pgno, raw, hash })
+        })?;
+        self.for_each_raw(deltas, |base_loc, (pgno, delta, delta_loc), bytes| {
+            if is_delta_frame(bytes) {
+                return Err(CoreError::corrupt(format!("{} at {base_loc}", base_loc.segment.key()), "a delta's base is itself a delta"));
+            }
+            let (base, _) = decode_frame(bytes, FrameKind::Page, *pgno as u64).map_err(|e| frame_error(base_loc, e))?;
+            let (raw, hash) = decode_frame_with_base(delta, FrameKind::Page, *pgno as u64, Some(&base))
+                .map_err(|e| frame_error(delta_loc, e))?;
+            f(PageFrame { tag: pgno, raw, hash })
+        })
+    }
+
+    /// The raw bytes of one frame, unverified (callers decode and verify).
+    pub fn raw(&self, loc: &Locator) -> CoreResult<Vec<u8>> {
+        self.fetch(loc, loc.len as u64)
+    }
+
+    /// Read one page (resolving a delta).
+    pub fn page(&self, slot: &Slot, pgno: u32) -> CoreResult<(Vec<u8>, u64)> {
+        let mut out = None;
+        self.for_each_page(vec![(*slot, pgno)], |p| {
+            out = Some((p.raw, p.hash));
+            Ok(())
+        })?;
+        Ok(out.expect("one page read"))
+    }
+
+    /// Fetch the raw bytes of each frame, coalescing adjacent frames of one segment.
+    pub fn for_each_raw<T>(
+        &self,
+        mut items: Vec<(Locator, T)>,
+        mut f: impl FnMut(&Locator, &T, &[u8]) -> CoreResult<()>,
     ) -> CoreResult<()> {
         items.sort_by_key(|(l, _)| (l.segment, l.offset));
         let mut i = 0;
@@ -126,16 +187,16 @@ impl FrameReader {
             let run = self.fetch(&start, end - start.offset)?;
             for (loc, tag) in &items[i..j] {
                 let lo = (loc.offset - start.offset) as usize;
-                let bytes = &run[lo..lo + loc.len as usize];
-                let (raw, hash) = decode_frame(bytes, kind, key_of(tag)).map_err(|e| {
-                    CoreError::corrupt(format!("{} at {loc}", loc.segment.key()), e.0)
-                })?;
-                f(PageFrame { tag, raw, hash })?;
+                f(loc, tag, &run[lo..lo + loc.len as usize])?;
             }
             i = j;
         }
         Ok(())
     }
+}
+
+fn frame_error(loc: &Locator, e: crate::format::DecodeError) -> CoreError {
+    CoreError::corrupt(format!("{} at {loc}", loc.segment.key()), e.0)
 }
 
 fn check_node(raw: &[u8], loc: &Locator, level: u8, fanout_bits: u8) -> CoreResult<Node> {

@@ -9,7 +9,7 @@ use scion_store::{Backend, PutMode, StoreError};
 
 use crate::clock::unix_ms;
 use crate::error::{CoreError, CoreResult};
-use crate::format::{FrameKind, Locator, RootRecord, SegmentBuilder, SegmentId};
+use crate::format::{encode_page_frame, FrameKind, Locator, RootRecord, SegmentBuilder, SegmentId, Slot};
 
 /// A segment is sealed once it holds this many bytes.
 pub const MAX_SEGMENT_BYTES: usize = 64 << 20;
@@ -53,6 +53,24 @@ impl<'a> VersionWriter<'a> {
             self.stats.pages += 1;
         }
         Ok(self.current.add(kind, key, raw))
+    }
+
+    /// Add a page, as a delta against `base` (its full frame's locator and content) when
+    /// that is much smaller. Returns the page's slot and hash.
+    pub fn add_page(
+        &mut self,
+        pgno: u32,
+        raw: &[u8],
+        base: Option<(Locator, &[u8])>,
+    ) -> CoreResult<(Slot, u64)> {
+        if self.current.len() >= self.max_segment_bytes {
+            self.seal()?;
+        }
+        self.stats.pages += 1;
+        let (frame, hash, is_delta) = encode_page_frame(pgno, raw, base.map(|(_, b)| b));
+        let loc = self.current.add_encoded(FrameKind::Page, pgno as u64, &frame);
+        let base = if is_delta { base.map(|(l, _)| l) } else { None };
+        Ok((Slot { loc, base }, hash))
     }
 
     fn seal(&mut self) -> CoreResult<()> {

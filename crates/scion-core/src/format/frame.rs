@@ -8,6 +8,8 @@ const MAX_RAW_LEN: u32 = 16 << 20;
 
 const CODEC_RAW: u8 = 0;
 const CODEC_LZ4: u8 = 1;
+/// lz4 of the XOR of the page with its base: the full frame of the same page it applies to.
+const CODEC_XOR_LZ4: u8 = 2;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
@@ -49,12 +51,51 @@ pub fn encode_frame(kind: FrameKind, key: u64, raw: &[u8]) -> (Vec<u8>, u64) {
     (out, checksum)
 }
 
+/// Encode a page as a delta against `base` (the content of the page's full frame) when
+/// that is less than half the size of the full frame; otherwise as a full frame.
+/// Returns the frame, the page hash and whether it is a delta.
+pub fn encode_page_frame(pgno: u32, raw: &[u8], base: Option<&[u8]>) -> (Vec<u8>, u64, bool) {
+    let (full, checksum) = encode_frame(FrameKind::Page, pgno as u64, raw);
+    let Some(base) = base.filter(|b| b.len() == raw.len()) else {
+        return (full, checksum, false);
+    };
+    let xor: Vec<u8> = raw.iter().zip(base).map(|(a, b)| a ^ b).collect();
+    let payload = lz4_flex::block::compress(&xor);
+    if (FRAME_HEADER_LEN + payload.len()) * 2 >= full.len() {
+        return (full, checksum, false);
+    }
+    let mut out = Vec::with_capacity(FRAME_HEADER_LEN + payload.len());
+    out.push(FrameKind::Page as u8);
+    out.push(CODEC_XOR_LZ4);
+    out.extend_from_slice(&0u16.to_le_bytes());
+    out.extend_from_slice(&(raw.len() as u32).to_le_bytes());
+    out.extend_from_slice(&(pgno as u64).to_le_bytes());
+    out.extend_from_slice(&checksum.to_le_bytes());
+    out.extend_from_slice(&payload);
+    (out, checksum, true)
+}
+
+/// Whether a frame's bytes say it is a delta (and so needs its base to decode).
+pub fn is_delta_frame(frame: &[u8]) -> bool {
+    frame.len() > 1 && frame[1] == CODEC_XOR_LZ4
+}
+
 /// Decode and verify one frame read through a locator. The frame must be of the expected
 /// kind and key, and its content must hash to the checksum in its header.
 pub fn decode_frame(
     frame: &[u8],
     kind: FrameKind,
     key: u64,
+) -> Result<(Vec<u8>, u64), DecodeError> {
+    decode_frame_with_base(frame, kind, key, None)
+}
+
+/// Decode a frame that may be a delta; `base` is the decoded content of its base frame.
+pub fn decode_frame_with_base(
+    frame: &[u8],
+    kind: FrameKind,
+    key: u64,
+    base: Option<&[u8]>,
 ) -> Result<(Vec<u8>, u64), DecodeError> {
     let mut c = Cursor::new(frame);
     let got_kind = c.u8()?;
@@ -80,6 +121,21 @@ pub fn decode_frame(
         CODEC_RAW => payload.to_vec(),
         CODEC_LZ4 => lz4_flex::block::decompress(payload, raw_len as usize)
             .map_err(|e| DecodeError(format!("lz4: {e}")))?,
+        CODEC_XOR_LZ4 => {
+            let Some(base) = base else {
+                return err("delta frame read without its base");
+            };
+            if kind != FrameKind::Page || base.len() != raw_len as usize {
+                return err("delta frame does not fit its base");
+            }
+            let mut out = lz4_flex::block::decompress(payload, raw_len as usize)
+                .map_err(|e| DecodeError(format!("lz4: {e}")))?;
+            if out.len() != base.len() {
+                return err("delta length does not match its base");
+            }
+            out.iter_mut().zip(base).for_each(|(a, b)| *a ^= b);
+            out
+        }
         other => return err(format!("unknown codec {other}")),
     };
     if raw.len() != raw_len as usize {

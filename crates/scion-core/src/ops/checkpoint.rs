@@ -9,12 +9,16 @@ use serde::Serialize;
 use crate::checkout::{scan, Fingerprint, Sidecar};
 use crate::clock::rfc3339;
 use crate::error::{CoreError, CoreResult};
-use crate::format::{page_contribution, page_hash, FrameKind, Locator, RootRecord};
+use crate::format::{decode_frame, page_contribution, page_hash, FrameKind, RootRecord, Slot};
 use crate::names::{BranchRef, CheckpointName};
-use crate::pagemap::{depth_for, TreeUpdate};
+use crate::pagemap::{depth_for, lookup, TreeUpdate};
 use crate::refs::ref_key;
 use crate::writer::{VersionWriter, WriteStats};
 use crate::Scion;
+
+/// At most this many pages of one commit are stored as deltas: each costs a read of its
+/// base, which pays off for small commits and not for bulk rewrites.
+const MAX_DELTA_PAGES: usize = 256;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct CheckpointReport {
@@ -70,16 +74,31 @@ impl Scion {
         let old = self.reader.root(&r.root)?;
         let committed = super::with_fresh_ids(|| {
             let mut writer = VersionWriter::new(&self.backend);
-            let mut changes: BTreeMap<u32, Option<Locator>> = BTreeMap::new();
+            let mut changes: BTreeMap<u32, Option<Slot>> = BTreeMap::new();
             let mut zero = None;
+            let mut deltas = 0;
             let (info, hashes) = scan(&path, Some(&sidecar), |pgno, page, hash| {
                 let zero = *zero.get_or_insert_with(|| page_hash(&vec![0u8; page.len()]));
-                let loc = if hash == zero {
-                    None
-                } else {
-                    Some(writer.add(FrameKind::Page, pgno as u64, page)?.0)
-                };
-                changes.insert(pgno - 1, loc);
+                if hash == zero {
+                    changes.insert(pgno - 1, None);
+                    return Ok(());
+                }
+                let mut base = None;
+                if deltas < MAX_DELTA_PAGES && page.len() == old.page_size as usize {
+                    if let Some(slot) = lookup(&self.reader, old.node, old.depth, old.fanout_bits, pgno - 1)? {
+                        let base_loc = slot.base.unwrap_or(slot.loc);
+                        let bytes = self.reader.raw(&base_loc)?;
+                        let (raw, _) = decode_frame(&bytes, FrameKind::Page, pgno as u64).map_err(|e| {
+                            CoreError::corrupt(format!("{} at {base_loc}", base_loc.segment.key()), e.0)
+                        })?;
+                        base = Some((base_loc, raw));
+                    }
+                }
+                let (slot, _) = writer.add_page(pgno, page, base.as_ref().map(|(l, r)| (*l, r.as_slice())))?;
+                if slot.base.is_some() {
+                    deltas += 1;
+                }
+                changes.insert(pgno - 1, Some(slot));
                 Ok(())
             })?;
             let same_shape = info.page_size == old.page_size && info.page_count == old.page_count;
