@@ -83,16 +83,24 @@ impl TreeUpdate<'_> {
         while depth < new_depth {
             let mut upper = Node::empty(depth, self.fanout_bits);
             upper.slots[0] = top.map(Slot::from);
-            top = Some(writer.add(FrameKind::Node, depth as u64, &upper.encode())?.0);
+            top = Some(writer.add_node(upper)?);
             depth += 1;
         }
         let node = match top {
-            Some(loc) => (*self.reader.node(&loc, depth - 1, self.fanout_bits)?).clone(),
+            Some(loc) => self.load(writer, &loc, depth - 1)?,
             None => Node::empty(depth - 1, self.fanout_bits),
         };
         let changes: Vec<(u32, Option<Slot>)> = changes.iter().map(|(k, v)| (*k, *v)).collect();
         let (loc, changed) = self.update(writer, node, depth - 1, 0, &changes)?;
         Ok(if changed { loc } else { top })
+    }
+
+    /// A node from this commit's writer or, failing that, the store.
+    fn load(&self, writer: &VersionWriter<'_>, loc: &Locator, level: u8) -> CoreResult<Node> {
+        if let Some(n) = writer.node(loc) {
+            return Ok(n.clone());
+        }
+        Ok((*self.reader.node(loc, level, self.fanout_bits)?).clone())
     }
 
     fn span(&self, level: u8) -> u64 {
@@ -140,7 +148,7 @@ impl TreeUpdate<'_> {
                 continue;
             }
             let child = match node.slots[i] {
-                Some(slot) => (*self.reader.node(&slot.loc, level - 1, self.fanout_bits)?).clone(),
+                Some(slot) => self.load(writer, &slot.loc, level - 1)?,
                 None => Node::empty(level - 1, self.fanout_bits),
             };
             let (new_child, child_changed) = self.update(writer, child, level - 1, lo, mine)?;
@@ -155,8 +163,7 @@ impl TreeUpdate<'_> {
         if node.is_empty() {
             return Ok((None, true));
         }
-        let (loc, _) = writer.add(FrameKind::Node, level as u64, &node.encode())?;
-        Ok((Some(loc), true))
+        Ok((Some(writer.add_node(node)?), true))
     }
 }
 

@@ -2,6 +2,7 @@
 //! starting another when it grows past a size bound, so memory stays bounded and no single
 //! object gets huge.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -9,7 +10,9 @@ use scion_store::{Backend, PutMode, StoreError};
 
 use crate::clock::unix_ms;
 use crate::error::{CoreError, CoreResult};
-use crate::format::{encode_page_frame, FrameKind, Locator, RootRecord, SegmentBuilder, SegmentId, Slot};
+use crate::format::{
+    encode_page_frame, FrameKind, Locator, Node, RootRecord, SegmentBuilder, SegmentId, Slot,
+};
 
 /// A segment is sealed once it holds this many bytes.
 pub const MAX_SEGMENT_BYTES: usize = 64 << 20;
@@ -28,6 +31,29 @@ pub struct VersionWriter<'a> {
     max_segment_bytes: usize,
     pub stats: WriteStats,
     pub segments: Vec<SegmentId>,
+    /// Nodes written by this writer, readable before their segment is sealed.
+    nodes: HashMap<Locator, Node>,
+    finished: bool,
+}
+
+/// A writer dropped before `finish` (an error part way) removes the segments it already
+/// sealed: nothing can reference them, and a failed operation leaves nothing behind.
+impl Drop for VersionWriter<'_> {
+    fn drop(&mut self) {
+        if !self.finished {
+            discard_segments(self.backend.as_ref(), &self.segments);
+        }
+    }
+}
+
+/// Best-effort removal of segments that were never published. Anything missed is
+/// unreachable and left to GC.
+pub fn discard_segments(backend: &dyn Backend, segments: &[SegmentId]) {
+    for id in segments {
+        if let Err(e) = backend.delete(&id.key()) {
+            tracing::debug!("could not remove unpublished segment {id}: {e}");
+        }
+    }
 }
 
 impl<'a> VersionWriter<'a> {
@@ -42,6 +68,8 @@ impl<'a> VersionWriter<'a> {
             max_segment_bytes,
             stats: WriteStats::default(),
             segments: Vec::new(),
+            nodes: HashMap::new(),
+            finished: false,
         }
     }
 
@@ -53,6 +81,18 @@ impl<'a> VersionWriter<'a> {
             self.stats.pages += 1;
         }
         Ok(self.current.add(kind, key, raw))
+    }
+
+    /// Add a page-map node; it stays readable through [`Self::node`] until `finish`.
+    pub fn add_node(&mut self, node: Node) -> CoreResult<Locator> {
+        let (loc, _) = self.add(FrameKind::Node, node.level as u64, &node.encode())?;
+        self.nodes.insert(loc, node);
+        Ok(loc)
+    }
+
+    /// A node this writer added (not yet necessarily in the store).
+    pub fn node(&self, loc: &Locator) -> Option<&Node> {
+        self.nodes.get(loc)
     }
 
     /// Add a page, as a delta against `base` (its full frame's locator and content) when
@@ -95,7 +135,8 @@ impl<'a> VersionWriter<'a> {
     pub fn finish(mut self, root: &RootRecord) -> CoreResult<(Locator, WriteStats, Vec<SegmentId>)> {
         let (loc, _) = self.current.add(FrameKind::Root, 0, &root.encode());
         self.seal()?;
-        Ok((loc, self.stats, self.segments))
+        self.finished = true;
+        Ok((loc, self.stats, std::mem::take(&mut self.segments)))
     }
 }
 

@@ -6,6 +6,7 @@
 //! memory or (later) an S3 bucket.
 
 mod backend;
+pub mod counting;
 mod error;
 pub mod fault;
 mod key;
@@ -16,6 +17,7 @@ pub mod memory;
 pub mod conformance;
 
 pub use backend::{Backend, ETag, ObjectMeta, PutMode};
+pub use counting::{Counts, CountingBackend};
 pub use error::{StoreError, StoreResult};
 pub use fault::{FaultPlan, FaultyBackend};
 pub use key::validate_key;

@@ -64,24 +64,25 @@ pub enum CopyKind {
     Copied,
 }
 
-/// Duplicate `src` into the new file `dst` under `policy`.
-pub fn duplicate(src: &Path, dst: &Path, policy: ClonePolicy) -> CoreResult<CopyKind> {
+/// Duplicate `src` into the empty, open file `dst` under `policy`.
+pub fn duplicate(src: &Path, dst: &fs::File, policy: ClonePolicy) -> CoreResult<CopyKind> {
+    let mut from = fs::File::open(src).map_err(|e| CoreError::io(src, e))?;
     if policy != ClonePolicy::Never {
-        match reflink_copy::reflink(src, dst) {
+        match reflink_copy::reflink_file(&from, dst) {
             Ok(()) => return Ok(CopyKind::Cloned),
             Err(e) if policy == ClonePolicy::Always => {
-                let _ = fs::remove_file(dst);
                 return Err(CoreError::CloneUnsupported {
                     reason: format!("cloning {} failed: {e}", src.display()),
                 });
             }
             Err(e) => {
-                let _ = fs::remove_file(dst);
                 tracing::debug!("clone of {} unavailable ({e}); copying", src.display());
             }
         }
     }
-    // std::fs::copy uses copy_file_range on Linux: an in-kernel copy.
-    fs::copy(src, dst).map_err(|e| CoreError::io(dst, e))?;
+    // std's File-to-File copy uses copy_file_range on Linux: an in-kernel copy.
+    let mut to = dst;
+    dst.set_len(0).map_err(|e| CoreError::io(src, e))?;
+    std::io::copy(&mut from, &mut to).map_err(|e| CoreError::io(src, e))?;
     Ok(CopyKind::Copied)
 }

@@ -212,7 +212,7 @@ impl Scion {
             .map_err(|e| CoreError::io(dir, e))?;
         let (action, hashes) = match self.find_clone_source(dir, path, &r.root)? {
             Some((src, sidecar)) => {
-                let kind = clone::duplicate(&src, tmp.path(), self.options.clone_policy)?;
+                let kind = clone::duplicate(&src, tmp.as_file(), self.options.clone_policy)?;
                 verify_copy(tmp.path(), &sidecar, kind)?;
                 let action = match kind {
                     CopyKind::Cloned => CheckoutAction::Cloned,

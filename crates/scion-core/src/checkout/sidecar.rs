@@ -10,7 +10,7 @@
 //! ```
 
 use std::fs::{self, File};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -41,19 +41,17 @@ fn mtime_ns(md: &fs::Metadata) -> i64 {
 }
 
 impl Fingerprint {
-    /// Fingerprint `path`, or `None` if it does not exist. Opens the file to read the
-    /// change counter: never call while this process has a SQLite connection on it.
+    /// Fingerprint `path`, or `None` if it does not exist. Only `stat`s: opening and
+    /// closing the file would drop the POSIX locks of any SQLite connection this process
+    /// holds on it. The change counter slot is kept in the format but left 0, since
+    /// reading it needs an open (and in WAL mode it does not move per transaction anyway).
     pub fn of(path: &Path) -> CoreResult<Option<Fingerprint>> {
         let md = match fs::metadata(path) {
             Ok(m) => m,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(CoreError::io(path, e)),
         };
-        let mut header = [0u8; 28];
-        let change_counter = match File::open(path).and_then(|mut f| f.read_exact(&mut header)) {
-            Ok(()) => u32::from_be_bytes(header[24..28].try_into().unwrap()),
-            Err(_) => 0,
-        };
+        let change_counter = 0;
         let wal = sidecar_path(path, "-wal");
         let (wal_size, wal_mtime_ns) = match fs::metadata(&wal) {
             Ok(m) => (m.len(), mtime_ns(&m)),

@@ -132,11 +132,11 @@ impl Scion {
                 node,
             };
             let pages = changes.len() as u64;
-            let (root, stats, _) = writer.finish(&record)?;
-            Ok((Some((root, record, stats, pages)), hashes))
+            let (root, stats, segments) = writer.finish(&record)?;
+            Ok((Some((root, record, stats, pages, segments)), hashes))
         })?;
         let (commit, hashes) = committed;
-        let Some((root, record, stats, pages_changed)) = commit else {
+        let Some((root, record, stats, pages_changed, segments)) = commit else {
             sidecar.fingerprint = fingerprint;
             sidecar.stamp_ns = stamp;
             sidecar.store(&path)?;
@@ -165,6 +165,8 @@ impl Scion {
         {
             Ok(_) => {}
             Err(StoreError::Conflict { .. }) => {
+                // Lost the race: the new version was never published, so its segments go.
+                crate::writer::discard_segments(self.backend.as_ref(), &segments);
                 Sidecar::load(&path, &r.root)?;
                 return Err(CoreError::Conflict {
                     branch: b.to_string(),

@@ -31,6 +31,7 @@ pub(crate) struct ImportedVersion {
     pub root: Locator,
     pub record: RootRecord,
     pub stats: WriteStats,
+    pub segments: Vec<crate::format::SegmentId>,
 }
 
 /// Read `path`'s committed state (through SQLite, in one read transaction) and write it
@@ -72,11 +73,12 @@ pub(crate) fn import_file(scion: &Scion, path: &Path, read_only: bool) -> CoreRe
             reason: "every page is zero".to_string(),
         });
     }
-    let (root, stats, _) = writer.finish(&record)?;
+    let (root, stats, segments) = writer.finish(&record)?;
     Ok(ImportedVersion {
         root,
         record,
         stats,
+        segments,
     })
 }
 
@@ -118,7 +120,8 @@ impl Scion {
         match self.backend.put(&ref_key(&main), &r.encode(), PutMode::Create) {
             Ok(_) => {}
             Err(StoreError::AlreadyExists { .. }) => {
-                return Err(CoreError::DatabaseExists { db: db.to_string() })
+                crate::writer::discard_segments(self.backend.as_ref(), &imported.segments);
+                return Err(CoreError::DatabaseExists { db: db.to_string() });
             }
             Err(e) => return Err(e.into()),
         }
