@@ -54,7 +54,9 @@ pub enum Command {
     /// The import reads one consistent committed state through SQLite (including WAL
     /// frames not yet checkpointed) while other connections may keep writing; the source
     /// file is never modified. The new database has a protected `main` branch.
-    #[command(after_help = "Examples:\n  scion create scratch\n  scion create shop --from ./shop.db")]
+    #[command(
+        after_help = "Examples:\n  scion create scratch\n  scion create shop --from ./shop.db"
+    )]
     Create {
         /// Name of the new database (a-z, 0-9, '.', '_', '-').
         db: String,
@@ -67,7 +69,9 @@ pub enum Command {
     ///
     /// A clean, current checkout is reused at once. A checkout holding changes that were
     /// never checkpointed is not overwritten unless --force.
-    #[command(after_help = "Example:\n  sqlite3 \"$(scion checkout shop@try-1)\" 'SELECT count(*) FROM items'")]
+    #[command(
+        after_help = "Example:\n  sqlite3 \"$(scion checkout shop@try-1)\" 'SELECT count(*) FROM items'"
+    )]
     Checkout {
         /// db or db@branch.
         target: String,
@@ -100,7 +104,9 @@ pub enum Command {
     ///
     /// The fork takes the source's committed state; changes in the source's checkout that
     /// were never checkpointed are not part of it.
-    #[command(after_help = "Examples:\n  scion fork shop try-1\n  scion fork shop@try-1 try-2 --at after-migration")]
+    #[command(
+        after_help = "Examples:\n  scion fork shop try-1\n  scion fork shop@try-1 try-2 --at after-migration"
+    )]
     Fork {
         /// Source: db or db@branch.
         source: String,

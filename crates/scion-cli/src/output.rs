@@ -42,14 +42,21 @@ fn plural(n: u64, word: &str) -> String {
 
 impl Printer {
     fn emit<T: Serialize>(&self, value: &T) {
-        println!("{}", serde_json::to_string_pretty(value).expect("results serialize"));
+        println!(
+            "{}",
+            serde_json::to_string_pretty(value).expect("results serialize")
+        );
     }
 
     pub fn init(&self, s: &Scion) {
         if self.json {
             self.emit(&serde_json::json!({"store": s.location(), "store_id": s.store_id()}));
         } else {
-            println!("initialized scion store at {} (id {})", s.location(), s.store_id());
+            println!(
+                "initialized scion store at {} (id {})",
+                s.location(),
+                s.store_id()
+            );
         }
     }
 
@@ -113,7 +120,10 @@ impl Printer {
         if self.json {
             return self.emit(r);
         }
-        println!("forked {} from {} (version {})", r.branch, r.from, r.version);
+        println!(
+            "forked {} from {} (version {})",
+            r.branch, r.from, r.version
+        );
     }
 
     pub fn checkpoints(&self, b: &BranchRef, list: &[(CheckpointName, Checkpoint)]) {
@@ -128,7 +138,12 @@ impl Printer {
             eprintln!("{b} has no checkpoints ('fork' and 'init' always resolve)");
             return;
         }
-        let w = list.iter().map(|(n, _)| n.as_str().len()).max().unwrap_or(4).max(4);
+        let w = list
+            .iter()
+            .map(|(n, _)| n.as_str().len())
+            .max()
+            .unwrap_or(4)
+            .max(4);
         println!("{:w$}  {:>7}  CREATED", "NAME", "VERSION");
         for (n, c) in list {
             println!("{:w$}  {:>7}  {}", n.as_str(), c.version, c.created_at);
@@ -154,7 +169,10 @@ impl Printer {
         };
         println!(
             "clone:     policy {}, filesystem {cap}",
-            serde_json::to_value(s.clone_policy).unwrap().as_str().unwrap_or("?")
+            serde_json::to_value(s.clone_policy)
+                .unwrap()
+                .as_str()
+                .unwrap_or("?")
         );
         if s.databases.is_empty() {
             println!("\nno databases yet (scion create <db> [--from file.db])");
@@ -180,7 +198,12 @@ impl Printer {
 }
 
 fn print_branch_table(list: &[BranchStatus], indent: &str) {
-    let w = list.iter().map(|b| b.branch.len() + 2).max().unwrap_or(6).max(6);
+    let w = list
+        .iter()
+        .map(|b| b.branch.len() + 2)
+        .max()
+        .unwrap_or(6)
+        .max(6);
     println!(
         "{indent}{:w$}  {:>7}  {:>9}  {:>11}  {:8}  PARENT",
         "BRANCH", "VERSION", "SIZE", "CHECKPOINTS", "CHECKOUT"

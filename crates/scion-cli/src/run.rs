@@ -4,7 +4,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
-use scion_core::{BranchName, BranchRef, CheckpointName, ClonePolicy, DbName, Scion, ScionOptions, Target};
+use scion_core::{
+    BranchName, BranchRef, CheckpointName, ClonePolicy, DbName, Scion, ScionOptions, Target,
+};
 use scion_store::LocalBackend;
 
 use crate::cli::{Cli, Command};
@@ -20,7 +22,7 @@ fn store_dir(spec: &str) -> Result<PathBuf> {
     } else {
         PathBuf::from(spec)
     };
-    Ok(std::path::absolute(&path).with_context(|| format!("resolving store path {spec:?}"))?)
+    std::path::absolute(&path).with_context(|| format!("resolving store path {spec:?}"))
 }
 
 fn open(cli: &Cli, init: bool) -> Result<Scion> {
@@ -34,7 +36,8 @@ fn open(cli: &Cli, init: bool) -> Result<Scion> {
     if !init && !dir.join(scion_core::MANIFEST_KEY).exists() {
         return Err(scion_core::CoreError::NotInitialized { location }.into());
     }
-    let backend = Arc::new(LocalBackend::open(&dir).with_context(|| format!("opening store {location}"))?);
+    let backend =
+        Arc::new(LocalBackend::open(&dir).with_context(|| format!("opening store {location}"))?);
     Ok(if init {
         Scion::init(backend, &location, options)?
     } else {

@@ -47,7 +47,9 @@ pub enum CoreError {
     DirtyCheckout { path: PathBuf, branch: String },
     #[error("checkout {path} has no scion record; it may hold changes scion cannot account for")]
     UnknownCheckout { path: PathBuf, branch: String },
-    #[error("checkout {path} was materialized from an older version of {branch}, which has moved since")]
+    #[error(
+        "checkout {path} was materialized from an older version of {branch}, which has moved since"
+    )]
     StaleCheckout { path: PathBuf, branch: String },
     #[error("checkout {path} is open in another connection")]
     CheckoutBusy { path: PathBuf },

@@ -47,7 +47,10 @@ pub fn materialize(
 
     // Two stages on two threads: fetch, decode and verify here; write on the caller's
     // thread. Writing the file is most of the cost, so decoding hides behind it.
-    let items: Vec<(Slot, u32)> = leaves.into_iter().map(|(idx, slot)| (slot, idx + 1)).collect();
+    let items: Vec<(Slot, u32)> = leaves
+        .into_iter()
+        .map(|(idx, slot)| (slot, idx + 1))
+        .collect();
     let (tx, rx) = std::sync::mpsc::sync_channel::<(u64, Vec<u8>)>(8);
     let checksum = std::thread::scope(|scope| -> CoreResult<u64> {
         let hashes = &mut hashes;
@@ -69,7 +72,10 @@ pub fn materialize(
                 checksum = checksum.wrapping_add(page_contribution(idx + 1, frame.hash, zero_hash));
                 if idx as u64 != next_idx || chunk.len() >= WRITE_CHUNK {
                     if !chunk.is_empty() {
-                        let full = std::mem::replace(&mut chunk, Vec::with_capacity(WRITE_CHUNK + page_size));
+                        let full = std::mem::replace(
+                            &mut chunk,
+                            Vec::with_capacity(WRITE_CHUNK + page_size),
+                        );
                         tx.send((chunk_start, full)).map_err(|_| gone())?;
                     }
                     chunk_start = idx as u64;

@@ -8,7 +8,8 @@ use scion_store::{Backend, StoreError};
 
 use crate::error::{CoreError, CoreResult};
 use crate::format::{
-    decode_frame, decode_frame_with_base, is_delta_frame, FrameKind, Locator, Node, RootRecord, Slot,
+    decode_frame, decode_frame_with_base, is_delta_frame, FrameKind, Locator, Node, RootRecord,
+    Slot,
 };
 
 /// Largest single ranged read when coalescing adjacent frames.
@@ -60,8 +61,7 @@ impl FrameReader {
 
     pub fn root(&self, loc: &Locator) -> CoreResult<RootRecord> {
         let (raw, _) = self.read_one(loc, FrameKind::Root, 0)?;
-        RootRecord::decode(&raw)
-            .map_err(|e| CoreError::corrupt(format!("root record {loc}"), e.0))
+        RootRecord::decode(&raw).map_err(|e| CoreError::corrupt(format!("root record {loc}"), e.0))
     }
 
     pub fn node(&self, loc: &Locator, level: u8, fanout_bits: u8) -> CoreResult<Arc<Node>> {
@@ -92,14 +92,22 @@ impl FrameReader {
                 }
             }
         }
-        self.for_each_frame(missing, FrameKind::Node, |_| level as u64, |frame| {
-            let loc = locs[*frame.tag];
-            let node = Arc::new(check_node(&frame.raw, &loc, level, fanout_bits)?);
-            self.nodes.lock().unwrap().insert(loc, node.clone());
-            out[*frame.tag] = Some(node);
-            Ok(())
-        })?;
-        Ok(out.into_iter().map(|n| n.expect("every node read")).collect())
+        self.for_each_frame(
+            missing,
+            FrameKind::Node,
+            |_| level as u64,
+            |frame| {
+                let loc = locs[*frame.tag];
+                let node = Arc::new(check_node(&frame.raw, &loc, level, fanout_bits)?);
+                self.nodes.lock().unwrap().insert(loc, node.clone());
+                out[*frame.tag] = Some(node);
+                Ok(())
+            },
+        )?;
+        Ok(out
+            .into_iter()
+            .map(|n| n.expect("every node read"))
+            .collect())
     }
 
     /// Read the frames at `items`, in store order, coalescing frames adjacent in one
@@ -112,7 +120,8 @@ impl FrameReader {
         mut f: impl FnMut(PageFrame<'_, T>) -> CoreResult<()>,
     ) -> CoreResult<()> {
         self.for_each_raw(items, |loc, tag, bytes| {
-            let (raw, hash) = decode_frame(bytes, kind, key_of(tag)).map_err(|e| frame_error(loc, e))?;
+            let (raw, hash) =
+                decode_frame(bytes, kind, key_of(tag)).map_err(|e| frame_error(loc, e))?;
             f(PageFrame { tag, raw, hash })
         })
     }
@@ -124,28 +133,49 @@ impl FrameReader {
         slots: Vec<(Slot, u32)>,
         mut f: impl FnMut(PageFrame<'_, u32>) -> CoreResult<()>,
     ) -> CoreResult<()> {
-        let mut deltas: Vec<(Locator, (u32, Vec<u8>, Locator))> = Vec::new();
-        let items: Vec<(Locator, (u32, Option<Locator>))> =
-            slots.into_iter().map(|(s, pgno)| (s.loc, (pgno, s.base))).collect();
+        // (base locator, (page number, delta frame bytes, delta locator))
+        type PendingDelta = (Locator, (u32, Vec<u8>, Locator));
+        let mut deltas: Vec<PendingDelta> = Vec::new();
+        let items: Vec<(Locator, (u32, Option<Locator>))> = slots
+            .into_iter()
+            .map(|(s, pgno)| (s.loc, (pgno, s.base)))
+            .collect();
         self.for_each_raw(items, |loc, (pgno, base), bytes| {
             if let Some(base) = base {
                 deltas.push((*base, (*pgno, bytes.to_vec(), *loc)));
                 return Ok(());
             }
             if is_delta_frame(bytes) {
-                return Err(CoreError::corrupt(format!("{} at {loc}", loc.segment.key()), "delta frame without a base in its node"));
+                return Err(CoreError::corrupt(
+                    format!("{} at {loc}", loc.segment.key()),
+                    "delta frame without a base in its node",
+                ));
             }
-            let (raw, hash) = decode_frame(bytes, FrameKind::Page, *pgno as u64).map_err(|e| frame_error(loc, e))?;
-            f(PageFrame { tag: pgno, raw, hash })
+            let (raw, hash) = decode_frame(bytes, FrameKind::Page, *pgno as u64)
+                .map_err(|e| frame_error(loc, e))?;
+            f(PageFrame {
+                tag: pgno,
+                raw,
+                hash,
+            })
         })?;
         self.for_each_raw(deltas, |base_loc, (pgno, delta, delta_loc), bytes| {
             if is_delta_frame(bytes) {
-                return Err(CoreError::corrupt(format!("{} at {base_loc}", base_loc.segment.key()), "a delta's base is itself a delta"));
+                return Err(CoreError::corrupt(
+                    format!("{} at {base_loc}", base_loc.segment.key()),
+                    "a delta's base is itself a delta",
+                ));
             }
-            let (base, _) = decode_frame(bytes, FrameKind::Page, *pgno as u64).map_err(|e| frame_error(base_loc, e))?;
-            let (raw, hash) = decode_frame_with_base(delta, FrameKind::Page, *pgno as u64, Some(&base))
-                .map_err(|e| frame_error(delta_loc, e))?;
-            f(PageFrame { tag: pgno, raw, hash })
+            let (base, _) = decode_frame(bytes, FrameKind::Page, *pgno as u64)
+                .map_err(|e| frame_error(base_loc, e))?;
+            let (raw, hash) =
+                decode_frame_with_base(delta, FrameKind::Page, *pgno as u64, Some(&base))
+                    .map_err(|e| frame_error(delta_loc, e))?;
+            f(PageFrame {
+                tag: pgno,
+                raw,
+                hash,
+            })
         })
     }
 
@@ -200,8 +230,7 @@ fn frame_error(loc: &Locator, e: crate::format::DecodeError) -> CoreError {
 }
 
 fn check_node(raw: &[u8], loc: &Locator, level: u8, fanout_bits: u8) -> CoreResult<Node> {
-    let node =
-        Node::decode(raw).map_err(|e| CoreError::corrupt(format!("node {loc}"), e.0))?;
+    let node = Node::decode(raw).map_err(|e| CoreError::corrupt(format!("node {loc}"), e.0))?;
     if node.level != level || node.fanout_bits != fanout_bits {
         return Err(CoreError::corrupt(
             format!("node {loc}"),

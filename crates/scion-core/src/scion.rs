@@ -42,7 +42,11 @@ pub struct ResolvedVersion {
 
 impl Scion {
     /// Create a new store. Fails if one exists at the location.
-    pub fn init(backend: Arc<dyn Backend>, location: &str, options: ScionOptions) -> CoreResult<Self> {
+    pub fn init(
+        backend: Arc<dyn Backend>,
+        location: &str,
+        options: ScionOptions,
+    ) -> CoreResult<Self> {
         let manifest = Manifest {
             format: STORE_FORMAT_VERSION,
             store_id: random_id(),
@@ -62,7 +66,11 @@ impl Scion {
     }
 
     /// Open an existing store, refusing one written by a newer scion.
-    pub fn open(backend: Arc<dyn Backend>, location: &str, options: ScionOptions) -> CoreResult<Self> {
+    pub fn open(
+        backend: Arc<dyn Backend>,
+        location: &str,
+        options: ScionOptions,
+    ) -> CoreResult<Self> {
         let bytes = match backend.get(MANIFEST_KEY) {
             Ok((b, _)) => b,
             Err(StoreError::NotFound { .. }) => {
@@ -76,7 +84,12 @@ impl Scion {
         Ok(Self::assemble(backend, location, manifest, options))
     }
 
-    fn assemble(backend: Arc<dyn Backend>, location: &str, manifest: Manifest, options: ScionOptions) -> Self {
+    fn assemble(
+        backend: Arc<dyn Backend>,
+        location: &str,
+        manifest: Manifest,
+        options: ScionOptions,
+    ) -> Self {
         Scion {
             reader: FrameReader::new(backend.clone()),
             backend,
@@ -181,7 +194,10 @@ impl Scion {
             created_at: rfc3339(SystemTime::now()),
             meta: Default::default(),
         };
-        match self.backend.put(&checkpoint_key(b, name), &c.encode(), PutMode::Create) {
+        match self
+            .backend
+            .put(&checkpoint_key(b, name), &c.encode(), PutMode::Create)
+        {
             Ok(_) => Ok(c),
             Err(StoreError::AlreadyExists { .. }) => Err(CoreError::CheckpointExists {
                 checkpoint: format!("{b}@{name}"),
@@ -190,7 +206,11 @@ impl Scion {
         }
     }
 
-    pub(crate) fn check_new_checkpoint_name(&self, b: &BranchRef, name: &CheckpointName) -> CoreResult<()> {
+    pub(crate) fn check_new_checkpoint_name(
+        &self,
+        b: &BranchRef,
+        name: &CheckpointName,
+    ) -> CoreResult<()> {
         if name.is_reserved() {
             return Err(CoreError::ReservedName {
                 name: name.to_string(),
@@ -252,7 +272,9 @@ impl Scion {
                 Err(e) => return Err(e.into()),
             }
         }
-        out.sort_by(|a, b| (a.1.version, &a.1.created_at, &a.0).cmp(&(b.1.version, &b.1.created_at, &b.0)));
+        out.sort_by(|a, b| {
+            (a.1.version, &a.1.created_at, &a.0).cmp(&(b.1.version, &b.1.created_at, &b.0))
+        });
         Ok(out)
     }
 }

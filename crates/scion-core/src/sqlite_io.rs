@@ -64,7 +64,9 @@ pub fn check_database_file(path: &Path) -> CoreResult<Option<u32>> {
     }
     let mut header = [0u8; 100];
     if size < 100 || f.read_exact(&mut header).is_err() {
-        return Err(not(format!("only {size} bytes, shorter than a SQLite header")));
+        return Err(not(format!(
+            "only {size} bytes, shorter than a SQLite header"
+        )));
     }
     if &header[..16] != MAGIC {
         return Err(not("no SQLite header (file is not a database)".to_string()));
@@ -80,7 +82,7 @@ pub fn check_database_file(path: &Path) -> CoreResult<Option<u32>> {
         )));
     }
     let header_pages = u32::from_be_bytes(header[28..32].try_into().unwrap()) as u64;
-    let valid_for = &header[92..96] == &header[24..28];
+    let valid_for = header[92..96] == header[24..28];
     if valid_for && header_pages > 0 && size < header_pages * page_size as u64 {
         return Err(not(format!(
             "header says {header_pages} pages but the file holds {} (truncated)",

@@ -108,7 +108,9 @@ impl<'a> VersionWriter<'a> {
         }
         self.stats.pages += 1;
         let (frame, hash, is_delta) = encode_page_frame(pgno, raw, base.map(|(_, b)| b));
-        let loc = self.current.add_encoded(FrameKind::Page, pgno as u64, &frame);
+        let loc = self
+            .current
+            .add_encoded(FrameKind::Page, pgno as u64, &frame);
         let base = if is_delta { base.map(|(l, _)| l) } else { None };
         Ok((Slot { loc, base }, hash))
     }
@@ -132,7 +134,10 @@ impl<'a> VersionWriter<'a> {
 
     /// Add the root record, seal the last segment and return the root's locator. The
     /// version is durable once this returns; it is published only by a ref write.
-    pub fn finish(mut self, root: &RootRecord) -> CoreResult<(Locator, WriteStats, Vec<SegmentId>)> {
+    pub fn finish(
+        mut self,
+        root: &RootRecord,
+    ) -> CoreResult<(Locator, WriteStats, Vec<SegmentId>)> {
         let (loc, _) = self.current.add(FrameKind::Root, 0, &root.encode());
         self.seal()?;
         self.finished = true;

@@ -9,13 +9,17 @@ use std::sync::Arc;
 use common::*;
 use rusqlite::Connection;
 use scion_core::checkout::{probe_clone, CloneCapability};
-use scion_core::{CheckoutAction, CheckoutState, ClonePolicy, CoreError, DbName, Scion, ScionOptions};
+use scion_core::{
+    CheckoutAction, CheckoutState, ClonePolicy, CoreError, DbName, Scion, ScionOptions,
+};
 use scion_store::{Backend, CountingBackend, LocalBackend, PutMode};
 
 fn shop(e: &Env, rows: usize) {
     let src = e.path("shop.db");
     seed(&src, rows);
-    e.scion.create(&DbName::new("shop").unwrap(), Some(&src)).unwrap();
+    e.scion
+        .create(&DbName::new("shop").unwrap(), Some(&src))
+        .unwrap();
 }
 
 #[test]
@@ -24,7 +28,9 @@ fn a_clean_current_checkout_is_reused_without_reading_the_store() {
     shop(&e, 2000);
     let first = e.scion.checkout(&br("shop"), false).unwrap();
     assert_eq!(first.action, CheckoutAction::Materialized);
-    let c = Arc::new(CountingBackend::new(Arc::new(LocalBackend::open(e.store_dir()).unwrap())));
+    let c = Arc::new(CountingBackend::new(Arc::new(
+        LocalBackend::open(e.store_dir()).unwrap(),
+    )));
     let s = e.reopen_with(c.clone());
     let again = s.checkout(&br("shop"), false).unwrap();
     assert_eq!(again.action, CheckoutAction::Reused);
@@ -43,10 +49,18 @@ fn uncheckpointed_changes_are_refused_then_discarded_with_force() {
     let clean = dump(&path);
     // Written at once after the checkout: the racily-clean window must not hide it.
     exec(&path, "UPDATE items SET name = 'changed' WHERE id = 3;");
-    assert_eq!(e.scion.checkout_state(&b, &e.scion.read_ref(&b).unwrap().0.root).unwrap(), CheckoutState::Dirty);
+    assert_eq!(
+        e.scion
+            .checkout_state(&b, &e.scion.read_ref(&b).unwrap().0.root)
+            .unwrap(),
+        CheckoutState::Dirty
+    );
     let err = e.scion.checkout(&b, false).unwrap_err();
     assert!(matches!(err, CoreError::DirtyCheckout { .. }), "{err}");
-    assert!(dump(&path).contains("changed"), "refusal left the file alone");
+    assert!(
+        dump(&path).contains("changed"),
+        "refusal left the file alone"
+    );
     let report = e.scion.checkout(&b, true).unwrap();
     assert_eq!(report.discarded, Some(CheckoutState::Dirty));
     assert_eq!(dump(&path), clean);
@@ -59,13 +73,21 @@ fn wal_content_of_an_open_connection_counts_as_a_change() {
     let b = br("shop");
     let path = e.scion.checkout(&b, false).unwrap().path;
     let conn = Connection::open(&path).unwrap();
-    conn.execute_batch("UPDATE items SET price = 42 WHERE id = 5;").unwrap();
+    conn.execute_batch("UPDATE items SET price = 42 WHERE id = 5;")
+        .unwrap();
     // The frame is in the WAL; the main file is untouched.
-    assert!(std::fs::metadata(format!("{}-wal", path.display())).unwrap().len() > 0);
+    assert!(
+        std::fs::metadata(format!("{}-wal", path.display()))
+            .unwrap()
+            .len()
+            > 0
+    );
     let report = e.scion.checkpoint(&b, &"wal".parse().unwrap()).unwrap();
     assert!(report.committed);
     drop(conn);
-    assert!(e.dump_target(&e.scion, "shop@main@wal").contains("Real(42.0)"));
+    assert!(e
+        .dump_target(&e.scion, "shop@main@wal")
+        .contains("Real(42.0)"));
 }
 
 #[test]
@@ -76,7 +98,10 @@ fn a_file_without_a_record_is_not_overwritten() {
     let path = e.scion.checkout_path(&b);
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(&path, b"precious").unwrap();
-    assert!(matches!(e.scion.checkout(&b, false), Err(CoreError::UnknownCheckout { .. })));
+    assert!(matches!(
+        e.scion.checkout(&b, false),
+        Err(CoreError::UnknownCheckout { .. })
+    ));
     assert_eq!(std::fs::read(&path).unwrap(), b"precious");
     e.scion.checkout(&b, true).unwrap();
     assert!(dump(&path).contains("item-9"));
@@ -90,14 +115,22 @@ fn a_stale_checkout_is_refreshed_but_never_checkpointed() {
     e.scion.fork(&b, &"other".parse().unwrap(), None).unwrap();
     let other = e.scion.checkout(&br("shop@other"), false).unwrap().path;
     exec(&other, "DELETE FROM items WHERE id > 10;");
-    e.scion.checkpoint(&br("shop@other"), &"small".parse().unwrap()).unwrap();
+    e.scion
+        .checkpoint(&br("shop@other"), &"small".parse().unwrap())
+        .unwrap();
     let path = e.scion.checkout(&b, false).unwrap().path;
     // Move main's head under its checkout, as another process would.
     let (mut r, etag) = e.scion.read_ref(&b).unwrap();
     r.root = e.scion.read_ref(&br("shop@other")).unwrap().0.root;
     r.version += 1;
-    e.scion.backend().put("refs/shop/main", &r.encode(), PutMode::Update(etag)).unwrap();
-    assert_eq!(e.scion.checkout_state(&b, &r.root).unwrap(), CheckoutState::Stale);
+    e.scion
+        .backend()
+        .put("refs/shop/main", &r.encode(), PutMode::Update(etag))
+        .unwrap();
+    assert_eq!(
+        e.scion.checkout_state(&b, &r.root).unwrap(),
+        CheckoutState::Stale
+    );
     assert!(matches!(
         e.scion.checkpoint(&b, &"x".parse().unwrap()),
         Err(CoreError::StaleCheckout { .. })
@@ -111,7 +144,9 @@ fn a_stale_checkout_is_refreshed_but_never_checkpointed() {
 fn a_second_checkout_of_the_same_version_is_copied_and_verified() {
     let e = env();
     shop(&e, 3000);
-    e.scion.fork(&br("shop"), &"twin".parse().unwrap(), None).unwrap();
+    e.scion
+        .fork(&br("shop"), &"twin".parse().unwrap(), None)
+        .unwrap();
     let a = e.scion.checkout(&br("shop"), false).unwrap();
     let b = e.scion.checkout(&br("shop@twin"), false).unwrap();
     let expected = match probe_clone(e.scion.checkouts_dir()).unwrap() {
@@ -121,7 +156,10 @@ fn a_second_checkout_of_the_same_version_is_copied_and_verified() {
     assert_eq!(b.action, expected);
     assert_eq!(dump(&a.path), dump(&b.path));
     // The copy is recorded clean: reused next time.
-    assert_eq!(e.scion.checkout(&br("shop@twin"), false).unwrap().action, CheckoutAction::Reused);
+    assert_eq!(
+        e.scion.checkout(&br("shop@twin"), false).unwrap().action,
+        CheckoutAction::Reused
+    );
 }
 
 fn policy_env(dir: &std::path::Path, policy: ClonePolicy) -> Scion {
@@ -149,7 +187,10 @@ fn clone_policy_always_fails_closed_where_the_filesystem_cannot_clone() {
     s.create(&DbName::new("shop").unwrap(), Some(&src)).unwrap();
     let err = s.checkout(&br("shop"), false).unwrap_err();
     assert!(matches!(err, CoreError::CloneUnsupported { .. }), "{err}");
-    assert!(!s.checkout_path(&br("shop")).exists(), "no file, not even a partial one");
+    assert!(
+        !s.checkout_path(&br("shop")).exists(),
+        "no file, not even a partial one"
+    );
 }
 
 /// Mount a small XFS image (reflink on) for the clone path; `None` with a loud reason
@@ -176,7 +217,8 @@ fn mount_xfs() -> Option<(tempfile::TempDir, std::path::PathBuf)> {
     if !ok(Command::new("mkfs.xfs").args(["-q", "-m", "reflink=1", img.to_str().unwrap()])) {
         return why("mkfs.xfs is missing (apt-get install xfsprogs) or failed");
     }
-    if !ok(Command::new("mount").args(["-o", "loop", img.to_str().unwrap(), mnt.to_str().unwrap()])) {
+    if !ok(Command::new("mount").args(["-o", "loop", img.to_str().unwrap(), mnt.to_str().unwrap()]))
+    {
         return why("mount -o loop failed (no loop devices in this sandbox?)");
     }
     Some((dir, mnt))
@@ -184,15 +226,23 @@ fn mount_xfs() -> Option<(tempfile::TempDir, std::path::PathBuf)> {
 
 #[test]
 fn clone_policy_always_clones_on_a_copy_on_write_filesystem() {
-    let Some((_dir, mnt)) = mount_xfs() else { return };
+    let Some((_dir, mnt)) = mount_xfs() else {
+        return;
+    };
     let result = std::panic::catch_unwind(|| {
         let s = policy_env(&mnt, ClonePolicy::Always);
-        assert_eq!(probe_clone(s.checkouts_dir()).unwrap(), CloneCapability::Supported);
+        assert_eq!(
+            probe_clone(s.checkouts_dir()).unwrap(),
+            CloneCapability::Supported
+        );
         let src = mnt.join("src.db");
         seed(&src, 5000);
         s.create(&DbName::new("shop").unwrap(), Some(&src)).unwrap();
         s.fork(&br("shop"), &"b".parse().unwrap(), None).unwrap();
-        assert_eq!(s.checkout(&br("shop"), false).unwrap().action, CheckoutAction::Materialized);
+        assert_eq!(
+            s.checkout(&br("shop"), false).unwrap().action,
+            CheckoutAction::Materialized
+        );
         let twin = s.checkout(&br("shop@b"), false).unwrap();
         assert_eq!(twin.action, CheckoutAction::Cloned);
         assert_eq!(dump(&twin.path), dump(&s.checkout_path(&br("shop"))));
@@ -213,9 +263,14 @@ fn import_reads_a_live_wal_database_without_modifying_it() {
     let before = (std::fs::read(&src).unwrap(), std::fs::read(&wal).unwrap());
     assert!(!before.1.is_empty());
     let expected = dump_conn(&writer);
-    e.scion.create(&DbName::new("live").unwrap(), Some(&src)).unwrap();
+    e.scion
+        .create(&DbName::new("live").unwrap(), Some(&src))
+        .unwrap();
     let after = (std::fs::read(&src).unwrap(), std::fs::read(&wal).unwrap());
-    assert!(before == after, "the source and its WAL are byte-for-byte unchanged");
+    assert!(
+        before == after,
+        "the source and its WAL are byte-for-byte unchanged"
+    );
     assert_eq!(e.dump_target(&e.scion, "live"), expected);
     drop(writer);
 }
@@ -224,7 +279,11 @@ fn import_reads_a_live_wal_database_without_modifying_it() {
 fn bad_import_sources_fail_clearly_and_leave_nothing_behind() {
     let e = env();
     let text = e.path("notes.txt");
-    std::fs::write(&text, "just some text, definitely not a database\n".repeat(200)).unwrap();
+    std::fs::write(
+        &text,
+        "just some text, definitely not a database\n".repeat(200),
+    )
+    .unwrap();
     let good = e.path("good.db");
     seed(&good, 2000);
     exec(&good, "PRAGMA wal_checkpoint(TRUNCATE);");
@@ -233,8 +292,16 @@ fn bad_import_sources_fail_clearly_and_leave_nothing_behind() {
     std::fs::write(&truncated, &bytes[..bytes.len() / 2 + 100]).unwrap();
     let short = e.path("short.db");
     std::fs::write(&short, &bytes[..bytes.len() - 4096]).unwrap();
-    for (name, path) in [("text", text), ("truncated", truncated), ("short", short), ("missing", e.path("nope.db"))] {
-        let err = e.scion.create(&DbName::new(name).unwrap(), Some(&path)).unwrap_err();
+    for (name, path) in [
+        ("text", text),
+        ("truncated", truncated),
+        ("short", short),
+        ("missing", e.path("nope.db")),
+    ] {
+        let err = e
+            .scion
+            .create(&DbName::new(name).unwrap(), Some(&path))
+            .unwrap_err();
         assert!(matches!(err, CoreError::NotSqlite { .. }), "{name}: {err}");
     }
     assert!(e.scion.backend().list("refs/").unwrap().is_empty());
@@ -251,7 +318,9 @@ fn posix_locks_of_this_process_survive_a_checkpoint() {
     let path = e.scion.checkout(&b, false).unwrap().path;
     exec(&path, "UPDATE items SET price = 3 WHERE id = 2;");
     let reader = Connection::open(&path).unwrap();
-    reader.execute_batch("BEGIN; SELECT count(*) FROM items;").unwrap();
+    reader
+        .execute_batch("BEGIN; SELECT count(*) FROM items;")
+        .unwrap();
     let mine = || -> usize {
         let pid = std::process::id().to_string();
         std::fs::read_to_string("/proc/locks")

@@ -11,7 +11,9 @@ use scion_store::{Backend, CountingBackend, LocalBackend, PutMode};
 fn shop(e: &Env, rows: usize) {
     let src = e.path("shop.db");
     seed(&src, rows);
-    e.scion.create(&DbName::new("shop").unwrap(), Some(&src)).unwrap();
+    e.scion
+        .create(&DbName::new("shop").unwrap(), Some(&src))
+        .unwrap();
 }
 
 #[test]
@@ -22,12 +24,18 @@ fn invariant_1_objects_are_create_only() {
     assert!(!segments.is_empty());
     let key = &segments[0].key;
     let before = e.scion.backend().get(key).unwrap().0;
-    let err = e.scion.backend().put(key, b"overwrite", PutMode::Create).unwrap_err();
+    let err = e
+        .scion
+        .backend()
+        .put(key, b"overwrite", PutMode::Create)
+        .unwrap_err();
     assert!(matches!(err, scion_store::StoreError::AlreadyExists { .. }));
     assert_eq!(e.scion.backend().get(key).unwrap().0, before);
     // Checkpoints are create-only too: a name is bound once.
     e.scion.checkout(&br("shop"), false).unwrap();
-    e.scion.checkpoint(&br("shop"), &"v1".parse().unwrap()).unwrap();
+    e.scion
+        .checkpoint(&br("shop"), &"v1".parse().unwrap())
+        .unwrap();
     assert!(matches!(
         e.scion.checkpoint(&br("shop"), &"v1".parse().unwrap()),
         Err(CoreError::CheckpointExists { .. })
@@ -47,7 +55,11 @@ fn invariant_2_ref_moves_only_by_compare_and_swap() {
     moved.touched_at = "2000-01-01T00:00:00.000Z".into();
     e.scion
         .backend()
-        .put("refs/shop/main", &moved.encode(), PutMode::Update(etag.clone()))
+        .put(
+            "refs/shop/main",
+            &moved.encode(),
+            PutMode::Update(etag.clone()),
+        )
         .unwrap();
     let err = e
         .scion
@@ -68,9 +80,19 @@ fn invariant_3_a_version_never_changes() {
     e.scion.fork(&b, &"try".parse().unwrap(), None).unwrap();
     let path = e.scion.checkout(&br("shop@try"), false).unwrap().path;
     exec(&path, "DELETE FROM items WHERE id % 2 = 0; VACUUM;");
-    e.scion.checkpoint(&br("shop@try"), &"half".parse().unwrap()).unwrap();
-    assert_eq!(e.dump_target(&e.scion, "shop"), v1, "the parent's version is untouched");
-    assert_eq!(e.dump_target(&e.scion, "shop@try@fork"), v1, "the fork point is untouched");
+    e.scion
+        .checkpoint(&br("shop@try"), &"half".parse().unwrap())
+        .unwrap();
+    assert_eq!(
+        e.dump_target(&e.scion, "shop"),
+        v1,
+        "the parent's version is untouched"
+    );
+    assert_eq!(
+        e.dump_target(&e.scion, "shop@try@fork"),
+        v1,
+        "the fork point is untouched"
+    );
     assert_ne!(e.dump_target(&e.scion, "shop@try"), v1);
 }
 
@@ -82,11 +104,15 @@ fn invariant_4_reads_never_follow_a_parent() {
     let mut prev = "shop@main".to_string();
     for i in 0..20 {
         let name = format!("d{i}");
-        e.scion.fork(&br(&prev), &name.parse().unwrap(), None).unwrap();
+        e.scion
+            .fork(&br(&prev), &name.parse().unwrap(), None)
+            .unwrap();
         prev = format!("shop@{name}");
     }
     let counted = |target: &str| {
-        let c = Arc::new(CountingBackend::new(Arc::new(LocalBackend::open(e.store_dir()).unwrap())));
+        let c = Arc::new(CountingBackend::new(Arc::new(
+            LocalBackend::open(e.store_dir()).unwrap(),
+        )));
         let s = e.reopen_with(c.clone());
         let out = e.path(&format!("{}.db", unique()));
         s.export(&target.parse().unwrap(), &out, false).unwrap();
@@ -139,18 +165,28 @@ fn invariant_7_checkout_path_never_rewritten_under_a_live_connection() {
         .spawn()
         .unwrap();
     let mut line = String::new();
-    std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.as_mut().unwrap()), &mut line).unwrap();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
+        &mut line,
+    )
+    .unwrap();
     assert_eq!(line.trim(), "open");
-    let inode_before = std::fs::metadata(&path).map(|m| std::os::unix::fs::MetadataExt::ino(&m)).unwrap();
+    let inode_before = std::fs::metadata(&path)
+        .map(|m| std::os::unix::fs::MetadataExt::ino(&m))
+        .unwrap();
     let err = e.scion.checkout(&b, true).unwrap_err();
     assert!(matches!(err, CoreError::CheckoutBusy { .. }), "{err}");
-    let inode_after = std::fs::metadata(&path).map(|m| std::os::unix::fs::MetadataExt::ino(&m)).unwrap();
+    let inode_after = std::fs::metadata(&path)
+        .map(|m| std::os::unix::fs::MetadataExt::ino(&m))
+        .unwrap();
     assert_eq!(inode_before, inode_after, "the file was not replaced");
     child.kill().unwrap();
     child.wait().unwrap();
     // With the connection gone, --force replaces it by rename (a new inode).
     e.scion.checkout(&b, true).unwrap();
-    let inode_new = std::fs::metadata(&path).map(|m| std::os::unix::fs::MetadataExt::ino(&m)).unwrap();
+    let inode_new = std::fs::metadata(&path)
+        .map(|m| std::os::unix::fs::MetadataExt::ino(&m))
+        .unwrap();
     assert_ne!(inode_before, inode_new);
     assert!(!dump(&path).contains("-1.0"));
 }
@@ -159,21 +195,32 @@ fn invariant_7_checkout_path_never_rewritten_under_a_live_connection() {
 fn invariant_10_cost_follows_change_not_size() {
     let e = env();
     shop(&e, 20_000);
-    let c = Arc::new(CountingBackend::new(Arc::new(LocalBackend::open(e.store_dir()).unwrap())));
+    let c = Arc::new(CountingBackend::new(Arc::new(
+        LocalBackend::open(e.store_dir()).unwrap(),
+    )));
     let s = e.reopen_with(c.clone());
     let before = c.counts();
     s.fork(&br("shop"), &"f".parse().unwrap(), None).unwrap();
     let fork = c.counts();
     assert_eq!(fork.puts - before.puts, 1, "a fork is one object write");
-    assert!(fork.bytes_written - before.bytes_written <= 512, "a fork writes at most 512 B");
+    assert!(
+        fork.bytes_written - before.bytes_written <= 512,
+        "a fork writes at most 512 B"
+    );
     let path = s.checkout(&br("shop@f"), false).unwrap().path;
     exec(&path, "UPDATE items SET price = 1 WHERE id = 777;");
     let before = c.counts();
-    let report = s.checkpoint(&br("shop@f"), &"one".parse().unwrap()).unwrap();
+    let report = s
+        .checkpoint(&br("shop@f"), &"one".parse().unwrap())
+        .unwrap();
     let after = c.counts();
     assert!(report.committed);
     assert!(report.pages_changed <= 2, "{report:?}");
     // Segment + ref + checkpoint object.
     assert_eq!(after.puts - before.puts, 3);
-    assert!(after.bytes_written - before.bytes_written < 2048, "{}", after.bytes_written - before.bytes_written);
+    assert!(
+        after.bytes_written - before.bytes_written < 2048,
+        "{}",
+        after.bytes_written - before.bytes_written
+    );
 }

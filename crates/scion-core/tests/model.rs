@@ -72,7 +72,10 @@ fn apply(c: &Connection, w: &Write) {
             for i in 0..*n as usize {
                 c.execute(
                     "INSERT INTO items(name, price) VALUES (?1, ?2)",
-                    (text(*seed, i, *len as usize), (*seed as f64) / (i as f64 + 1.0)),
+                    (
+                        text(*seed, i, *len as usize),
+                        (*seed as f64) / (i as f64 + 1.0),
+                    ),
                 )
                 .unwrap();
             }
@@ -85,7 +88,11 @@ fn apply(c: &Connection, w: &Write) {
             .unwrap();
         }
         Write::Delete { m, r } => {
-            c.execute("DELETE FROM items WHERE id % ?1 = ?2", (*m as i64, *r as i64)).unwrap();
+            c.execute(
+                "DELETE FROM items WHERE id % ?1 = ?2",
+                (*m as i64, *r as i64),
+            )
+            .unwrap();
         }
         Write::AddTable { t } => {
             c.execute_batch(&format!(
@@ -94,7 +101,9 @@ fn apply(c: &Connection, w: &Write) {
             ))
             .unwrap();
         }
-        Write::DropTable { t } => c.execute_batch(&format!("DROP TABLE IF EXISTS extra{t};")).unwrap(),
+        Write::DropTable { t } => c
+            .execute_batch(&format!("DROP TABLE IF EXISTS extra{t};"))
+            .unwrap(),
         Write::AddIndex => c
             .execute_batch("CREATE INDEX IF NOT EXISTS items_name ON items(name);")
             .unwrap(),
@@ -103,7 +112,8 @@ fn apply(c: &Connection, w: &Write) {
             let blob: Vec<u8> = (0..*kib as usize * 1024)
                 .map(|i| (i as u32).wrapping_mul(*seed | 1).rotate_left(7) as u8)
                 .collect();
-            c.execute("INSERT INTO items(name, price) VALUES ('blob', ?1)", [blob]).unwrap();
+            c.execute("INSERT INTO items(name, price) VALUES ('blob', ?1)", [blob])
+                .unwrap();
         }
         Write::Shrink => c
             .execute_batch("DELETE FROM items WHERE name = 'blob' OR id % 3 = 0; VACUUM;")
@@ -129,7 +139,9 @@ fn run(ops: Vec<Op>) {
     let seed_file = e.path("seed.db");
     seed(&seed_file, 60);
     exec(&seed_file, "PRAGMA journal_mode=DELETE;");
-    e.scion.create(&DbName::new("m").unwrap(), Some(&seed_file)).unwrap();
+    e.scion
+        .create(&DbName::new("m").unwrap(), Some(&seed_file))
+        .unwrap();
     let new_model = |name: &str, from: &PathBuf| {
         let committed = e.path(&format!("model-{name}-committed.db"));
         let working = e.path(&format!("model-{name}-working.db"));
@@ -153,10 +165,25 @@ fn run(ops: Vec<Op>) {
 
     let verify = |branches: &Vec<ModelBranch>, conns: &HashMap<usize, Connection>| {
         for (i, b) in branches.iter().enumerate() {
-            assert_eq!(e.dump_target(&e.scion, &b.scion.to_string()), dump(&b.committed), "head of {}", b.scion);
-            assert_eq!(e.dump_target(&e.scion, &format!("{}@fork", b.scion)), dump(&b.fork_point), "fork of {}", b.scion);
+            assert_eq!(
+                e.dump_target(&e.scion, &b.scion.to_string()),
+                dump(&b.committed),
+                "head of {}",
+                b.scion
+            );
+            assert_eq!(
+                e.dump_target(&e.scion, &format!("{}@fork", b.scion)),
+                dump(&b.fork_point),
+                "fork of {}",
+                b.scion
+            );
             for (name, file) in &b.checkpoints {
-                assert_eq!(e.dump_target(&e.scion, &format!("{}@{name}", b.scion)), dump(file), "{}@{name}", b.scion);
+                assert_eq!(
+                    e.dump_target(&e.scion, &format!("{}@{name}", b.scion)),
+                    dump(file),
+                    "{}@{name}",
+                    b.scion
+                );
             }
             if let Some(c) = conns.get(&i) {
                 assert_eq!(dump_conn(c), dump(&b.working), "checkout of {}", b.scion);
@@ -178,8 +205,16 @@ fn run(ops: Vec<Op>) {
                 counter += 1;
                 let name = format!("b{counter}");
                 let at_name = at.as_ref().map(|(n, _)| n.parse().unwrap());
-                e.scion.fork(&branches[src].scion, &name.parse().unwrap(), at_name.as_ref()).unwrap();
-                let from = at.map(|(_, f)| f).unwrap_or_else(|| branches[src].committed.clone());
+                e.scion
+                    .fork(
+                        &branches[src].scion,
+                        &name.parse().unwrap(),
+                        at_name.as_ref(),
+                    )
+                    .unwrap();
+                let from = at
+                    .map(|(_, f)| f)
+                    .unwrap_or_else(|| branches[src].committed.clone());
                 branches.push(new_model(&name, &from));
             }
             Op::Write { branch, w } => {
@@ -190,7 +225,10 @@ fn run(ops: Vec<Op>) {
                     conns.insert(i, Connection::open(path).unwrap());
                 }
                 if !conns.contains_key(&i) {
-                    conns.insert(i, Connection::open(e.scion.checkout_path(&branches[i].scion)).unwrap());
+                    conns.insert(
+                        i,
+                        Connection::open(e.scion.checkout_path(&branches[i].scion)).unwrap(),
+                    );
                 }
                 if matches!(w, Write::Vacuum | Write::Shrink) {
                     readers.retain(|(b, _)| *b != i);
@@ -202,7 +240,9 @@ fn run(ops: Vec<Op>) {
                 let i = branch % branches.len();
                 counter += 1;
                 let name = format!("c{counter}");
-                e.scion.checkpoint(&branches[i].scion, &name.parse().unwrap()).unwrap();
+                e.scion
+                    .checkpoint(&branches[i].scion, &name.parse().unwrap())
+                    .unwrap();
                 let b = &mut branches[i];
                 if b.checked_out {
                     cp(&b.working, &b.committed);
@@ -215,7 +255,8 @@ fn run(ops: Vec<Op>) {
                 let i = branch % branches.len();
                 if branches[i].checked_out {
                     let c = Connection::open(e.scion.checkout_path(&branches[i].scion)).unwrap();
-                    c.execute_batch("BEGIN; SELECT count(*) FROM items;").unwrap();
+                    c.execute_batch("BEGIN; SELECT count(*) FROM items;")
+                        .unwrap();
                     readers.push((i, c));
                 }
             }

@@ -42,7 +42,9 @@ pub fn compare_and_swap(b: Arc<dyn Backend>) {
     let e1 = b.put("ref", b"v1", PutMode::Create).unwrap();
     let e2 = b.put("ref", b"v2", PutMode::Update(e1.clone())).unwrap();
     assert_ne!(e1, e2);
-    let stale = b.put("ref", b"v3", PutMode::Update(e1.clone())).unwrap_err();
+    let stale = b
+        .put("ref", b"v3", PutMode::Update(e1.clone()))
+        .unwrap_err();
     assert!(matches!(stale, StoreError::Conflict { .. }), "{stale:?}");
     assert!(!stale.is_retryable());
     assert_eq!(b.get("ref").unwrap().0, b"v2");
@@ -97,7 +99,12 @@ pub fn list_ordering_and_prefixes(b: Arc<dyn Backend>) {
     assert_eq!(keys("segments/"), vec!["segments/00ff", "segments/0a"]);
     assert_eq!(keys("refs/none/"), Vec::<String>::new());
     assert_eq!(keys("").len(), 7);
-    let sizes: Vec<u64> = b.list("segments/").unwrap().iter().map(|m| m.size).collect();
+    let sizes: Vec<u64> = b
+        .list("segments/")
+        .unwrap()
+        .iter()
+        .map(|m| m.size)
+        .collect();
     assert_eq!(sizes, vec![13, 11]);
 }
 
@@ -134,7 +141,16 @@ pub fn ranged_reads(b: Arc<dyn Backend>) {
 }
 
 pub fn invalid_keys_refused(b: Arc<dyn Backend>) {
-    for k in ["", "/abs", "a//b", "a/../b", "..", "a/.hidden", "trail/", "a\\b"] {
+    for k in [
+        "",
+        "/abs",
+        "a//b",
+        "a/../b",
+        "..",
+        "a/.hidden",
+        "trail/",
+        "a\\b",
+    ] {
         assert!(
             matches!(
                 b.put(k, b"x", PutMode::Overwrite),
@@ -173,7 +189,10 @@ pub fn compare_and_swap_race(b: Arc<dyn Backend>) {
             }
         }
         let (body, new_etag) = winners[0].clone();
-        assert_eq!(b.get("race").unwrap(), (body.into_bytes(), new_etag.clone()));
+        assert_eq!(
+            b.get("race").unwrap(),
+            (body.into_bytes(), new_etag.clone())
+        );
         etag = new_etag;
     }
 }

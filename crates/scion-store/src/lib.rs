@@ -17,7 +17,7 @@ pub mod memory;
 pub mod conformance;
 
 pub use backend::{Backend, ETag, ObjectMeta, PutMode};
-pub use counting::{Counts, CountingBackend};
+pub use counting::{CountingBackend, Counts};
 pub use error::{StoreError, StoreResult};
 pub use fault::{FaultPlan, FaultyBackend};
 pub use key::validate_key;

@@ -56,7 +56,10 @@ fn lock_of_a_killed_process_is_released() {
     // Hold the key's lock in a child that is itself the lock holder, then SIGKILL it.
     let lock = root.join(".scion-locks/refs/db/main");
     std::fs::create_dir_all(lock.parent().unwrap()).unwrap();
-    let script = format!("exec 9>'{}' && flock 9 && echo held && exec sleep 60", lock.display());
+    let script = format!(
+        "exec 9>'{}' && flock 9 && echo held && exec sleep 60",
+        lock.display()
+    );
     let mut child = Command::new("sh")
         .args(["-c", &script])
         .stdout(Stdio::piped())

@@ -26,7 +26,9 @@ impl FromStr for ClonePolicy {
             "auto" => Ok(ClonePolicy::Auto),
             "always" => Ok(ClonePolicy::Always),
             "never" => Ok(ClonePolicy::Never),
-            other => Err(format!("unknown clone policy {other:?} (auto, always, never)")),
+            other => Err(format!(
+                "unknown clone policy {other:?} (auto, always, never)"
+            )),
         }
     }
 }

@@ -221,7 +221,13 @@ impl Scion {
                 (action, sidecar.hashes)
             }
             None => {
-                let m = materialize(&self.reader, &r.root, tmp.as_file(), tmp.path(), JournalMode::Wal)?;
+                let m = materialize(
+                    &self.reader,
+                    &r.root,
+                    tmp.as_file(),
+                    tmp.path(),
+                    JournalMode::Wal,
+                )?;
                 (CheckoutAction::Materialized, m.hashes)
             }
         };
@@ -247,7 +253,8 @@ impl Scion {
             }
         }
         Sidecar::remove(path)?;
-        tmp.persist(path).map_err(|e| CoreError::io(path, e.error))?;
+        tmp.persist(path)
+            .map_err(|e| CoreError::io(path, e.error))?;
         let stamp = now_ns();
         let fingerprint = Fingerprint::of(path)?.unwrap_or_default();
         Sidecar {
@@ -301,7 +308,9 @@ impl Scion {
 /// page hash, is checked.
 fn verify_copy(path: &Path, sidecar: &Sidecar, kind: CopyKind) -> CoreResult<()> {
     let expected = sidecar.page_count() as u64 * sidecar.page_size as u64;
-    let data_len = fs::metadata(path).map_err(|e| CoreError::io(path, e))?.len();
+    let data_len = fs::metadata(path)
+        .map_err(|e| CoreError::io(path, e))?
+        .len();
     if data_len != expected {
         return Err(CoreError::corrupt(
             path.display().to_string(),

@@ -34,7 +34,11 @@ impl fmt::Display for SegmentId {
 impl FromStr for SegmentId {
     type Err = DecodeError;
     fn from_str(s: &str) -> Result<Self, DecodeError> {
-        if s.len() != 16 || !s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+        if s.len() != 16
+            || !s
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        {
             return Err(DecodeError(format!("bad segment id {s:?}")));
         }
         u64::from_str_radix(s, 16)

@@ -81,7 +81,10 @@ impl Node {
             for loc in std::iter::once(&slot.loc).chain(slot.base.iter()) {
                 let idx = segs.iter().position(|s| *s == loc.segment).unwrap();
                 put_varint(&mut out, idx as u64);
-                put_varint(&mut out, zigzag(loc.offset.wrapping_sub(last_end[idx]) as i64));
+                put_varint(
+                    &mut out,
+                    zigzag(loc.offset.wrapping_sub(last_end[idx]) as i64),
+                );
                 put_varint(&mut out, loc.len as u64);
                 last_end[idx] = loc.end();
             }

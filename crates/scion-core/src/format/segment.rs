@@ -169,7 +169,9 @@ pub fn decode_segment_index(
         let offset = f.u64()?;
         let len = f.u32()?;
         if offset < SEGMENT_HEADER_LEN as u64
-            || offset.checked_add(len as u64).is_none_or(|e| e > footer_offset)
+            || offset
+                .checked_add(len as u64)
+                .is_none_or(|e| e > footer_offset)
         {
             return err("frame index entry points outside the frame area");
         }

@@ -85,16 +85,23 @@ impl Scion {
                 }
                 let mut base = None;
                 if deltas < MAX_DELTA_PAGES && page.len() == old.page_size as usize {
-                    if let Some(slot) = lookup(&self.reader, old.node, old.depth, old.fanout_bits, pgno - 1)? {
+                    if let Some(slot) =
+                        lookup(&self.reader, old.node, old.depth, old.fanout_bits, pgno - 1)?
+                    {
                         let base_loc = slot.base.unwrap_or(slot.loc);
                         let bytes = self.reader.raw(&base_loc)?;
-                        let (raw, _) = decode_frame(&bytes, FrameKind::Page, pgno as u64).map_err(|e| {
-                            CoreError::corrupt(format!("{} at {base_loc}", base_loc.segment.key()), e.0)
-                        })?;
+                        let (raw, _) =
+                            decode_frame(&bytes, FrameKind::Page, pgno as u64).map_err(|e| {
+                                CoreError::corrupt(
+                                    format!("{} at {base_loc}", base_loc.segment.key()),
+                                    e.0,
+                                )
+                            })?;
                         base = Some((base_loc, raw));
                     }
                 }
-                let (slot, _) = writer.add_page(pgno, page, base.as_ref().map(|(l, r)| (*l, r.as_slice())))?;
+                let (slot, _) =
+                    writer.add_page(pgno, page, base.as_ref().map(|(l, r)| (*l, r.as_slice())))?;
                 if slot.base.is_some() {
                     deltas += 1;
                 }

@@ -36,7 +36,11 @@ pub(crate) struct ImportedVersion {
 
 /// Read `path`'s committed state (through SQLite, in one read transaction) and write it
 /// to the store as a complete version.
-pub(crate) fn import_file(scion: &Scion, path: &Path, read_only: bool) -> CoreResult<ImportedVersion> {
+pub(crate) fn import_file(
+    scion: &Scion,
+    path: &Path,
+    read_only: bool,
+) -> CoreResult<ImportedVersion> {
     let mut writer = VersionWriter::new(&scion.backend);
     let mut pages: Vec<Option<Locator>> = Vec::new();
     let mut checksum = 0u64;
@@ -92,7 +96,9 @@ impl Scion {
         }
         let scratch = tempfile::tempdir().map_err(|e| CoreError::io(std::env::temp_dir(), e))?;
         let (source, read_only) = match from {
-            Some(path) if sqlite_io::check_database_file(path)?.is_some() => (path.to_path_buf(), true),
+            Some(path) if sqlite_io::check_database_file(path)?.is_some() => {
+                (path.to_path_buf(), true)
+            }
             _ => {
                 let p = scratch.path().join("empty.db");
                 sqlite_io::create_empty(&p)?;
@@ -117,7 +123,10 @@ impl Scion {
             touched_at: now,
             meta: Default::default(),
         };
-        match self.backend.put(&ref_key(&main), &r.encode(), PutMode::Create) {
+        match self
+            .backend
+            .put(&ref_key(&main), &r.encode(), PutMode::Create)
+        {
             Ok(_) => {}
             Err(StoreError::AlreadyExists { .. }) => {
                 crate::writer::discard_segments(self.backend.as_ref(), &imported.segments);

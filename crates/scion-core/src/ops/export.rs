@@ -38,8 +38,16 @@ impl Scion {
             .suffix(".tmp")
             .tempfile_in(&dir)
             .map_err(|e| CoreError::io(&dir, e))?;
-        let m = materialize(&self.reader, &v.root, tmp.as_file(), tmp.path(), JournalMode::Rollback)?;
-        tmp.as_file().sync_all().map_err(|e| CoreError::io(tmp.path(), e))?;
+        let m = materialize(
+            &self.reader,
+            &v.root,
+            tmp.as_file(),
+            tmp.path(),
+            JournalMode::Rollback,
+        )?;
+        tmp.as_file()
+            .sync_all()
+            .map_err(|e| CoreError::io(tmp.path(), e))?;
         if force && out.exists() {
             if sqlite_io::in_use(out)? {
                 return Err(CoreError::CheckoutBusy {

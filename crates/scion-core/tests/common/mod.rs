@@ -116,12 +116,19 @@ pub fn dump_conn(c: &Connection) -> String {
             continue;
         }
         let ncols: i64 = c
-            .query_row(&format!("SELECT count(*) FROM pragma_table_info('{name}')"), [], |r| r.get(0))
+            .query_row(
+                &format!("SELECT count(*) FROM pragma_table_info('{name}')"),
+                [],
+                |r| r.get(0),
+            )
             .unwrap();
         let ncols = ncols as usize;
         let order: Vec<String> = (1..=ncols).map(|i| i.to_string()).collect();
         let mut q = c
-            .prepare(&format!("SELECT * FROM \"{name}\" ORDER BY {}", order.join(",")))
+            .prepare(&format!(
+                "SELECT * FROM \"{name}\" ORDER BY {}",
+                order.join(",")
+            ))
             .unwrap();
         let mut rows = q.query([]).unwrap();
         while let Some(row) = rows.next().unwrap() {
@@ -139,5 +146,7 @@ pub fn dump_conn(c: &Connection) -> String {
 
 fn xxh(b: &[u8]) -> u64 {
     // FNV-1a is enough to tell blobs apart in a dump.
-    b.iter().fold(0xcbf29ce484222325u64, |h, x| (h ^ *x as u64).wrapping_mul(0x100000001b3))
+    b.iter().fold(0xcbf29ce484222325u64, |h, x| {
+        (h ^ *x as u64).wrapping_mul(0x100000001b3)
+    })
 }

@@ -1,0 +1,216 @@
+//! Golden files pin format version 1: today's encoders must produce these exact bytes, and
+//! a store written by an earlier binary must read back. Regenerate (only when a format
+//! version changes, as a new directory) with `SCION_GOLDEN_WRITE=1 cargo test --test golden`.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use common::*;
+use scion_core::checkout::{Fingerprint, Sidecar};
+use scion_core::format::{
+    encode_frame, encode_page_frame, FrameKind, Locator, Node, RootRecord, SegmentBuilder,
+    SegmentId, Slot,
+};
+use scion_core::{ClonePolicy, DbName, Scion, ScionOptions};
+use scion_store::LocalBackend;
+
+fn golden_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/v1")
+}
+
+fn writing() -> bool {
+    std::env::var("SCION_GOLDEN_WRITE").as_deref() == Ok("1")
+}
+
+fn pin(name: &str, bytes: &[u8]) {
+    let path = golden_dir().join(name);
+    if writing() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, bytes).unwrap();
+        return;
+    }
+    let want = std::fs::read(&path)
+        .unwrap_or_else(|e| panic!("golden file {} missing: {e}", path.display()));
+    assert!(
+        want == bytes,
+        "{name}: encoder output differs from the pinned format"
+    );
+}
+
+fn loc(seg: u64, off: u64, len: u32) -> Locator {
+    Locator {
+        segment: SegmentId(seg),
+        offset: off,
+        len,
+    }
+}
+
+fn page(seed: u8) -> Vec<u8> {
+    (0..4096u32)
+        .map(|i| ((i / 16) as u8).wrapping_mul(seed))
+        .collect()
+}
+
+#[test]
+fn binary_encodings_are_pinned() {
+    let mut node = Node::empty(0, 5);
+    node.slots[0] = Some(Slot::from(loc(0x1111, 32, 300)));
+    node.slots[1] = Some(Slot::from(loc(0x1111, 332, 280)));
+    node.slots[31] = Some(Slot {
+        loc: loc(0x2222, 32, 50),
+        base: Some(loc(0x1111, 612, 400)),
+    });
+    pin("node.bin", &node.encode());
+    assert_eq!(
+        Node::decode(&std::fs::read(golden_dir().join("node.bin")).unwrap()).unwrap(),
+        node
+    );
+
+    let root = RootRecord {
+        fanout_bits: 5,
+        depth: 2,
+        page_size: 4096,
+        page_count: 33,
+        change_counter: 7,
+        db_checksum: 0x0123_4567_89ab_cdef,
+        node: Some(loc(0x3333, 1024, 120)),
+    };
+    pin("root.bin", &root.encode());
+    assert_eq!(
+        RootRecord::decode(&std::fs::read(golden_dir().join("root.bin")).unwrap()).unwrap(),
+        root
+    );
+
+    pin(
+        "frame-page.bin",
+        &encode_frame(FrameKind::Page, 5, &page(3)).0,
+    );
+    let mut changed = page(3);
+    changed[100] = 0xff;
+    let (delta, _, is_delta) = encode_page_frame(5, &changed, Some(&page(3)));
+    assert!(is_delta);
+    pin("frame-delta.bin", &delta);
+
+    let mut seg = SegmentBuilder::new(SegmentId(0xabcdef), 1_700_000_000_000);
+    seg.add(FrameKind::Page, 1, &page(1));
+    seg.add(FrameKind::Node, 0, &node.encode());
+    seg.add(FrameKind::Root, 0, &root.encode());
+    pin("segment.bin", &seg.finish());
+
+    let sidecar = Sidecar {
+        page_size: 4096,
+        root: loc(0x4444, 2048, 68),
+        version: 3,
+        fingerprint: Fingerprint {
+            size: 8192,
+            mtime_ns: 1_700_000_000_000_000_000,
+            inode: 42,
+            change_counter: 0,
+            wal_size: 0,
+            wal_mtime_ns: 0,
+        },
+        stamp_ns: 1_700_000_002_000_000_000,
+        hashes: vec![0x1111, 0x2222],
+    };
+    pin("sidecar.bin", &sidecar.encode());
+    assert_eq!(
+        Sidecar::decode(&std::fs::read(golden_dir().join("sidecar.bin")).unwrap()).unwrap(),
+        sidecar
+    );
+}
+
+/// A whole store written by this format version: refs, checkpoints, segments with full
+/// and delta pages, a fork and a grown tree.
+#[test]
+fn a_version_1_store_reads_back() {
+    let store = golden_dir().join("store");
+    let expected_dir = golden_dir().join("expected");
+    if writing() {
+        let _ = std::fs::remove_dir_all(&store);
+        let _ = std::fs::remove_dir_all(&expected_dir);
+        let work = tempfile::tempdir().unwrap();
+        let s = Scion::init(
+            Arc::new(LocalBackend::open(&store).unwrap()),
+            "golden",
+            ScionOptions {
+                checkouts_dir: work.path().join("co"),
+                clone_policy: ClonePolicy::Auto,
+            },
+        )
+        .unwrap();
+        let src = work.path().join("src.db");
+        seed(&src, 120);
+        s.create(&DbName::new("shop").unwrap(), Some(&src)).unwrap();
+        let p = s.checkout(&br("shop"), false).unwrap().path;
+        exec(&p, "UPDATE items SET price = 1 WHERE id = 3;");
+        s.checkpoint(&br("shop"), &"v1".parse().unwrap()).unwrap();
+        s.fork(&br("shop"), &"big".parse().unwrap(), None).unwrap();
+        let p = s.checkout(&br("shop@big"), false).unwrap().path;
+        exec(&p, "INSERT INTO items(name, price) SELECT name || '-copy', price FROM items; CREATE TABLE notes(t TEXT); INSERT INTO notes VALUES (zeroblob(300000));");
+        s.checkpoint(&br("shop@big"), &"grown".parse().unwrap())
+            .unwrap();
+        std::fs::create_dir_all(&expected_dir).unwrap();
+        for t in [
+            "shop",
+            "shop@main@v1",
+            "shop@main@init",
+            "shop@big",
+            "shop@big@fork",
+        ] {
+            let out = work.path().join(format!("{t}.db"));
+            s.export(&t.parse().unwrap(), &out, false).unwrap();
+            std::fs::write(expected_dir.join(format!("{t}.dump")), dump(&out)).unwrap();
+        }
+        // Local-backend housekeeping directories are not part of the format.
+        let _ = std::fs::remove_dir_all(store.join(".scion-tmp"));
+        let _ = std::fs::remove_dir_all(store.join(".scion-locks"));
+        return;
+    }
+    assert!(
+        store.join("scion.json").exists(),
+        "golden store missing at {}",
+        store.display()
+    );
+    // Read from a copy: opening creates housekeeping directories.
+    let work = tempfile::tempdir().unwrap();
+    let copy = work.path().join("store");
+    copy_dir(&store, &copy);
+    let s = Scion::open(
+        Arc::new(LocalBackend::open(&copy).unwrap()),
+        "golden",
+        ScionOptions {
+            checkouts_dir: work.path().join("co"),
+            clone_policy: ClonePolicy::Auto,
+        },
+    )
+    .unwrap();
+    let mut checked = 0;
+    for entry in std::fs::read_dir(&expected_dir).unwrap() {
+        let path = entry.unwrap().path();
+        let target = path.file_stem().unwrap().to_str().unwrap().to_string();
+        let out = work.path().join(format!("{target}.db"));
+        s.export(&target.parse().unwrap(), &out, false).unwrap();
+        assert_eq!(
+            dump(&out),
+            std::fs::read_to_string(&path).unwrap(),
+            "{target}"
+        );
+        checked += 1;
+    }
+    assert_eq!(checked, 5);
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let dest = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &dest);
+        } else {
+            std::fs::copy(entry.path(), dest).unwrap();
+        }
+    }
+}
