@@ -224,12 +224,10 @@ fn run(ops: Vec<Op>) {
                     branches[i].checked_out = true;
                     conns.insert(i, Connection::open(path).unwrap());
                 }
-                if !conns.contains_key(&i) {
-                    conns.insert(
-                        i,
-                        Connection::open(e.scion.checkout_path(&branches[i].scion)).unwrap(),
-                    );
-                }
+                let scion_path = e.scion.checkout_path(&branches[i].scion);
+                conns
+                    .entry(i)
+                    .or_insert_with(|| Connection::open(scion_path).unwrap());
                 if matches!(w, Write::Vacuum | Write::Shrink) {
                     readers.retain(|(b, _)| *b != i);
                 }
