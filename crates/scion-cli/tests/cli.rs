@@ -1,0 +1,190 @@
+//! The real CLI, end to end: transcripts of human and `--json` output pinned as snapshots,
+//! exit codes, and the refusal paths.
+
+mod common;
+
+use common::*;
+
+fn transcript(s: &Session, steps: &[&[&str]]) -> String {
+    let mut out = String::new();
+    for args in steps {
+        let r = s.run(args);
+        out.push_str(&format!("$ scion {}\n[exit {}]\n", args.join(" "), r.code));
+        if !r.stdout.is_empty() {
+            out.push_str(&s.scrub(&r.stdout));
+        }
+        if !r.stderr.is_empty() {
+            out.push_str("stderr:\n");
+            out.push_str(&s.scrub(&r.stderr));
+        }
+        out.push('\n');
+    }
+    out
+}
+
+fn prepared(rows: usize) -> Session {
+    let s = Session::new();
+    seed(&s.path("shop.db"), rows);
+    s
+}
+
+#[test]
+fn human_session() {
+    let s = prepared(500);
+    let mut t = transcript(
+        &s,
+        &[
+            &["status"],
+            &["init"],
+            &["init"],
+            &["create", "shop", "--from", "shop.db"],
+            &["create", "shop", "--from", "shop.db"],
+            &["create", "scratch"],
+            &["fork", "shop", "try-1"],
+            &["fork", "shop", "try-1"],
+            &["checkout", "shop@try-1"],
+            &["path", "shop@try-2"],
+        ],
+    );
+    let path = s.ok(&["checkout", "shop@try-1"]);
+    sqlite(
+        std::path::Path::new(path.trim()),
+        "UPDATE items SET price = price * 2 WHERE id <= 10",
+    );
+    t.push_str(&transcript(
+        &s,
+        &[
+            &["checkout", "shop@try-1"],
+            &["status"],
+            &["checkpoint", "shop@try-1", "doubled"],
+            &["checkpoint", "shop@try-1", "doubled"],
+            &["checkpoint", "shop@try-1", "again"],
+            &["checkpoint", "shop@try-1", "fork"],
+            &["checkpoints", "shop@try-1"],
+            &["fork", "shop@try-1", "try-2", "--at", "doubled"],
+            &["fork", "shop@try-1", "try-3", "--at", "nope"],
+            &["branches", "shop"],
+            &["export", "shop@try-1@doubled", "out.db"],
+            &["export", "shop@try-1@doubled", "out.db"],
+            &["export", "shop@try-1@fork", "out.db", "--force"],
+            &["checkout", "Shop"],
+            &["checkout", "shop@a@b@c"],
+            &["checkout", "nosuch"],
+            &["checkout", "shop@nosuch"],
+            &["status"],
+        ],
+    ));
+    insta::assert_snapshot!("human_session", t);
+    assert_eq!(
+        sqlite(&s.path("out.db"), "SELECT count(*), sum(price) FROM items"),
+        "Integer(500)|Real(156562.5)"
+    );
+}
+
+#[test]
+fn json_session() {
+    let s = prepared(200);
+    s.ok(&["init"]);
+    let path = {
+        let t = transcript(
+            &s,
+            &[
+                &["--json", "create", "shop", "--from", "shop.db"],
+                &["--json", "fork", "shop", "exp"],
+                &["--json", "checkout", "shop@exp"],
+            ],
+        );
+        insta::assert_snapshot!("json_session_1", t);
+        s.path(".scion/checkouts/shop/exp.db")
+    };
+    sqlite(&path, "DELETE FROM items WHERE id > 100");
+    let t = transcript(
+        &s,
+        &[
+            &["--json", "checkpoint", "shop@exp", "half"],
+            &["--json", "checkpoints", "shop@exp"],
+            &["--json", "branches", "shop"],
+            &["--json", "export", "shop@exp@half", "half.db"],
+            &["--json", "checkout", "shop@nosuch"],
+            &["--json", "path", "shop@exp"],
+        ],
+    );
+    insta::assert_snapshot!("json_session_2", t);
+    // Every stdout above is valid JSON; check one parse for real.
+    let out = s.ok(&["--json", "status"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["databases"][0]["branches"].as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn exit_codes_are_stable() {
+    let s = prepared(50);
+    assert_eq!(s.run(&["status"]).code, 3, "no store");
+    s.ok(&["init"]);
+    assert_eq!(s.run(&["init"]).code, 4);
+    assert_eq!(s.run(&["create", "BAD"]).code, 8);
+    assert_eq!(s.run(&["create", "x", "--from", "missing.db"]).code, 8);
+    s.ok(&["create", "shop", "--from", "shop.db"]);
+    assert_eq!(s.run(&["fork", "shop", "main"]).code, 4);
+    assert_eq!(s.run(&["checkout", "shop@none"]).code, 3);
+    let p = s.ok(&["checkout", "shop"]);
+    sqlite(std::path::Path::new(p.trim()), "DELETE FROM items");
+    assert_eq!(
+        s.run(&["checkout", "shop"]).code,
+        6,
+        "dirty checkout refused"
+    );
+    assert_eq!(s.run(&["checkout", "shop", "--force"]).code, 0);
+    assert_eq!(s.run(&["nonsense"]).code, 2, "usage error");
+    assert_eq!(s.run(&["--store", "s3://bucket/x", "status"]).code, 1);
+}
+
+#[test]
+fn help_explains_every_command_with_an_example() {
+    let s = Session::new();
+    for cmd in [
+        "init",
+        "create",
+        "checkout",
+        "path",
+        "checkpoint",
+        "fork",
+        "checkpoints",
+        "branches",
+        "export",
+    ] {
+        let out = s.ok(&[cmd, "--help"]);
+        assert!(
+            out.contains("Example"),
+            "{cmd} --help has an example:\n{out}"
+        );
+    }
+    let top = s.ok(&["--help"]);
+    for word in [
+        "checkout",
+        "checkpoint",
+        "fork",
+        "export",
+        "--store",
+        "--json",
+    ] {
+        assert!(top.contains(word), "{word} in top-level help");
+    }
+}
+
+#[test]
+fn sqlite3_cli_opens_a_checkout_path() {
+    let s = prepared(20);
+    s.ok(&["init"]);
+    s.ok(&["create", "shop", "--from", "shop.db"]);
+    let path = s.ok(&["checkout", "shop"]);
+    let out = std::process::Command::new("sqlite3")
+        .args([
+            path.trim(),
+            "PRAGMA journal_mode; SELECT count(*) FROM items;",
+        ])
+        .output()
+        .expect("the sqlite3 CLI is installed by ./scripts/test");
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "wal\n20\n");
+}

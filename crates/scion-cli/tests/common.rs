@@ -1,0 +1,146 @@
+//! Run the real `scion` binary in a temp directory.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+pub struct Session {
+    pub dir: tempfile::TempDir,
+}
+
+pub fn bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_scion"))
+}
+
+impl Session {
+    pub fn new() -> Self {
+        Session {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    pub fn path(&self, p: &str) -> PathBuf {
+        self.dir.path().join(p)
+    }
+
+    pub fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(bin());
+        c.args(args)
+            .current_dir(self.dir.path())
+            .env_remove("SCION_STORE")
+            .env_remove("SCION_CLONE")
+            .env("SCION_LOG", "warn");
+        c
+    }
+
+    pub fn run(&self, args: &[&str]) -> Run {
+        let out = self.cmd(args).output().unwrap();
+        Run {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8(out.stdout).unwrap(),
+            stderr: String::from_utf8(out.stderr).unwrap(),
+        }
+    }
+
+    /// Run and require success; returns stdout.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let r = self.run(args);
+        assert_eq!(
+            r.code, 0,
+            "scion {args:?} failed:\n{}{}",
+            r.stdout, r.stderr
+        );
+        r.stdout
+    }
+
+    /// Make output stable: temp paths, ids and times.
+    pub fn scrub(&self, s: &str) -> String {
+        let dir = self.dir.path().canonicalize().unwrap();
+        let mut out = s.replace(&dir.display().to_string(), "[DIR]");
+        out = out.replace(&self.dir.path().display().to_string(), "[DIR]");
+        let re_time = regex_lite(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z", "[TIME]");
+        out = re_time(&out);
+        let re_id = regex_lite(r"[0-9a-f]{32}", "[ID]");
+        out = re_id(&out);
+        // Whether the temp filesystem can clone is the machine's business, not the CLI's.
+        out.lines()
+            .map(|l| match l.find("filesystem ") {
+                Some(i) if l.starts_with("clone:") => format!("{}filesystem [CAPABILITY]", &l[..i]),
+                _ => l.to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+            + if out.ends_with('\n') { "\n" } else { "" }
+    }
+}
+
+/// A tiny regex-free replacer for the two fixed shapes the snapshots scrub.
+fn regex_lite(pattern: &'static str, with: &'static str) -> impl Fn(&str) -> String {
+    move |s: &str| {
+        let is_time = pattern.starts_with(r"\d{4}");
+        let n = if is_time { 24 } else { 32 };
+        let matches = |w: &[u8]| -> bool {
+            if is_time {
+                let shape = b"dddd-dd-ddTdd:dd:dd.dddZ";
+                w.iter().zip(shape).all(|(c, t)| {
+                    if *t == b'd' {
+                        c.is_ascii_digit()
+                    } else {
+                        c == t
+                    }
+                })
+            } else {
+                w.iter()
+                    .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c))
+            }
+        };
+        let b = s.as_bytes();
+        let mut out = String::new();
+        let mut i = 0;
+        while i < b.len() {
+            if i + n <= b.len() && matches(&b[i..i + n]) {
+                out.push_str(with);
+                i += n;
+            } else {
+                let ch = s[i..].chars().next().unwrap();
+                out.push(ch);
+                i += ch.len_utf8();
+            }
+        }
+        out
+    }
+}
+
+pub fn sqlite(path: &Path, sql: &str) -> String {
+    let c = rusqlite::Connection::open(path).unwrap();
+    let mut out = Vec::new();
+    for stmt in sql.split(';').map(str::trim).filter(|s| !s.is_empty()) {
+        let mut st = c.prepare(stmt).unwrap();
+        let n = st.column_count();
+        let mut rows = st.query([]).unwrap();
+        while let Some(r) = rows.next().unwrap() {
+            let vals: Vec<String> = (0..n)
+                .map(|i| format!("{:?}", r.get::<_, rusqlite::types::Value>(i).unwrap()))
+                .collect();
+            out.push(vals.join("|"));
+        }
+    }
+    out.join("\n")
+}
+
+pub fn seed(path: &Path, rows: usize) {
+    sqlite(
+        path,
+        &format!(
+            "PRAGMA journal_mode=WAL; CREATE TABLE items(id INTEGER PRIMARY KEY, name TEXT, price REAL);
+             WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {rows})
+             INSERT INTO items(name, price) SELECT 'item-' || i, i * 1.25 FROM n;"
+        ),
+    );
+}
