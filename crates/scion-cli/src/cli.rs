@@ -134,6 +134,10 @@ pub enum Command {
     /// Show every database and branch, with checkout states and the clone capability.
     Status,
 
+    /// Measure scion against its budgets and baselines, on data it generates itself.
+    #[command(subcommand)]
+    Bench(BenchCommand),
+
     /// Write a branch head or checkpoint to a plain SQLite file, atomically.
     #[command(after_help = "Example:\n  scion export shop@try-1@after-migration /tmp/review.db")]
     Export {
@@ -144,5 +148,28 @@ pub enum Command {
         /// Replace an existing file.
         #[arg(long)]
         force: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Fork latency and size at 1 MiB, 100 MiB and 1 GiB; bytes per single-row commit;
+    /// checkpoints of clean and dirty checkouts; materializing against `cp`; re-checkout.
+    ///
+    /// Each figure is the median of several runs after a warm-up; store costs are counted
+    /// from the store. Needs about 4 GiB of free disk in --dir for the full run.
+    #[command(
+        after_help = "Examples:\n  scion bench fork --quick\n  scion bench fork --json > fork.json"
+    )]
+    Fork {
+        /// Small sizes and fewer runs: seconds instead of minutes.
+        #[arg(long)]
+        quick: bool,
+        /// Working directory for generated databases and stores (deleted afterwards).
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+        /// Timed runs per figure (after one warm-up).
+        #[arg(long)]
+        runs: Option<usize>,
     },
 }

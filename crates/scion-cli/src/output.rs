@@ -13,6 +13,8 @@ use scion_core::refs::Checkpoint;
 use scion_core::{CheckoutAction, CheckoutReport, Scion};
 use serde::Serialize;
 
+use scion_bench::fork::ForkBenchReport;
+
 pub struct Printer {
     pub json: bool,
 }
@@ -181,6 +183,64 @@ impl Printer {
             println!("\n{}", db.db);
             print_branch_table(&db.branches, "  ");
         }
+    }
+
+    pub fn bench_fork(&self, r: &ForkBenchReport) {
+        if self.json {
+            return self.emit(r);
+        }
+        println!("{}", r.machine.line());
+        println!(
+            "\nfork (in-process, median of {} runs after a warm-up)",
+            r.forks[0].fork_at_head.runs
+        );
+        println!(
+            "  {:>9}  {:>10}  {:>12}  {:>14}  {:>12}  {:>18}",
+            "size", "db bytes", "at head ms", "at checkpt ms", "per fork", "100 forks"
+        );
+        for f in &r.forks {
+            println!(
+                "  {:>9}  {:>10}  {:>12.3}  {:>14.3}  {:>12}  {:>18}",
+                format!("{} MiB", f.size_mib),
+                bytes(f.db_bytes),
+                f.fork_at_head.median_ms,
+                f.fork_at_checkpoint.median_ms,
+                format!("{} obj {} B", f.objects_per_fork, f.bytes_per_fork),
+                format!(
+                    "{} obj {}",
+                    f.objects_for_100_forks,
+                    bytes(f.bytes_for_100_forks)
+                ),
+            );
+        }
+        println!(
+            "  fork time, largest over smallest: {:.2}x (budget <= 1.5x)",
+            r.fork_time_ratio
+        );
+        let c = &r.commit_cost;
+        println!(
+            "\nsingle-row commits at {} MiB ({} commits): {:.0} B added to the store per commit (max {} B; segment {:.0} B, checkpoint object {} B), {:.1} pages changed (budget <= 1536 B)",
+            c.size_mib, c.commits, c.store_bytes_added_per_commit, c.store_bytes_added_max, c.segment_bytes_per_commit, c.checkpoint_object_bytes, c.pages_changed_per_commit
+        );
+        let k = &r.clean_checkpoint;
+        println!(
+            "checkpoint of a clean checkout: {:.3} ms median, {} data objects written, {} object (the checkpoint name) per checkpoint",
+            k.time.median_ms, k.data_objects_written, k.objects_written_per_checkpoint
+        );
+        let d = &r.dirty_checkpoint;
+        println!(
+            "checkpoint of a dirty checkout at {} MiB (one row changed): {:.1} ms median = read + hash at {:.2} GB/s (budget >= 1 GB/s)",
+            d.size_mib, d.time.median_ms, d.read_and_hash_gb_per_s
+        );
+        let m = &r.materialize;
+        println!(
+            "materialize {} MiB: scion {:.0} ms vs cp {:.0} ms (medians; min/max scion {:.0}/{:.0}, cp {:.0}/{:.0}): {:.0} % of cp throughput (budget >= 70 %)",
+            m.size_mib, m.scion.median_ms, m.cp.median_ms, m.scion.min_ms, m.scion.max_ms, m.cp.min_ms, m.cp.max_ms, m.throughput_vs_cp * 100.0
+        );
+        println!(
+            "re-checkout of a clean checkout: {:.3} ms median (budget <= 1 ms)",
+            r.recheckout_clean.median_ms
+        );
     }
 
     pub fn export(&self, r: &ExportReport) {

@@ -9,7 +9,7 @@ use scion_core::{
 };
 use scion_store::LocalBackend;
 
-use crate::cli::{Cli, Command};
+use crate::cli::{BenchCommand, Cli, Command};
 use crate::output::Printer;
 
 /// Resolve a store spec to a local directory.
@@ -103,6 +103,24 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Status => {
             let s = open(&cli, false)?;
             p.status(&s.status()?);
+        }
+        Command::Bench(BenchCommand::Fork { quick, dir, runs }) => {
+            let dir = match dir {
+                Some(d) => d.clone(),
+                None => std::env::temp_dir().join(format!("scion-bench-{}", std::process::id())),
+            };
+            let mut opts = if *quick {
+                scion_bench::fork::ForkBenchOptions::quick(dir.clone())
+            } else {
+                scion_bench::fork::ForkBenchOptions::full(dir.clone())
+            };
+            if let Some(r) = runs {
+                opts.runs = (*r).max(1);
+            }
+            let mut progress = |m: &str| eprintln!("bench: {m}");
+            let report = scion_bench::fork::run(&opts, &mut progress);
+            let _ = std::fs::remove_dir_all(&dir);
+            p.bench_fork(&report.map_err(|e| anyhow::anyhow!("{e}"))?);
         }
         Command::Export { target, out, force } => {
             let t: Target = target.parse()?;

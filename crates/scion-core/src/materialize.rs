@@ -1,17 +1,25 @@
 //! Writing a version out as a stock SQLite file.
+//!
+//! Full page frames are fetched in coalesced runs and decoded by two worker threads straight
+//! into page-aligned buffers, while the calling thread writes finished batches; delta pages
+//! (few: only recently changed ones) follow, resolved against their bases.
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::error::{CoreError, CoreResult};
-use crate::format::{page_contribution, page_hash, Locator, RootRecord, Slot};
+use crate::format::{
+    decode_frame_into, page_contribution, page_hash, FrameKind, Locator, RootRecord, Slot,
+};
 use crate::pagemap;
-use crate::reader::FrameReader;
+use crate::reader::{FrameReader, MAX_RUN_BYTES};
 use crate::sqlite_io::set_wal_mode_bytes;
 
-/// Contiguous pages are gathered up to this size before one write.
-const WRITE_CHUNK: usize = 4 << 20;
+const DECODE_THREADS: usize = 2;
+/// A batch: one coalesced read of at most this many frame bytes.
+const BATCH_BYTES: u64 = 4 << 20;
 
 /// Journal mode written into page 1 of the output file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,6 +34,14 @@ pub enum JournalMode {
 pub struct Materialized {
     pub root: RootRecord,
     pub hashes: Vec<u64>,
+}
+
+/// Decoded pages of one batch: page indexes (0-based) in buffer order, their hashes, and
+/// the pages back to back.
+struct Batch {
+    idx: Vec<u32>,
+    hashes: Vec<u64>,
+    pages: Vec<u8>,
 }
 
 /// Write the version at `root_loc` into `out` (which must be empty), verifying every frame
@@ -44,71 +60,170 @@ pub fn materialize(
     let mut hashes = vec![zero_hash; root.page_count as usize];
     out.set_len(root.page_count as u64 * page_size as u64)
         .map_err(|e| CoreError::io(out_path, e))?;
+    let corrupt = |why: String| CoreError::corrupt(format!("version {root_loc}"), why);
+    if let Some((idx, _)) = leaves.iter().find(|(idx, _)| *idx >= root.page_count) {
+        return Err(corrupt(format!(
+            "page {} beyond page count {}",
+            idx + 1,
+            root.page_count
+        )));
+    }
 
-    // Two stages on two threads: fetch, decode and verify here; write on the caller's
-    // thread. Writing the file is most of the cost, so decoding hides behind it.
-    let items: Vec<(Slot, u32)> = leaves
+    let (mut full, deltas): (Vec<(u32, Slot)>, Vec<(u32, Slot)>) =
+        leaves.into_iter().partition(|(_, s)| s.base.is_none());
+    full.sort_by_key(|(_, s)| (s.loc.segment, s.loc.offset));
+    let batches = plan_batches(&full);
+
+    let mut checksum = 0u64;
+    let mut write_batch = |b: Batch| -> CoreResult<Vec<u8>> {
+        let mut pages = b.pages;
+        let mut i = 0;
+        while i < b.idx.len() {
+            let mut j = i + 1;
+            while j < b.idx.len() && b.idx[j] == b.idx[j - 1] + 1 {
+                j += 1;
+            }
+            if b.idx[i] == 0 && mode == JournalMode::Wal {
+                set_wal_mode_bytes(&mut pages[i * page_size..(i + 1) * page_size]);
+            }
+            out.write_all_at(
+                &pages[i * page_size..j * page_size],
+                b.idx[i] as u64 * page_size as u64,
+            )
+            .map_err(|e| CoreError::io(out_path, e))?;
+            i = j;
+        }
+        for (idx, h) in b.idx.iter().zip(&b.hashes) {
+            hashes[*idx as usize] = *h;
+            checksum = checksum.wrapping_add(page_contribution(idx + 1, *h, zero_hash));
+        }
+        Ok(pages)
+    };
+
+    let next = AtomicUsize::new(0);
+    let (tx, rx) = std::sync::mpsc::sync_channel::<CoreResult<Batch>>(2 * DECODE_THREADS);
+    // Written batches' buffers go back to the decoders: no fresh (zeroed) memory per batch.
+    let (pool_tx, pool_rx) = std::sync::mpsc::channel::<Vec<u8>>();
+    let pool_rx = std::sync::Mutex::new(pool_rx);
+    std::thread::scope(|scope| -> CoreResult<()> {
+        for _ in 0..DECODE_THREADS {
+            let tx = tx.clone();
+            let (full, batches, next, pool_rx) = (&full, &batches, &next, &pool_rx);
+            scope.spawn(move || loop {
+                let n = next.fetch_add(1, Ordering::SeqCst);
+                let Some(range) = batches.get(n) else { break };
+                let buffer = pool_rx.lock().unwrap().try_recv().unwrap_or_default();
+                let batch = decode_batch(reader, &full[range.clone()], page_size, buffer);
+                let failed = batch.is_err();
+                if tx.send(batch).is_err() || failed {
+                    // Stop the others early too.
+                    next.store(usize::MAX / 2, Ordering::SeqCst);
+                    break;
+                }
+            });
+        }
+        drop(tx);
+        let mut result = Ok(());
+        for batch in rx {
+            if result.is_ok() {
+                result = batch.and_then(|b| {
+                    write_batch(b).map(|pages| {
+                        let _ = pool_tx.send(pages);
+                    })
+                });
+                if result.is_err() {
+                    next.store(usize::MAX / 2, Ordering::SeqCst);
+                }
+            }
+        }
+        result
+    })?;
+
+    let items: Vec<(Slot, u32)> = deltas
         .into_iter()
         .map(|(idx, slot)| (slot, idx + 1))
         .collect();
-    let (tx, rx) = std::sync::mpsc::sync_channel::<(u64, Vec<u8>)>(8);
-    let checksum = std::thread::scope(|scope| -> CoreResult<u64> {
-        let hashes = &mut hashes;
-        let producer = scope.spawn(move || -> CoreResult<u64> {
-            let mut checksum = 0u64;
-            let mut chunk: Vec<u8> = Vec::with_capacity(WRITE_CHUNK + page_size);
-            let mut chunk_start: u64 = 0;
-            let mut next_idx: u64 = u64::MAX;
-            let gone = || CoreError::io(out_path, std::io::Error::other("writer stopped"));
-            reader.for_each_page(items, |frame| {
-                let idx = *frame.tag - 1;
-                if idx >= root.page_count || frame.raw.len() != page_size {
-                    return Err(CoreError::corrupt(
-                        format!("version {root_loc}"),
-                        format!("page {} does not fit the version's size", idx + 1),
-                    ));
-                }
-                hashes[idx as usize] = frame.hash;
-                checksum = checksum.wrapping_add(page_contribution(idx + 1, frame.hash, zero_hash));
-                if idx as u64 != next_idx || chunk.len() >= WRITE_CHUNK {
-                    if !chunk.is_empty() {
-                        let full = std::mem::replace(
-                            &mut chunk,
-                            Vec::with_capacity(WRITE_CHUNK + page_size),
-                        );
-                        tx.send((chunk_start, full)).map_err(|_| gone())?;
-                    }
-                    chunk_start = idx as u64;
-                }
-                let at = chunk.len();
-                chunk.extend_from_slice(&frame.raw);
-                if idx == 0 && mode == JournalMode::Wal {
-                    set_wal_mode_bytes(&mut chunk[at..at + page_size]);
-                }
-                next_idx = idx as u64 + 1;
-                Ok(())
-            })?;
-            if !chunk.is_empty() {
-                tx.send((chunk_start, chunk)).map_err(|_| gone())?;
-            }
-            Ok(checksum)
-        });
-        let mut write_result = Ok(());
-        for (start, chunk) in rx {
-            if let Err(e) = out.write_all_at(&chunk, start * page_size as u64) {
-                write_result = Err(CoreError::io(out_path, e));
-                break;
-            }
+    reader.for_each_page(items, |frame| {
+        let idx = *frame.tag - 1;
+        if frame.raw.len() != page_size {
+            return Err(corrupt(format!(
+                "page {} is {} bytes",
+                idx + 1,
+                frame.raw.len()
+            )));
         }
-        let produced = producer.join().expect("materialize reader thread panicked");
-        write_result?;
-        produced
+        let mut raw = frame.raw;
+        if idx == 0 && mode == JournalMode::Wal {
+            set_wal_mode_bytes(&mut raw);
+        }
+        write_batch(Batch {
+            idx: vec![idx],
+            hashes: vec![frame.hash],
+            pages: raw,
+        })
+        .map(drop)
     })?;
+
     if checksum != root.db_checksum {
-        return Err(CoreError::corrupt(
-            format!("version {root_loc}"),
-            "whole-database checksum mismatch after materializing",
+        return Err(corrupt(
+            "whole-database checksum mismatch after materializing".into(),
         ));
     }
     Ok(Materialized { root, hashes })
+}
+
+/// Split frames sorted by location into runs that are adjacent in one segment.
+fn plan_batches(full: &[(u32, Slot)]) -> Vec<std::ops::Range<usize>> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < full.len() {
+        let start = full[i].1.loc;
+        let mut end = start.end();
+        let mut j = i + 1;
+        while j < full.len() {
+            let l = full[j].1.loc;
+            if l.segment != start.segment
+                || l.offset != end
+                || l.end() - start.offset > BATCH_BYTES.min(MAX_RUN_BYTES)
+            {
+                break;
+            }
+            end = l.end();
+            j += 1;
+        }
+        out.push(i..j);
+        i = j;
+    }
+    out
+}
+
+fn decode_batch(
+    reader: &FrameReader,
+    items: &[(u32, Slot)],
+    page_size: usize,
+    mut pages: Vec<u8>,
+) -> CoreResult<Batch> {
+    let start = items[0].1.loc;
+    let end = items.last().unwrap().1.loc.end();
+    let run = reader.run(&start, end - start.offset)?;
+    // Only growth is zeroed; a recycled buffer's old bytes are all overwritten below.
+    pages.resize(items.len() * page_size, 0);
+    let mut hashes = Vec::with_capacity(items.len());
+    let mut idx = Vec::with_capacity(items.len());
+    for (k, (i, slot)) in items.iter().enumerate() {
+        let lo = (slot.loc.offset - start.offset) as usize;
+        let frame = &run[lo..lo + slot.loc.len as usize];
+        let h = decode_frame_into(
+            frame,
+            FrameKind::Page,
+            *i as u64 + 1,
+            &mut pages[k * page_size..(k + 1) * page_size],
+        )
+        .map_err(|e| {
+            CoreError::corrupt(format!("{} at {}", slot.loc.segment.key(), slot.loc), e.0)
+        })?;
+        hashes.push(h);
+        idx.push(*i);
+    }
+    Ok(Batch { idx, hashes, pages })
 }

@@ -13,7 +13,7 @@ use crate::format::{
 };
 
 /// Largest single ranged read when coalescing adjacent frames.
-const MAX_RUN_BYTES: u64 = 8 << 20;
+pub const MAX_RUN_BYTES: u64 = 8 << 20;
 
 #[derive(Debug)]
 pub struct FrameReader {
@@ -177,6 +177,11 @@ impl FrameReader {
                 hash,
             })
         })
+    }
+
+    /// The raw bytes of `len` bytes from `loc`'s offset (a coalesced run of frames).
+    pub fn run(&self, start: &Locator, len: u64) -> CoreResult<Vec<u8>> {
+        self.fetch(start, len)
     }
 
     /// The raw bytes of one frame, unverified (callers decode and verify).

@@ -149,3 +149,49 @@ pub fn decode_frame_with_base(
     }
     Ok((raw, checksum))
 }
+
+/// Decode a full (non-delta) frame straight into `out`, which must be exactly the frame's
+/// content length, verifying kind, key and content hash. Returns the content hash.
+pub fn decode_frame_into(
+    frame: &[u8],
+    kind: FrameKind,
+    key: u64,
+    out: &mut [u8],
+) -> Result<u64, DecodeError> {
+    let mut c = Cursor::new(frame);
+    let got_kind = c.u8()?;
+    let codec = c.u8()?;
+    let flags = c.u16()?;
+    let raw_len = c.u32()?;
+    let got_key = c.u64()?;
+    let checksum = c.u64()?;
+    if got_kind != kind as u8 || got_key != key || flags != 0 {
+        return err(format!(
+            "frame kind {got_kind} key {got_key}, expected {} {key}",
+            kind as u8
+        ));
+    }
+    if raw_len as usize != out.len() {
+        return err(format!(
+            "frame content length {raw_len}, expected {}",
+            out.len()
+        ));
+    }
+    let payload = c.take(c.remaining())?;
+    match codec {
+        CODEC_RAW if payload.len() == out.len() => out.copy_from_slice(payload),
+        CODEC_LZ4 => {
+            let n = lz4_flex::block::decompress_into(payload, out)
+                .map_err(|e| DecodeError(format!("lz4: {e}")))?;
+            if n != out.len() {
+                return err("frame content shorter than its header says");
+            }
+        }
+        CODEC_XOR_LZ4 => return err("delta frame read without its base"),
+        other => return err(format!("bad codec {other} or payload length")),
+    }
+    if xxhash_rust::xxh3::xxh3_64(out) != checksum {
+        return err("frame checksum mismatch");
+    }
+    Ok(checksum)
+}

@@ -14,8 +14,8 @@ mod segment;
 pub(crate) use bytes::Cursor;
 pub use bytes::DecodeError;
 pub use frame::{
-    decode_frame, decode_frame_with_base, encode_frame, encode_page_frame, is_delta_frame,
-    FrameKind, FRAME_HEADER_LEN,
+    decode_frame, decode_frame_into, decode_frame_with_base, encode_frame, encode_page_frame,
+    is_delta_frame, FrameKind, FRAME_HEADER_LEN,
 };
 pub use locator::{Locator, SegmentId};
 pub use node::{Node, Slot, NODE_FORMAT_VERSION};

@@ -1,0 +1,377 @@
+//! `scion bench fork`: the costs DESIGN.md §8 budgets, measured on generated databases:
+//! fork latency and size across database sizes, bytes per single-row commit, checkpoints
+//! of clean and dirty checkouts, materializing against `cp`, and re-checkout.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Instant;
+
+use rusqlite::Connection;
+use scion_core::{BranchRef, CheckoutAction, ClonePolicy, Scion, ScionOptions};
+use scion_store::{Backend, CountingBackend, LocalBackend};
+use serde::Serialize;
+
+use crate::datagen::{orders_db, SplitMix64};
+use crate::machine::{describe, Machine};
+use crate::stats::{measure, Summary};
+use crate::{BenchError, BenchResult, Progress};
+
+#[derive(Debug, Clone)]
+pub struct ForkBenchOptions {
+    pub dir: PathBuf,
+    pub sizes_mib: Vec<u64>,
+    pub runs: usize,
+    pub commits: usize,
+    pub commit_size_mib: u64,
+}
+
+impl ForkBenchOptions {
+    pub fn full(dir: PathBuf) -> Self {
+        Self {
+            dir,
+            sizes_mib: vec![1, 100, 1024],
+            runs: 5,
+            commits: 32,
+            commit_size_mib: 100,
+        }
+    }
+    pub fn quick(dir: PathBuf) -> Self {
+        Self {
+            dir,
+            sizes_mib: vec![1, 8],
+            runs: 3,
+            commits: 8,
+            commit_size_mib: 8,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ForkAtSize {
+    pub size_mib: u64,
+    pub db_bytes: u64,
+    pub fork_at_head: Summary,
+    pub fork_at_checkpoint: Summary,
+    pub objects_per_fork: u64,
+    pub bytes_per_fork: u64,
+    pub objects_for_100_forks: u64,
+    pub bytes_for_100_forks: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CommitCost {
+    pub size_mib: u64,
+    pub commits: usize,
+    /// Growth of the store's objects (segments + checkpoint objects; refs are rewritten in place).
+    pub store_bytes_added_per_commit: f64,
+    pub store_bytes_added_max: u64,
+    pub segment_bytes_per_commit: f64,
+    pub checkpoint_object_bytes: u64,
+    pub pages_changed_per_commit: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CleanCheckpoint {
+    pub time: Summary,
+    pub data_objects_written: u64,
+    pub objects_written_per_checkpoint: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DirtyCheckpoint {
+    pub size_mib: u64,
+    pub time: Summary,
+    pub read_and_hash_gb_per_s: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Materialize {
+    pub size_mib: u64,
+    pub scion: Summary,
+    pub cp: Summary,
+    /// scion throughput as a fraction of cp's (cp median / scion median).
+    pub throughput_vs_cp: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ForkBenchReport {
+    pub machine: Machine,
+    pub forks: Vec<ForkAtSize>,
+    /// Fork median at the largest size over the smallest (budget: <= 1.5).
+    pub fork_time_ratio: f64,
+    pub commit_cost: CommitCost,
+    pub clean_checkpoint: CleanCheckpoint,
+    pub dirty_checkpoint: DirtyCheckpoint,
+    pub materialize: Materialize,
+    pub recheckout_clean: Summary,
+}
+
+struct Bed {
+    dir: PathBuf,
+    counter: Arc<CountingBackend>,
+    scion: Scion,
+    db_bytes: u64,
+}
+
+fn bed(root: &Path, mib: u64) -> BenchResult<Bed> {
+    let dir = root.join(format!("size-{mib}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    let src = dir.join("src.db");
+    let db_bytes = orders_db(&src, mib, 1)?;
+    let counter = Arc::new(CountingBackend::new(Arc::new(
+        LocalBackend::open(dir.join("store")).map_err(|e| BenchError::Other(e.to_string()))?,
+    )));
+    let scion = Scion::init(
+        counter.clone(),
+        "bench",
+        ScionOptions {
+            checkouts_dir: dir.join("store/checkouts"),
+            clone_policy: ClonePolicy::Auto,
+        },
+    )?;
+    scion.create(&"db".parse()?, Some(&src))?;
+    Ok(Bed {
+        dir,
+        counter,
+        scion,
+        db_bytes,
+    })
+}
+
+fn store_object_bytes(b: &dyn Backend) -> BenchResult<u64> {
+    let mut total = 0;
+    for prefix in ["segments/", "checkpoints/", "refs/"] {
+        total += b
+            .list(prefix)
+            .map_err(|e| BenchError::Other(e.to_string()))?
+            .iter()
+            .map(|m| m.size)
+            .sum::<u64>();
+    }
+    Ok(total)
+}
+
+fn br(s: &str) -> BenchResult<BranchRef> {
+    Ok(s.parse()?)
+}
+
+fn update_one_row(path: &Path, rng: &mut SplitMix64, rows: u64) -> BenchResult<()> {
+    let c = Connection::open(path)?;
+    c.execute(
+        "UPDATE orders SET amount = amount + 1 WHERE id = ?1",
+        [1 + rng.below(rows) as i64],
+    )?;
+    Ok(())
+}
+
+fn remove_checkout(path: &Path) {
+    for suffix in ["", "-wal", "-shm", ".scion"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+    }
+}
+
+pub fn run(opts: &ForkBenchOptions, progress: Progress<'_>) -> BenchResult<ForkBenchReport> {
+    std::fs::create_dir_all(&opts.dir)?;
+    let machine = describe(&opts.dir);
+    let mut forks = Vec::new();
+    let mut largest: Option<Bed> = None;
+    let mut commit_bed: Option<Bed> = None;
+    for &mib in &opts.sizes_mib {
+        progress(&format!("generating and importing a {mib} MiB database"));
+        let b = bed(&opts.dir, mib)?;
+        let main = br("db")?;
+        progress(&format!("forking at {mib} MiB"));
+        let fork_at_head = measure(opts.runs, |i| {
+            b.scion.fork(&main, &format!("head-{i}").parse()?, None)
+        })?;
+        let before = b.counter.counts();
+        b.scion.fork(&main, &"one".parse()?, None)?;
+        let one = b.counter.counts();
+        for i in 0..100 {
+            b.scion.fork(&main, &format!("many-{i}").parse()?, None)?;
+        }
+        let many = b.counter.counts();
+        b.scion.checkpoint(&main, &"c0".parse()?)?;
+        let c0 = "c0".parse()?;
+        let fork_at_checkpoint = measure(opts.runs, |i| {
+            b.scion.fork(&main, &format!("cp-{i}").parse()?, Some(&c0))
+        })?;
+        forks.push(ForkAtSize {
+            size_mib: mib,
+            db_bytes: b.db_bytes,
+            fork_at_head,
+            fork_at_checkpoint,
+            objects_per_fork: one.puts - before.puts,
+            bytes_per_fork: one.bytes_written - before.bytes_written,
+            objects_for_100_forks: many.puts - one.puts,
+            bytes_for_100_forks: many.bytes_written - one.bytes_written,
+        });
+        if mib == opts.commit_size_mib {
+            commit_bed = Some(b);
+        } else if Some(&mib) == opts.sizes_mib.iter().max() {
+            largest = Some(b);
+        } else {
+            let _ = std::fs::remove_dir_all(&b.dir);
+        }
+    }
+    let commit_bed = match commit_bed {
+        Some(b) => b,
+        None => {
+            progress(&format!(
+                "generating a {} MiB database for commit costs",
+                opts.commit_size_mib
+            ));
+            bed(&opts.dir, opts.commit_size_mib)?
+        }
+    };
+    let fork_time_ratio =
+        forks.last().unwrap().fork_at_head.median_ms / forks[0].fork_at_head.median_ms;
+
+    // Bytes per single-row commit.
+    progress(&format!(
+        "{} single-row commits at {} MiB",
+        opts.commits, opts.commit_size_mib
+    ));
+    let b = &commit_bed;
+    let main = br("db")?;
+    let path = b.scion.checkout(&main, false)?.path;
+    let rows = Connection::open(&path)?
+        .query_row("SELECT max(id) FROM orders", [], |r| r.get::<_, i64>(0))? as u64;
+    let mut rng = SplitMix64(7);
+    let mut added = Vec::new();
+    let mut segment_bytes = 0u64;
+    let mut pages = 0u64;
+    let mut checkpoint_object_bytes = 0;
+    for i in 0..opts.commits {
+        update_one_row(&path, &mut rng, rows)?;
+        let size_before = store_object_bytes(b.scion.backend().as_ref())?;
+        let report = b.scion.checkpoint(&main, &format!("s{i}").parse()?)?;
+        let size_after = store_object_bytes(b.scion.backend().as_ref())?;
+        added.push(size_after.saturating_sub(size_before));
+        segment_bytes += report.store.bytes;
+        pages += report.pages_changed;
+        checkpoint_object_bytes = b
+            .scion
+            .backend()
+            .head(&format!("checkpoints/db/main/s{i}"))
+            .map(|m| m.size)
+            .unwrap_or(0);
+    }
+    let commit_cost = CommitCost {
+        size_mib: opts.commit_size_mib,
+        commits: opts.commits,
+        store_bytes_added_per_commit: added.iter().sum::<u64>() as f64 / opts.commits as f64,
+        store_bytes_added_max: added.iter().copied().max().unwrap_or(0),
+        segment_bytes_per_commit: segment_bytes as f64 / opts.commits as f64,
+        checkpoint_object_bytes,
+        pages_changed_per_commit: pages as f64 / opts.commits as f64,
+    };
+
+    // Checkpoint of a clean checkout. A file modified less than a second before it is
+    // fingerprinted is always re-hashed (the racily-clean rule), so the steady state this
+    // measures starts a second after the last write.
+    progress("checkpoints of a clean checkout (after the 1 s racily-clean window)");
+    b.scion.checkpoint(&main, &"settle".parse()?)?;
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    b.scion.checkpoint(&main, &"settled".parse()?)?;
+    let segments = |b: &Bed| -> BenchResult<u64> {
+        Ok(b.scion
+            .backend()
+            .list("segments/")
+            .map_err(|e| BenchError::Other(e.to_string()))?
+            .len() as u64)
+    };
+    let segments_before = segments(b)?;
+    let before = b.counter.counts();
+    let time = measure(opts.runs, |i| {
+        b.scion.checkpoint(&main, &format!("clean-{i}").parse()?)
+    })?;
+    let after = b.counter.counts();
+    let clean_checkpoint = CleanCheckpoint {
+        time,
+        data_objects_written: segments(b)? - segments_before,
+        objects_written_per_checkpoint: (after.puts - before.puts) / (opts.runs as u64 + 1),
+    };
+    let recheckout_clean = measure(opts.runs, |_| {
+        let r = b.scion.checkout(&main, false)?;
+        if r.action != CheckoutAction::Reused {
+            return Err(BenchError::Other("a clean checkout was not reused".into()));
+        }
+        Ok(())
+    })?;
+
+    // Dirty checkpoint and materialize vs cp at the largest size.
+    let big = largest.as_ref().unwrap_or(&commit_bed);
+    let big_mib = *opts.sizes_mib.iter().max().unwrap();
+    progress(&format!("dirty checkpoints at {big_mib} MiB"));
+    let big_path = big.scion.checkout(&main, false)?.path;
+    let big_rows =
+        Connection::open(&big_path)?
+            .query_row("SELECT max(id) FROM orders", [], |r| r.get::<_, i64>(0))? as u64;
+    let time = measure(opts.runs, |i| -> BenchResult<()> {
+        update_one_row(&big_path, &mut rng, big_rows)?;
+        big.scion
+            .checkpoint(&main, &format!("dirty-{}", i.min(999_999)).parse()?)?;
+        Ok(())
+    })?;
+    let dirty_checkpoint = DirtyCheckpoint {
+        size_mib: big_mib,
+        read_and_hash_gb_per_s: big.db_bytes as f64 / 1e9 / (time.median_ms / 1000.0),
+        time,
+    };
+
+    progress(&format!(
+        "materializing {big_mib} MiB against cp, {} runs each",
+        opts.runs
+    ));
+    let copy_target = big.dir.join("cp-target.db");
+    let mut scion_samples = Vec::new();
+    let mut cp_samples = Vec::new();
+    for _ in 0..opts.runs {
+        remove_checkout(&big_path);
+        let start = Instant::now();
+        let r = big.scion.checkout(&main, false)?;
+        scion_samples.push(start.elapsed());
+        if r.action != CheckoutAction::Materialized {
+            return Err(BenchError::Other(format!(
+                "expected a materialization, got {:?}",
+                r.action
+            )));
+        }
+        let _ = std::fs::remove_file(&copy_target);
+        let start = Instant::now();
+        let ok = Command::new("cp")
+            .arg(&big_path)
+            .arg(&copy_target)
+            .status()?
+            .success();
+        cp_samples.push(start.elapsed());
+        if !ok {
+            return Err(BenchError::Other("cp failed".into()));
+        }
+    }
+    let _ = std::fs::remove_file(&copy_target);
+    let scion_m = Summary::of(&scion_samples);
+    let cp_m = Summary::of(&cp_samples);
+    let materialize = Materialize {
+        size_mib: big_mib,
+        throughput_vs_cp: cp_m.median_ms / scion_m.median_ms,
+        scion: scion_m,
+        cp: cp_m,
+    };
+    for b in [largest, Some(commit_bed)].into_iter().flatten() {
+        let _ = std::fs::remove_dir_all(&b.dir);
+    }
+    Ok(ForkBenchReport {
+        machine,
+        forks,
+        fork_time_ratio,
+        commit_cost,
+        clean_checkpoint,
+        dirty_checkpoint,
+        materialize,
+        recheckout_clean,
+    })
+}

@@ -1,0 +1,26 @@
+//! `scion bench`: measure scion's operations on data it generates itself, run each baseline
+//! in the same run, and report medians, spreads and ratios. Store costs are counted (objects
+//! and bytes), never guessed.
+
+pub mod datagen;
+pub mod fork;
+pub mod machine;
+pub mod stats;
+
+/// Anything that stops a benchmark.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    #[error(transparent)]
+    Core(#[from] scion_core::CoreError),
+    #[error("SQLite: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("i/o: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("{0}")]
+    Other(String),
+}
+
+pub type BenchResult<T> = Result<T, BenchError>;
+
+/// Where progress lines go (the CLI passes stderr); the library never prints.
+pub type Progress<'a> = &'a mut dyn FnMut(&str);

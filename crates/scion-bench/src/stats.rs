@@ -1,0 +1,45 @@
+//! Medians and spreads of repeated measurements.
+
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Summary {
+    pub runs: usize,
+    pub median_ms: f64,
+    pub min_ms: f64,
+    pub max_ms: f64,
+}
+
+impl Summary {
+    pub fn of(samples: &[Duration]) -> Summary {
+        let mut ms: Vec<f64> = samples.iter().map(|d| d.as_secs_f64() * 1000.0).collect();
+        ms.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        let median = if ms.is_empty() {
+            0.0
+        } else if ms.len() % 2 == 1 {
+            ms[ms.len() / 2]
+        } else {
+            (ms[ms.len() / 2 - 1] + ms[ms.len() / 2]) / 2.0
+        };
+        Summary {
+            runs: ms.len(),
+            median_ms: median,
+            min_ms: ms.first().copied().unwrap_or(0.0),
+            max_ms: ms.last().copied().unwrap_or(0.0),
+        }
+    }
+}
+
+/// Run `f` once to warm up, then `runs` times, timing each call only.
+pub fn measure<T, E>(runs: usize, mut f: impl FnMut(usize) -> Result<T, E>) -> Result<Summary, E> {
+    f(usize::MAX)?;
+    let mut samples = Vec::with_capacity(runs);
+    for i in 0..runs {
+        let start = Instant::now();
+        f(i)?;
+        samples.push(start.elapsed());
+    }
+    Ok(Summary::of(&samples))
+}
