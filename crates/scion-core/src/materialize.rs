@@ -69,7 +69,8 @@ pub fn materialize(
         )));
     }
 
-    let (mut full, deltas): (Vec<(u32, Slot)>, Vec<(u32, Slot)>) =
+    type Leaves = Vec<(u32, Slot)>;
+    let (mut full, deltas): (Leaves, Leaves) =
         leaves.into_iter().partition(|(_, s)| s.base.is_none());
     full.sort_by_key(|(_, s)| (s.loc.segment, s.loc.offset));
     let batches = plan_batches(&full);
