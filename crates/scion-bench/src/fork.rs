@@ -126,10 +126,7 @@ fn bed(root: &Path, mib: u64) -> BenchResult<Bed> {
     let scion = Scion::init(
         counter.clone(),
         "bench",
-        ScionOptions {
-            checkouts_dir: dir.join("store/checkouts"),
-            clone_policy: ClonePolicy::Auto,
-        },
+        ScionOptions::new(dir.join("store/checkouts"), ClonePolicy::Auto),
     )?;
     scion.create(&"db".parse()?, Some(&src))?;
     Ok(Bed {

@@ -33,6 +33,11 @@ pub struct Cli {
     #[arg(long, global = true)]
     pub json: bool,
 
+    /// Who this process is for leases (default: host/pid). Set it to act as the holder of
+    /// a lease taken with `scion lease acquire`.
+    #[arg(long, global = true, env = "SCION_HOLDER")]
+    pub holder: Option<String>,
+
     /// How checkouts may be cloned from another clean file of the same version:
     /// auto (clone where the filesystem can, else copy), always (clone or fail, never a
     /// full copy), never (always copy).
@@ -73,11 +78,15 @@ pub enum Command {
         after_help = "Example:\n  sqlite3 \"$(scion checkout shop@try-1)\" 'SELECT count(*) FROM items'"
     )]
     Checkout {
-        /// db or db@branch.
+        /// db or db@branch (db@branch@checkpoint with --read-only).
         target: String,
         /// Discard changes in the checkout that were never checkpointed.
         #[arg(long)]
         force: bool,
+        /// Materialize a checkpoint (or head) as a read-only file (mode 0444) in a separate
+        /// tree; reused when already there.
+        #[arg(long)]
+        read_only: bool,
     },
 
     /// Print the path of a branch's checkout, without materializing it.
@@ -92,12 +101,20 @@ pub enum Command {
     /// Only pages that differ from the version the checkout was made from are written.
     /// Other connections may stay open and keep writing; the checkpoint captures one
     /// consistent committed state. A clean checkout writes nothing and binds the name.
-    #[command(after_help = "Example:\n  scion checkpoint shop@try-1 after-migration")]
+    #[command(
+        after_help = "Examples:\n  scion checkpoint shop@try-1 after-migration\n  scion checkpoint delete shop@try-1 after-migration",
+        args_conflicts_with_subcommands = true,
+        subcommand_negates_reqs = true
+    )]
     Checkpoint {
+        #[command(subcommand)]
+        action: Option<CheckpointAction>,
         /// db or db@branch.
-        target: String,
+        #[arg(required = true)]
+        target: Option<String>,
         /// Name of the checkpoint ('fork' and 'init' are reserved).
-        name: String,
+        #[arg(required = true)]
+        name: Option<String>,
     },
 
     /// Create a branch from a branch head or checkpoint, in O(1).
@@ -115,6 +132,117 @@ pub enum Command {
         /// Fork at this checkpoint of the source instead of its head ('fork', 'init' work too).
         #[arg(long, value_name = "CHECKPOINT")]
         at: Option<String>,
+        /// Let `scion gc` reap the fork after this long without a commit or touch (e.g. 2h).
+        #[arg(long, value_name = "DURATION")]
+        ttl: Option<String>,
+    },
+
+    /// Move a branch's head back to one of its checkpoints, in O(1).
+    ///
+    /// The abandoned head is kept as the branch <branch>-pre-rollback (for 24 h unless
+    /// --backup-ttl), so a rollback can be undone. The checkout is refreshed; changes in it
+    /// that were never checkpointed are refused unless --force.
+    #[command(
+        after_help = "Examples:\n  scion rollback shop@try-1 --to before-migration\n  scion rollback shop@try-1 --to fork   # undo everything done on the branch"
+    )]
+    Rollback {
+        /// db or db@branch.
+        target: String,
+        /// Checkpoint to return to ('fork' and 'init' work too).
+        #[arg(long, value_name = "CHECKPOINT")]
+        to: String,
+        /// Keep no safety fork (a protected branch then needs --force).
+        #[arg(long)]
+        no_backup: bool,
+        /// How long the safety fork lives (default 24h).
+        #[arg(long, value_name = "DURATION")]
+        backup_ttl: Option<String>,
+        /// Discard uncheckpointed changes; override another holder's lease and protection.
+        #[arg(long)]
+        force: bool,
+    },
+
+    /// Make a branch's head the head of another branch of the same database, in O(1).
+    ///
+    /// The target's old head is kept as <target>-pre-promote. A protected target (main)
+    /// needs --force.
+    #[command(after_help = "Example:\n  scion promote shop@try-2 --onto main --force")]
+    Promote {
+        /// The winning branch: db@branch.
+        source: String,
+        /// The branch to move (of the same database).
+        #[arg(long, value_name = "BRANCH")]
+        onto: String,
+        #[arg(long)]
+        no_backup: bool,
+        #[arg(long, value_name = "DURATION")]
+        backup_ttl: Option<String>,
+        /// Needed for a protected target; also overrides a lease and discards changes.
+        #[arg(long)]
+        force: bool,
+    },
+
+    /// Remove a branch: its ref, checkpoints and checkout files. Space is reclaimed by gc.
+    #[command(
+        after_help = "Examples:\n  scion destroy shop@try-1\n  scion destroy shop --force   # main and protected branches need --force"
+    )]
+    Destroy {
+        /// db or db@branch.
+        target: String,
+        /// Needed for main, protected and leased branches, and open checkouts.
+        #[arg(long)]
+        force: bool,
+    },
+
+    /// Protect a branch: destroy and promote-onto then need --force.
+    #[command(after_help = "Example:\n  scion protect shop@release")]
+    Protect {
+        /// db or db@branch.
+        target: String,
+    },
+
+    /// Remove a branch's protection.
+    #[command(after_help = "Example:\n  scion unprotect shop@release")]
+    Unprotect {
+        /// db or db@branch.
+        target: String,
+    },
+
+    /// Reset a branch's activity clock (its TTL counts from now), optionally changing the TTL.
+    #[command(
+        after_help = "Examples:\n  scion touch shop@try-1\n  scion touch shop@try-1 --ttl 6h\n  scion touch shop@try-1 --ttl none"
+    )]
+    Touch {
+        /// db or db@branch.
+        target: String,
+        /// New TTL (e.g. 30m, 2h) or 'none'.
+        #[arg(long, value_name = "DURATION|none")]
+        ttl: Option<String>,
+    },
+
+    /// Leases: the exclusive, expiring right to move a branch's head.
+    #[command(subcommand)]
+    Lease(LeaseCommand),
+
+    /// Reap expired branches, then delete data no branch or checkpoint can reach.
+    ///
+    /// A segment is deleted only after it was found unreachable for a whole grace period.
+    /// --grace 0 deletes at once: use it only while nothing else writes to the store.
+    #[command(after_help = "Examples:\n  scion gc\n  scion gc --grace 0")]
+    Gc {
+        /// Grace period (default 1h).
+        #[arg(long, value_name = "DURATION", default_value = "1h")]
+        grace: String,
+    },
+
+    /// Rewrite a branch head into fresh segments in page order.
+    #[command(after_help = "Example:\n  scion compact shop")]
+    Compact {
+        /// db or db@branch.
+        target: String,
+        /// Override another holder's lease.
+        #[arg(long)]
+        force: bool,
     },
 
     /// List a branch's checkpoints.
@@ -171,5 +299,41 @@ pub enum BenchCommand {
         /// Timed runs per figure (after one warm-up).
         #[arg(long)]
         runs: Option<usize>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CheckpointAction {
+    /// Delete a checkpoint (its data goes at the next gc that finds it unreachable).
+    #[command(after_help = "Example:\n  scion checkpoint delete shop@try-1 v1")]
+    Delete {
+        /// db or db@branch.
+        target: String,
+        name: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum LeaseCommand {
+    /// Every branch with a lease: holder, epoch, expiry.
+    #[command(after_help = "Example:\n  scion lease list")]
+    List,
+    /// Take (or renew) a branch's lease. Others are refused until it expires or is released.
+    #[command(
+        after_help = "Example:\n  SCION_HOLDER=agent-7 scion lease acquire shop@try-1 --ttl 10m"
+    )]
+    Acquire {
+        /// db or db@branch.
+        target: String,
+        #[arg(long, value_name = "DURATION", default_value = "30s")]
+        ttl: String,
+    },
+    /// Give up a lease (another holder's live lease only with --force).
+    #[command(after_help = "Example:\n  SCION_HOLDER=agent-7 scion lease release shop@try-1")]
+    Release {
+        /// db or db@branch.
+        target: String,
+        #[arg(long)]
+        force: bool,
     },
 }

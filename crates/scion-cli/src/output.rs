@@ -8,6 +8,9 @@ use scion_core::ops::checkpoint::CheckpointReport;
 use scion_core::ops::create::CreateReport;
 use scion_core::ops::export::ExportReport;
 use scion_core::ops::fork::ForkReport;
+use scion_core::ops::gc::GcReport;
+use scion_core::ops::lease::LeaseInfo;
+use scion_core::ops::lifecycle::{DestroyReport, MoveReport};
 use scion_core::ops::status::{BranchStatus, StatusReport};
 use scion_core::refs::Checkpoint;
 use scion_core::{CheckoutAction, CheckoutReport, Scion};
@@ -47,6 +50,88 @@ impl Printer {
         println!(
             "{}",
             serde_json::to_string_pretty(value).expect("results serialize")
+        );
+    }
+
+    /// A one-line result, or its JSON form.
+    pub fn done(&self, human: &str, json: serde_json::Value) {
+        if self.json {
+            self.emit(&json);
+        } else {
+            println!("{human}");
+        }
+    }
+
+    pub fn moved(&self, verb: &str, r: &MoveReport) {
+        if self.json {
+            return self.emit(r);
+        }
+        println!(
+            "{verb} {} to {} (now version {})",
+            r.branch, r.to, r.version
+        );
+        match &r.safety_fork {
+            Some(f) => println!("abandoned version {} is kept as {f}", r.abandoned_version),
+            None => println!(
+                "abandoned version {} (no safety fork kept)",
+                r.abandoned_version
+            ),
+        }
+        if r.discarded_changes {
+            println!("discarded uncheckpointed changes in the checkout (--force)");
+        }
+        if let Some(p) = &r.checkout {
+            println!("checkout refreshed: {p}");
+        }
+    }
+
+    pub fn destroyed(&self, r: &DestroyReport) {
+        if self.json {
+            return self.emit(r);
+        }
+        println!(
+            "destroyed {} ({} and {} checkout files removed; run `scion gc` to reclaim its space)",
+            r.branch,
+            plural(r.checkpoints_removed as u64, "checkpoint"),
+            r.checkout_files_removed
+        );
+    }
+
+    pub fn leases(&self, list: &[LeaseInfo]) {
+        if self.json {
+            return self.emit(&serde_json::json!({"leases": list}));
+        }
+        if list.is_empty() {
+            println!("no leases");
+            return;
+        }
+        for l in list {
+            let state = if l.live { "held" } else { "expired" };
+            println!(
+                "{}  {}  {state}  epoch {}  until {}",
+                l.branch, l.holder, l.epoch, l.expires
+            );
+        }
+    }
+
+    pub fn gc(&self, r: &GcReport) {
+        if self.json {
+            return self.emit(r);
+        }
+        for b in &r.reaped {
+            println!("reaped expired branch {b}");
+        }
+        for b in &r.finished_destroys {
+            println!("finished interrupted destroy of {b}");
+        }
+        println!(
+            "gc: deleted {} ({} reclaimed); {} live in {} segments; {} waiting out the {} grace period",
+            plural(r.deleted_segments as u64, "segment"),
+            bytes(r.reclaimed_bytes),
+            bytes(r.live_bytes),
+            r.live_segments,
+            bytes(r.waiting_bytes),
+            scion_core::clock::format_duration(r.grace_secs)
         );
     }
 
@@ -176,6 +261,12 @@ impl Printer {
                 .as_str()
                 .unwrap_or("?")
         );
+        println!(
+            "space:     {} live in {} segments, {} reclaimable by gc",
+            bytes(s.space.live_bytes),
+            s.space.live_segments,
+            bytes(s.space.reclaimable_bytes)
+        );
         if s.databases.is_empty() {
             println!("\nno databases yet (scion create <db> [--from file.db])");
         }
@@ -274,8 +365,33 @@ fn print_branch_table(list: &[BranchStatus], indent: &str) {
         } else {
             b.branch.clone()
         };
+        let mut notes = Vec::new();
+        if let Some(left) = b.ttl_left_secs {
+            notes.push(if left >= 0 {
+                // Minutes are precise enough for people (and stable in transcripts).
+                let shown = if left >= 60 {
+                    left as u64 / 60 * 60
+                } else {
+                    left as u64
+                };
+                format!("ttl {} left", scion_core::clock::format_duration(shown))
+            } else {
+                "ttl expired".to_string()
+            });
+        }
+        if let Some(l) = b.lease.as_ref().filter(|l| l.live) {
+            notes.push(format!("leased by {} until {}", l.holder, l.expires));
+        }
+        if let Some(s) = &b.safety {
+            notes.push(format!("safety fork ({s})"));
+        }
+        let notes = if notes.is_empty() {
+            String::new()
+        } else {
+            format!("  [{}]", notes.join("; "))
+        };
         println!(
-            "{indent}{:w$}  {:>7}  {:>9}  {:>11}  {:8}  {}",
+            "{indent}{:w$}  {:>7}  {:>9}  {:>11}  {:8}  {}{notes}",
             name,
             b.version,
             bytes(b.page_count as u64 * b.page_size as u64),

@@ -188,3 +188,55 @@ fn sqlite3_cli_opens_a_checkout_path() {
     assert!(out.status.success());
     assert_eq!(String::from_utf8_lossy(&out.stdout), "wal\n20\n");
 }
+
+#[test]
+fn lifecycle_session() {
+    let s = prepared(300);
+    s.ok(&["init"]);
+    s.ok(&["create", "shop", "--from", "shop.db"]);
+    s.ok(&["fork", "shop", "try", "--ttl", "2h"]);
+    let path = s.ok(&["checkout", "shop@try"]);
+    let path = std::path::PathBuf::from(path.trim());
+    sqlite(&path, "UPDATE items SET price = 0 WHERE id <= 5");
+    s.ok(&["checkpoint", "shop@try", "zeroed"]);
+    sqlite(&path, "DELETE FROM items WHERE id > 100");
+    let t = transcript(
+        &s,
+        &[
+            &["rollback", "shop@try", "--to", "zeroed"],
+            &["rollback", "shop@try", "--to", "zeroed", "--force"],
+            &["rollback", "shop@try", "--to", "nope"],
+            &["rollback", "shop", "--to", "init", "--no-backup"],
+            &["promote", "shop@try", "--onto", "main"],
+            &["promote", "shop@try", "--onto", "main", "--force"],
+            &["promote", "shop@try", "--onto", "nosuch"],
+            &["protect", "shop@try"],
+            &["destroy", "shop@try"],
+            &["unprotect", "shop@try"],
+            &["touch", "shop@try", "--ttl", "30m"],
+            &["touch", "shop@try", "--ttl", "soon"],
+            &["lease", "acquire", "shop@try"],
+            &[
+                "--holder", "agent-7", "lease", "acquire", "shop@try", "--ttl", "10m",
+            ],
+            &["--holder", "agent-8", "lease", "acquire", "shop@try"],
+            &["rollback", "shop@try", "--to", "fork"],
+            &["--holder", "agent-8", "lease", "release", "shop@try"],
+            &["--holder", "agent-7", "lease", "release", "shop@try"],
+            &["checkout", "shop@try@zeroed", "--read-only"],
+            &["checkout", "shop@try@zeroed", "--read-only"],
+            &["checkpoint", "delete", "shop@try", "zeroed"],
+            &["checkpoint", "delete", "shop@try", "zeroed"],
+            &["checkpoint", "delete", "shop@try", "fork"],
+            &["destroy", "shop"],
+            &["destroy", "shop@try"],
+            &["destroy", "shop@try"],
+            &["branches", "shop"],
+            &["gc", "--grace", "0"],
+            &["gc"],
+        ],
+    );
+    insta::assert_snapshot!("lifecycle_session", t);
+    let ro = s.path(".scion/checkouts-ro/shop/try@zeroed.db");
+    assert!(!ro.exists(), "destroy removed the read-only checkout too");
+}

@@ -61,6 +61,21 @@ pub enum CoreError {
     CloneUnsupported { reason: String },
     #[error("corrupt store data in {object}: {reason}")]
     Corrupt { object: String, reason: String },
+    #[error("branch {branch} is protected: {action} needs --force")]
+    Protected {
+        branch: String,
+        action: &'static str,
+    },
+    #[error("branch {branch} is leased by {holder} until {expires}")]
+    LeaseHeld {
+        branch: String,
+        holder: String,
+        expires: String,
+    },
+    #[error("branch {branch} is being destroyed")]
+    BeingDestroyed { branch: String },
+    #[error("invalid duration {value:?}: {reason}")]
+    InvalidDuration { value: String, reason: String },
     #[error("segment id {id} is already taken in the store; retry the operation")]
     SegmentCollision { id: String },
     #[error(transparent)]
@@ -84,7 +99,9 @@ impl CoreError {
     pub fn is_retryable(&self) -> bool {
         match self {
             CoreError::Store(e) => e.is_retryable(),
-            CoreError::CheckoutBusy { .. } | CoreError::SegmentCollision { .. } => true,
+            CoreError::CheckoutBusy { .. }
+            | CoreError::SegmentCollision { .. }
+            | CoreError::LeaseHeld { .. } => true,
             _ => false,
         }
     }

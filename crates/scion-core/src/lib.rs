@@ -2,7 +2,7 @@
 //! checkouts and export. It prints nothing and returns typed errors ([`CoreError`]).
 
 pub mod checkout;
-mod clock;
+pub mod clock;
 mod error;
 pub mod format;
 mod manifest;
@@ -20,4 +20,4 @@ pub use checkout::{CheckoutAction, CheckoutReport, CheckoutState, ClonePolicy};
 pub use error::{CoreError, CoreResult};
 pub use manifest::{Manifest, MANIFEST_KEY, STORE_FORMAT_VERSION};
 pub use names::{BranchName, BranchRef, CheckpointName, DbName, Target};
-pub use scion::{ResolvedVersion, Scion, ScionOptions};
+pub use scion::{default_holder, ResolvedVersion, Scion, ScionOptions};

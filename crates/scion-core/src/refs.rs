@@ -43,10 +43,38 @@ pub struct Ref {
     #[serde(default)]
     pub protected: bool,
     pub created_at: String,
+    /// Last commit or touch; a TTL counts from here.
     pub touched_at: String,
+    /// Writer generation: every lease acquisition adds one, fencing earlier holders.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub epoch: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease: Option<Lease>,
+    /// Seconds of inactivity after which `gc` may reap the branch (never if protected).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_secs: Option<u64>,
+    /// Set by `destroy` before anything irreversible: the branch is going away.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub destroying_since: Option<String>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub meta: BTreeMap<String, String>,
 }
+
+/// The exclusive, expiring right to move a branch's head.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Lease {
+    pub holder: String,
+    pub epoch: u64,
+    /// RFC 3339, judged against the store's clock.
+    pub expires: String,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
+/// Meta key on safety forks: which operation kept them and for which branch.
+pub const SAFETY_META: &str = "scion.safety";
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Checkpoint {

@@ -22,6 +22,26 @@ use crate::refs::{
 pub struct ScionOptions {
     pub checkouts_dir: PathBuf,
     pub clone_policy: ClonePolicy,
+    /// Who this process is when it takes or checks leases (`host/pid` unless set).
+    pub holder: String,
+}
+
+impl ScionOptions {
+    pub fn new(checkouts_dir: PathBuf, clone_policy: ClonePolicy) -> Self {
+        Self {
+            checkouts_dir,
+            clone_policy,
+            holder: default_holder(),
+        }
+    }
+}
+
+/// `hostname/pid`: unique per process, readable by people.
+pub fn default_holder() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "localhost".to_string());
+    format!("{host}/{}", std::process::id())
 }
 
 #[derive(Debug)]
@@ -119,14 +139,68 @@ impl Scion {
         self.options.clone_policy
     }
 
-    /// Read a branch's ref and the etag to compare-and-swap it with.
+    /// Read a branch's ref and the etag to compare-and-swap it with. A branch that a
+    /// `destroy` has claimed is reported as being destroyed.
     pub fn read_ref(&self, b: &BranchRef) -> CoreResult<(Ref, ETag)> {
+        let (r, etag) = self.read_ref_any(b)?;
+        if r.destroying_since.is_some() {
+            return Err(CoreError::BeingDestroyed {
+                branch: b.to_string(),
+            });
+        }
+        Ok((r, etag))
+    }
+
+    /// Like [`Self::read_ref`], but also returns refs claimed by a destroy.
+    pub fn read_ref_any(&self, b: &BranchRef) -> CoreResult<(Ref, ETag)> {
         let key = ref_key(b);
         match self.backend.get(&key) {
             Ok((bytes, etag)) => Ok((Ref::decode(&bytes, &key)?, etag)),
             Err(StoreError::NotFound { .. }) => Err(self.missing_branch(b)?),
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// Compare-and-swap a ref from the state `etag` names.
+    pub(crate) fn write_ref(&self, b: &BranchRef, r: &Ref, etag: &ETag) -> CoreResult<ETag> {
+        match self
+            .backend
+            .put(&ref_key(b), &r.encode(), PutMode::Update(etag.clone()))
+        {
+            Ok(e) => Ok(e),
+            Err(StoreError::Conflict { .. }) => Err(CoreError::Conflict {
+                branch: b.to_string(),
+            }),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Apply an idempotent change to a ref, re-reading and retrying if another writer
+    /// moved it in between.
+    pub(crate) fn update_ref(
+        &self,
+        b: &BranchRef,
+        mut change: impl FnMut(&mut Ref) -> CoreResult<()>,
+    ) -> CoreResult<Ref> {
+        let mut tries = 0;
+        loop {
+            let (mut r, etag) = self.read_ref(b)?;
+            change(&mut r)?;
+            match self.write_ref(b, &r, &etag) {
+                Ok(_) => return Ok(r),
+                Err(CoreError::Conflict { .. }) if tries < 5 => tries += 1,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// The store's clock (lease expiry and TTLs are judged by it, not the caller's).
+    pub fn store_now(&self) -> CoreResult<SystemTime> {
+        Ok(self.backend.now()?)
+    }
+
+    pub fn holder(&self) -> &str {
+        &self.options.holder
     }
 
     fn missing_branch(&self, b: &BranchRef) -> CoreResult<CoreError> {
@@ -246,7 +320,13 @@ impl Scion {
                 continue;
             };
             match self.backend.get(&m.key) {
-                Ok((bytes, _)) => out.push((branch, Ref::decode(&bytes, &m.key)?)),
+                Ok((bytes, _)) => {
+                    let r = Ref::decode(&bytes, &m.key)?;
+                    // A branch claimed by a destroy is already gone for every reader.
+                    if r.destroying_since.is_none() {
+                        out.push((branch, r));
+                    }
+                }
                 // Destroyed between list and get.
                 Err(StoreError::NotFound { .. }) => continue,
                 Err(e) => return Err(e.into()),

@@ -164,10 +164,7 @@ fn a_second_checkout_of_the_same_version_is_copied_and_verified() {
 
 fn policy_env(dir: &std::path::Path, policy: ClonePolicy) -> Scion {
     let backend = Arc::new(LocalBackend::open(dir.join("store")).unwrap());
-    let options = ScionOptions {
-        checkouts_dir: dir.join("store").join("checkouts"),
-        clone_policy: policy,
-    };
+    let options = ScionOptions::new(dir.join("store").join("checkouts"), policy);
     match Scion::init(backend.clone(), "t", options.clone()) {
         Ok(s) => s,
         Err(_) => Scion::open(backend, "t", options).unwrap(),

@@ -134,10 +134,7 @@ fn a_version_1_store_reads_back() {
         let s = Scion::init(
             Arc::new(LocalBackend::open(&store).unwrap()),
             "golden",
-            ScionOptions {
-                checkouts_dir: work.path().join("co"),
-                clone_policy: ClonePolicy::Auto,
-            },
+            ScionOptions::new(work.path().join("co"), ClonePolicy::Auto),
         )
         .unwrap();
         let src = work.path().join("src.db");
@@ -180,10 +177,7 @@ fn a_version_1_store_reads_back() {
     let s = Scion::open(
         Arc::new(LocalBackend::open(&copy).unwrap()),
         "golden",
-        ScionOptions {
-            checkouts_dir: work.path().join("co"),
-            clone_policy: ClonePolicy::Auto,
-        },
+        ScionOptions::new(work.path().join("co"), ClonePolicy::Auto),
     )
     .unwrap();
     let mut checked = 0;

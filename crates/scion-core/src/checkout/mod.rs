@@ -112,6 +112,85 @@ impl Scion {
             .join(format!("{}.db", b.branch))
     }
 
+    /// Where read-only historical checkouts of `db` live.
+    pub fn read_only_dir(&self, db: &crate::names::DbName) -> PathBuf {
+        let base = self.options.checkouts_dir.clone();
+        let name = format!(
+            "{}-ro",
+            base.file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or("checkouts")
+        );
+        base.with_file_name(name).join(db.as_str())
+    }
+
+    /// Materialize a checkpoint (or any version a target names) as a read-only file
+    /// (mode 0444, rollback-journal mode so readers need no `-wal`/`-shm`), reused when an
+    /// unmodified copy is already there.
+    pub fn checkout_read_only(&self, t: &crate::names::Target) -> CoreResult<CheckoutReport> {
+        let v = self.resolve(t)?;
+        let label = match &t.checkpoint {
+            Some(c) => format!("{}@{c}", t.branch.branch),
+            None => format!("{}@v{}", t.branch.branch, v.version),
+        };
+        let dir = self.read_only_dir(&t.branch.db);
+        let path = dir.join(format!("{label}.db"));
+        if let Some(sidecar) = Sidecar::load(&path, &v.root)? {
+            if sidecar.root == v.root {
+                if let Some(fp) = Fingerprint::of(&path)? {
+                    if sidecar.proves_unmodified(&fp) {
+                        return Ok(CheckoutReport {
+                            branch: t.to_string(),
+                            path,
+                            version: v.version,
+                            action: CheckoutAction::Reused,
+                            discarded: None,
+                        });
+                    }
+                }
+            }
+        }
+        fs::create_dir_all(&dir).map_err(|e| CoreError::io(&dir, e))?;
+        let tmp = tempfile::Builder::new()
+            .prefix(".ro.")
+            .suffix(".tmp")
+            .tempfile_in(&dir)
+            .map_err(|e| CoreError::io(&dir, e))?;
+        let m = materialize(
+            &self.reader,
+            &v.root,
+            tmp.as_file(),
+            tmp.path(),
+            JournalMode::Rollback,
+        )?;
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(tmp.path(), fs::Permissions::from_mode(0o444))
+            .map_err(|e| CoreError::io(tmp.path(), e))?;
+        tmp.as_file()
+            .set_modified(SystemTime::now() - Duration::from_secs(2))
+            .map_err(|e| CoreError::io(tmp.path(), e))?;
+        Sidecar::remove(&path)?;
+        tmp.persist(&path)
+            .map_err(|e| CoreError::io(&path, e.error))?;
+        let stamp = now_ns();
+        Sidecar {
+            page_size: m.root.page_size,
+            root: v.root,
+            version: v.version,
+            fingerprint: Fingerprint::of(&path)?.unwrap_or_default(),
+            stamp_ns: stamp,
+            hashes: m.hashes,
+        }
+        .store(&path)?;
+        Ok(CheckoutReport {
+            branch: t.to_string(),
+            path,
+            version: v.version,
+            action: CheckoutAction::Materialized,
+            discarded: None,
+        })
+    }
+
     /// Compare the checkout of `b` with its sidecar and with the branch head.
     pub(crate) fn inspect(&self, path: &Path, head: &Locator) -> CoreResult<Inspection> {
         if !path.exists() {

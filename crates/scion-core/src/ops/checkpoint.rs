@@ -11,8 +11,9 @@ use crate::clock::rfc3339;
 use crate::error::{CoreError, CoreResult};
 use crate::format::{decode_frame, page_contribution, page_hash, FrameKind, RootRecord, Slot};
 use crate::names::{BranchRef, CheckpointName};
+use crate::ops::lease::OPERATION_LEASE;
 use crate::pagemap::{depth_for, lookup, TreeUpdate};
-use crate::refs::ref_key;
+use crate::refs::{ref_key, Lease};
 use crate::writer::{VersionWriter, WriteStats};
 use crate::Scion;
 
@@ -39,14 +40,15 @@ impl Scion {
         self.check_new_checkpoint_name(b, name)?;
         let (r, etag) = self.read_ref(b)?;
         let path = self.checkout_path(b);
+        let (head_root, head_version, head_pages) = (r.root, r.version, r.page_count);
         let bind_head = |stats: WriteStats| -> CoreResult<CheckpointReport> {
-            self.bind_checkpoint(b, name, r.root, r.version)?;
+            self.bind_checkpoint(b, name, head_root, head_version)?;
             Ok(CheckpointReport {
                 checkpoint: format!("{b}@{name}"),
-                version: r.version,
+                version: head_version,
                 committed: false,
                 pages_changed: 0,
-                page_count: r.page_count,
+                page_count: head_pages,
                 store: stats,
             })
         };
@@ -71,6 +73,28 @@ impl Scion {
         if sidecar.proves_unmodified(&fingerprint) {
             return bind_head(WriteStats::default());
         }
+        // Moving the head: hold the branch's lease for the whole commit.
+        self.check_not_leased(b, &r, false)?;
+        let held_before = self.holds_lease(&r)?;
+        let (r, etag) = if held_before {
+            (r, etag)
+        } else {
+            let now = self.store_now()?;
+            let mut leased = r.clone();
+            leased.epoch += 1;
+            leased.lease = Some(Lease {
+                holder: self.options.holder.clone(),
+                epoch: leased.epoch,
+                expires: rfc3339(now + OPERATION_LEASE),
+            });
+            let etag = self.write_ref(b, &leased, &etag)?;
+            (leased, etag)
+        };
+        let mut lease_guard = OperationLease {
+            scion: self,
+            branch: b,
+            armed: !held_before,
+        };
         let old = self.reader.root(&r.root)?;
         let committed = super::with_fresh_ids(|| {
             let mut writer = VersionWriter::new(&self.backend);
@@ -161,6 +185,9 @@ impl Scion {
         // Adopted by the next load only if the ref below really moves to `root`.
         new_sidecar.store_pending(&path)?;
         let mut next = r.clone();
+        if !held_before {
+            next.lease = None;
+        }
         next.root = root;
         next.version = version;
         next.page_size = record.page_size;
@@ -181,9 +208,17 @@ impl Scion {
             }
             Err(e) => return Err(e.into()),
         }
+        lease_guard.armed = false;
         new_sidecar.store(&path)?;
         Sidecar::load(&path, &root)?;
         self.bind_checkpoint(b, name, root, version)?;
+        // A destroy that raced this commit must not leave the name behind.
+        if self.read_ref(b).is_err() {
+            let _ = self.backend.delete(&crate::refs::checkpoint_key(b, name));
+            return Err(CoreError::BeingDestroyed {
+                branch: b.to_string(),
+            });
+        }
         Ok(CheckpointReport {
             checkpoint: format!("{b}@{name}"),
             version,
@@ -195,5 +230,27 @@ impl Scion {
                 ..stats
             },
         })
+    }
+}
+
+/// Releases the lease a checkpoint took for itself if the checkpoint stops early.
+struct OperationLease<'a> {
+    scion: &'a Scion,
+    branch: &'a BranchRef,
+    armed: bool,
+}
+
+impl Drop for OperationLease<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let holder = self.scion.options.holder.clone();
+        let _ = self.scion.update_ref(self.branch, |r| {
+            if r.lease.as_ref().is_some_and(|l| l.holder == holder) {
+                r.lease = None;
+            }
+            Ok(())
+        });
     }
 }

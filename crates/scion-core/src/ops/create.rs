@@ -121,6 +121,10 @@ impl Scion {
             protected: true,
             created_at: now.clone(),
             touched_at: now,
+            epoch: 0,
+            lease: None,
+            ttl_secs: None,
+            destroying_since: None,
             meta: Default::default(),
         };
         match self

@@ -27,6 +27,18 @@ impl Scion {
         new: &BranchName,
         at: Option<&CheckpointName>,
     ) -> CoreResult<ForkReport> {
+        self.fork_with_ttl(source, new, at, None)
+    }
+
+    /// Fork with a TTL: the new branch may be reaped by `gc` after `ttl` without a commit
+    /// or touch. Still one object write.
+    pub fn fork_with_ttl(
+        &self,
+        source: &BranchRef,
+        new: &BranchName,
+        at: Option<&CheckpointName>,
+        ttl: Option<std::time::Duration>,
+    ) -> CoreResult<ForkReport> {
         let target = Target {
             branch: source.clone(),
             checkpoint: at.cloned(),
@@ -56,17 +68,33 @@ impl Scion {
             protected: false,
             created_at: now.clone(),
             touched_at: now,
+            epoch: 0,
+            lease: None,
+            ttl_secs: ttl.map(|d| d.as_secs().max(1)),
+            destroying_since: None,
             meta: Default::default(),
         };
         let new_ref = BranchRef::new(source.db.clone(), new.clone());
         let body = r.encode();
         match self.backend.put(&ref_key(&new_ref), &body, PutMode::Create) {
-            Ok(_) => Ok(ForkReport {
-                branch: new_ref.to_string(),
-                from: target.to_string(),
-                version: version.version,
-                ref_bytes: body.len() as u64,
-            }),
+            Ok(_) => {
+                // A GC that found the version unreachable (its source destroyed meanwhile)
+                // may have swept it: never leave a branch pointing at deleted data.
+                if let Err(StoreError::NotFound { .. }) =
+                    self.backend.head(&version.root.segment.key())
+                {
+                    let _ = self.backend.delete(&ref_key(&new_ref));
+                    return Err(CoreError::Conflict {
+                        branch: new_ref.to_string(),
+                    });
+                }
+                Ok(ForkReport {
+                    branch: new_ref.to_string(),
+                    from: target.to_string(),
+                    version: version.version,
+                    ref_bytes: body.len() as u64,
+                })
+            }
             Err(StoreError::AlreadyExists { .. }) => Err(CoreError::BranchExists {
                 branch: new_ref.to_string(),
             }),

@@ -4,6 +4,9 @@ pub mod checkpoint;
 pub mod create;
 pub mod export;
 pub mod fork;
+pub mod gc;
+pub mod lease;
+pub mod lifecycle;
 pub mod status;
 
 /// Retry a whole write operation when its freshly drawn segment id turned out taken.

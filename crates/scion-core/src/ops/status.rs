@@ -3,8 +3,11 @@
 use serde::Serialize;
 
 use crate::checkout::{probe_clone, CheckoutState, CloneCapability, ClonePolicy};
+use crate::clock::parse_rfc3339;
 use crate::error::CoreResult;
 use crate::names::{BranchRef, DbName};
+use crate::ops::gc::SpaceReport;
+use crate::ops::lease::is_live;
 use crate::Scion;
 
 #[derive(Debug, Clone, Serialize)]
@@ -19,6 +22,19 @@ pub struct BranchStatus {
     pub parent: Option<String>,
     pub created_at: String,
     pub touched_at: String,
+    pub ttl_secs: Option<u64>,
+    /// Seconds until `gc` may reap the branch (negative: overdue); `None` without a TTL.
+    pub ttl_left_secs: Option<i64>,
+    pub lease: Option<LeaseStatus>,
+    /// Set on safety forks: which operation kept them, for which branch.
+    pub safety: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct LeaseStatus {
+    pub holder: String,
+    pub expires: String,
+    pub live: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -34,11 +50,13 @@ pub struct StatusReport {
     pub checkouts: String,
     pub clone_policy: ClonePolicy,
     pub clone_capability: CloneCapability,
+    pub space: SpaceReport,
     pub databases: Vec<DatabaseStatus>,
 }
 
 impl Scion {
     pub fn branch_statuses(&self, db: &DbName) -> CoreResult<Vec<BranchStatus>> {
+        let now = self.store_now()?;
         let mut out = Vec::new();
         for (branch, r) in self.list_branches(db)? {
             let b = BranchRef::new(db.clone(), branch);
@@ -60,6 +78,21 @@ impl Scion {
                 }),
                 created_at: r.created_at.clone(),
                 touched_at: r.touched_at.clone(),
+                ttl_secs: r.ttl_secs,
+                ttl_left_secs: r.ttl_secs.and_then(|ttl| {
+                    let touched = parse_rfc3339(&r.touched_at)?;
+                    let deadline = touched + std::time::Duration::from_secs(ttl);
+                    Some(match deadline.duration_since(now) {
+                        Ok(d) => d.as_secs() as i64,
+                        Err(e) => -(e.duration().as_secs() as i64),
+                    })
+                }),
+                lease: r.lease.as_ref().map(|l| LeaseStatus {
+                    holder: l.holder.clone(),
+                    expires: l.expires.clone(),
+                    live: is_live(l, now),
+                }),
+                safety: r.meta.get(crate::refs::SAFETY_META).cloned(),
             });
         }
         Ok(out)
@@ -79,6 +112,7 @@ impl Scion {
             checkouts: self.options.checkouts_dir.display().to_string(),
             clone_policy: self.options.clone_policy,
             clone_capability: probe_clone(&self.options.checkouts_dir)?,
+            space: self.space()?,
             databases,
         })
     }

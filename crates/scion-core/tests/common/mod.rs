@@ -29,10 +29,7 @@ impl Env {
         self.reopen_with(Arc::new(LocalBackend::open(self.store_dir()).unwrap()))
     }
     pub fn options(&self) -> ScionOptions {
-        ScionOptions {
-            checkouts_dir: self.store_dir().join("checkouts"),
-            clone_policy: ClonePolicy::Auto,
-        }
+        ScionOptions::new(self.store_dir().join("checkouts"), ClonePolicy::Auto)
     }
     /// Export a target to a fresh file and dump it.
     pub fn dump_target(&self, scion: &Scion, target: &str) -> String {
@@ -57,10 +54,10 @@ pub fn env() -> Env {
     let scion = Scion::init(
         backend,
         "test",
-        ScionOptions {
-            checkouts_dir: dir.path().join("store").join("checkouts"),
-            clone_policy: ClonePolicy::Auto,
-        },
+        ScionOptions::new(
+            dir.path().join("store").join("checkouts"),
+            ClonePolicy::Auto,
+        ),
     )
     .unwrap();
     Env { dir, scion }

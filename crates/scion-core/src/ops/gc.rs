@@ -1,0 +1,314 @@
+//! Garbage collection and compaction.
+//!
+//! Mark: every root reachable from a ref (head, fork point, created version) or a
+//! checkpoint; walk each tree once (shared subtrees are visited once) and collect the
+//! segments it uses. Sweep: a segment unreachable at two marks at least a grace period
+//! apart, and older than the grace period, is deleted. Any error during the mark deletes
+//! nothing.
+
+use std::collections::{BTreeMap, HashSet};
+use std::time::{Duration, SystemTime};
+
+use scion_store::{PutMode, StoreError};
+use serde::{Deserialize, Serialize};
+
+use crate::checkout::{CheckoutState, Sidecar};
+use crate::clock::{parse_rfc3339, rfc3339};
+use crate::error::{CoreError, CoreResult};
+use crate::format::{FrameKind, Locator, SegmentId};
+use crate::names::BranchRef;
+use crate::ops::lease::is_live;
+use crate::pagemap::{self, DEFAULT_FANOUT_BITS};
+use crate::writer::VersionWriter;
+use crate::Scion;
+
+pub const GC_STATE_KEY: &str = "gc/state";
+pub const DEFAULT_GRACE: Duration = Duration::from_secs(3600);
+/// A destroy whose claim is older than this is presumed dead and finished by `gc`.
+const STALE_CLAIM: Duration = Duration::from_secs(60);
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct GcState {
+    schema: u32,
+    /// Segment id -> when a mark first found it unreachable.
+    unreachable_since: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SpaceReport {
+    pub segments: usize,
+    pub live_segments: usize,
+    pub live_bytes: u64,
+    pub reclaimable_bytes: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct GcReport {
+    pub grace_secs: u64,
+    pub reaped: Vec<String>,
+    pub finished_destroys: Vec<String>,
+    pub live_segments: usize,
+    pub live_bytes: u64,
+    pub deleted_segments: usize,
+    pub reclaimed_bytes: u64,
+    /// Unreachable, but not yet for a full grace period.
+    pub waiting_segments: usize,
+    pub waiting_bytes: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CompactReport {
+    pub branch: String,
+    pub version: u64,
+    pub pages: u32,
+    pub segments_before: usize,
+    pub store_bytes_written: u64,
+}
+
+impl Scion {
+    /// Every segment reachable from a ref or checkpoint.
+    fn mark(&self) -> CoreResult<HashSet<SegmentId>> {
+        let mut roots: Vec<Locator> = Vec::new();
+        for m in self.backend.list("refs/")? {
+            match self.backend.get(&m.key) {
+                Ok((bytes, _)) => {
+                    let r = crate::refs::Ref::decode(&bytes, &m.key)?;
+                    roots.extend([r.root, r.fork_root, r.init_root]);
+                }
+                Err(StoreError::NotFound { .. }) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        for m in self.backend.list("checkpoints/")? {
+            match self.backend.get(&m.key) {
+                Ok((bytes, _)) => roots.push(crate::refs::Checkpoint::decode(&bytes, &m.key)?.root),
+                Err(StoreError::NotFound { .. }) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let mut live = HashSet::new();
+        let mut seen_roots = HashSet::new();
+        let mut seen_nodes: HashSet<Locator> = HashSet::new();
+        for root_loc in roots {
+            if !seen_roots.insert(root_loc) {
+                continue;
+            }
+            live.insert(root_loc.segment);
+            let root = self.reader.root(&root_loc)?;
+            let Some(top) = root.node else { continue };
+            let mut frontier = vec![top];
+            for level in (0..root.depth).rev() {
+                frontier.retain(|l| seen_nodes.insert(*l));
+                if frontier.is_empty() {
+                    break;
+                }
+                let nodes = self.reader.nodes(&frontier, level, root.fanout_bits)?;
+                let mut next = Vec::new();
+                for (loc, node) in frontier.iter().zip(nodes) {
+                    live.insert(loc.segment);
+                    for slot in node.slots.iter().flatten() {
+                        live.insert(slot.loc.segment);
+                        if let Some(base) = slot.base {
+                            live.insert(base.segment);
+                        }
+                        if level > 0 {
+                            next.push(slot.loc);
+                        }
+                    }
+                }
+                frontier = next;
+            }
+        }
+        Ok(live)
+    }
+
+    /// Live and reclaimable bytes (a mark without a sweep).
+    pub fn space(&self) -> CoreResult<SpaceReport> {
+        let live = self.mark()?;
+        let segments = self.backend.list("segments/")?;
+        let mut live_bytes = 0;
+        let mut dead_bytes = 0;
+        let mut live_segments = 0;
+        for m in &segments {
+            match SegmentId::from_key(&m.key) {
+                Some(id) if live.contains(&id) => {
+                    live_bytes += m.size;
+                    live_segments += 1;
+                }
+                _ => dead_bytes += m.size,
+            }
+        }
+        Ok(SpaceReport {
+            segments: segments.len(),
+            live_segments,
+            live_bytes,
+            reclaimable_bytes: dead_bytes,
+        })
+    }
+
+    /// Reap expired branches, finish interrupted destroys, then mark and sweep.
+    pub fn gc(&self, grace: Duration) -> CoreResult<GcReport> {
+        let now = self.store_now()?;
+        let mut reaped = Vec::new();
+        let mut finished_destroys = Vec::new();
+        for db in self.list_databases()? {
+            for m in self.backend.list(&crate::refs::refs_prefix(&db))? {
+                let Some(branch) = crate::refs::branch_from_key(&db, &m.key) else {
+                    continue;
+                };
+                let b = BranchRef::new(db.clone(), branch);
+                let (r, etag) = match self.read_ref_any(&b) {
+                    Ok(x) => x,
+                    Err(CoreError::BranchNotFound { .. } | CoreError::DatabaseNotFound { .. }) => {
+                        continue
+                    }
+                    Err(e) => return Err(e),
+                };
+                if let Some(since) = r.destroying_since.as_deref().and_then(parse_rfc3339) {
+                    if since + STALE_CLAIM < now {
+                        self.finish_destroy(&b, &etag)?;
+                        finished_destroys.push(b.to_string());
+                    }
+                    continue;
+                }
+                if expired(&r, now) && self.reap(&b, &r, &etag)?.is_some() {
+                    reaped.push(b.to_string());
+                }
+            }
+        }
+
+        let live = self.mark()?;
+        let (mut state, state_etag) = match self.backend.get(GC_STATE_KEY) {
+            Ok((bytes, etag)) => (
+                serde_json::from_slice::<GcState>(&bytes)
+                    .map_err(|e| CoreError::corrupt(GC_STATE_KEY, e.to_string()))?,
+                Some(etag),
+            ),
+            Err(StoreError::NotFound { .. }) => (
+                GcState {
+                    schema: 1,
+                    ..Default::default()
+                },
+                None,
+            ),
+            Err(e) => return Err(e.into()),
+        };
+        let mut next = BTreeMap::new();
+        let (mut deleted, mut reclaimed, mut waiting, mut waiting_bytes, mut live_bytes) =
+            (0, 0, 0, 0, 0);
+        for m in self.backend.list("segments/")? {
+            let Some(id) = SegmentId::from_key(&m.key) else {
+                continue;
+            };
+            if live.contains(&id) {
+                live_bytes += m.size;
+                continue;
+            }
+            let since = state
+                .unreachable_since
+                .remove(&id.to_string())
+                .and_then(|s| parse_rfc3339(&s))
+                .unwrap_or(now);
+            let old_enough = |t: SystemTime| t + grace <= now;
+            if old_enough(since) && old_enough(m.last_modified) {
+                self.backend.delete(&m.key)?;
+                deleted += 1;
+                reclaimed += m.size;
+            } else {
+                next.insert(id.to_string(), rfc3339(since));
+                waiting += 1;
+                waiting_bytes += m.size;
+            }
+        }
+        state.unreachable_since = next;
+        let body = serde_json::to_vec(&state).expect("gc state serializes");
+        let mode = match state_etag {
+            Some(e) => PutMode::Update(e),
+            None => PutMode::Create,
+        };
+        match self.backend.put(GC_STATE_KEY, &body, mode) {
+            // Another gc ran at the same time: its record is as good as ours.
+            Ok(_) | Err(StoreError::Conflict { .. } | StoreError::AlreadyExists { .. }) => {}
+            Err(e) => return Err(e.into()),
+        }
+        Ok(GcReport {
+            grace_secs: grace.as_secs(),
+            reaped,
+            finished_destroys,
+            live_segments: live.len(),
+            live_bytes,
+            deleted_segments: deleted,
+            reclaimed_bytes: reclaimed,
+            waiting_segments: waiting,
+            waiting_bytes,
+        })
+    }
+
+    /// Rewrite a branch head into fresh segments in page order (full frames, no deltas),
+    /// so that it reads sequentially and segments only older versions use can go.
+    pub fn compact(&self, b: &BranchRef, force: bool) -> CoreResult<CompactReport> {
+        let (r, etag) = self.read_ref(b)?;
+        self.check_not_leased(b, &r, force)?;
+        let root = self.reader.root(&r.root)?;
+        let leaves = pagemap::leaves(&self.reader, root.node, root.depth, root.fanout_bits)?;
+        let segments_before = leaves
+            .iter()
+            .map(|(_, s)| s.loc.segment)
+            .collect::<HashSet<_>>()
+            .len();
+        let (new_root, stats) = super::with_fresh_ids(|| {
+            let mut writer = VersionWriter::new(&self.backend);
+            let mut pages: Vec<Option<Locator>> = vec![None; root.page_count as usize];
+            // Chunks of the page-ordered leaf list: reads coalesce within a chunk, memory
+            // stays bounded, and pages are written in page order.
+            for chunk in leaves.chunks(1024) {
+                let mut raw_pages: BTreeMap<u32, Vec<u8>> = BTreeMap::new();
+                let items = chunk.iter().map(|(i, s)| (*s, i + 1)).collect();
+                self.reader.for_each_page(items, |p| {
+                    raw_pages.insert(*p.tag, p.raw);
+                    Ok(())
+                })?;
+                for (pgno, raw) in raw_pages {
+                    let (loc, _) = writer.add(FrameKind::Page, pgno as u64, &raw)?;
+                    pages[pgno as usize - 1] = Some(loc);
+                }
+            }
+            let (node, depth) = pagemap::build(&mut writer, &pages, DEFAULT_FANOUT_BITS)?;
+            let mut record = root;
+            record.node = node;
+            record.depth = if node.is_some() { depth } else { 0 };
+            record.fanout_bits = DEFAULT_FANOUT_BITS;
+            let (loc, stats, _) = writer.finish(&record)?;
+            Ok((loc, stats))
+        })?;
+        let mut next = r.clone();
+        next.root = new_root;
+        next.version = r.version + 1;
+        self.write_ref(b, &next, &etag)?;
+        // A clean checkout holds the same bytes: point its record at the new root.
+        let path = self.checkout_path(b);
+        if self.inspect(&path, &r.root)?.state == CheckoutState::Clean {
+            if let Some(mut s) = Sidecar::load(&path, &r.root)? {
+                s.root = new_root;
+                s.version = next.version;
+                s.store(&path)?;
+            }
+        }
+        Ok(CompactReport {
+            branch: b.to_string(),
+            version: next.version,
+            pages: root.page_count,
+            segments_before,
+            store_bytes_written: stats.bytes,
+        })
+    }
+}
+
+/// Expired: has a TTL, not protected, no live lease, and idle for longer than the TTL.
+pub fn expired(r: &crate::refs::Ref, now: SystemTime) -> bool {
+    let Some(ttl) = r.ttl_secs else { return false };
+    if r.protected || r.lease.as_ref().is_some_and(|l| is_live(l, now)) {
+        return false;
+    }
+    parse_rfc3339(&r.touched_at).is_some_and(|t| t + Duration::from_secs(ttl) < now)
+}

@@ -1,0 +1,119 @@
+//! Leases: the exclusive, expiring right to move a branch's head. Stored in the ref, so
+//! taking one is a compare-and-swap that also bumps the branch's epoch; expiry is judged by
+//! the store's clock.
+
+use std::time::{Duration, SystemTime};
+
+use serde::Serialize;
+
+use crate::clock::{parse_rfc3339, rfc3339};
+use crate::error::{CoreError, CoreResult};
+use crate::names::BranchRef;
+use crate::refs::{Lease, Ref};
+use crate::Scion;
+
+/// How long an at-rest operation (a checkpoint) holds the lease it takes for itself.
+pub const OPERATION_LEASE: Duration = Duration::from_secs(120);
+
+#[derive(Debug, Clone, Serialize)]
+pub struct LeaseInfo {
+    pub branch: String,
+    pub holder: String,
+    pub epoch: u64,
+    pub expires: String,
+    pub live: bool,
+}
+
+/// Whether `lease` is still in force at `now`.
+pub fn is_live(lease: &Lease, now: SystemTime) -> bool {
+    parse_rfc3339(&lease.expires).is_some_and(|t| t > now)
+}
+
+impl Scion {
+    /// Refuse if someone other than this process holds a live lease on `r`.
+    pub(crate) fn check_not_leased(&self, b: &BranchRef, r: &Ref, force: bool) -> CoreResult<()> {
+        if force {
+            return Ok(());
+        }
+        if let Some(l) = &r.lease {
+            if l.holder != self.options.holder && is_live(l, self.store_now()?) {
+                return Err(CoreError::LeaseHeld {
+                    branch: b.to_string(),
+                    holder: l.holder.clone(),
+                    expires: l.expires.clone(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether this process already holds a live lease on `r` (taken before the operation).
+    pub(crate) fn holds_lease(&self, r: &Ref) -> CoreResult<bool> {
+        Ok(match &r.lease {
+            Some(l) => l.holder == self.options.holder && is_live(l, self.store_now()?),
+            None => false,
+        })
+    }
+
+    /// Take (or renew) the lease on `b` for `ttl`. Refused while another holder's lease is
+    /// live. Every acquisition bumps the epoch, fencing any earlier holder.
+    pub fn lease_acquire(&self, b: &BranchRef, ttl: Duration) -> CoreResult<LeaseInfo> {
+        let now = self.store_now()?;
+        let r = self.update_ref(b, |r| {
+            self.check_not_leased(b, r, false)?;
+            r.epoch += 1;
+            r.lease = Some(Lease {
+                holder: self.options.holder.clone(),
+                epoch: r.epoch,
+                expires: rfc3339(now + ttl),
+            });
+            Ok(())
+        })?;
+        let l = r.lease.expect("just set");
+        Ok(LeaseInfo {
+            branch: b.to_string(),
+            holder: l.holder,
+            epoch: l.epoch,
+            expires: l.expires,
+            live: true,
+        })
+    }
+
+    /// Give up the lease on `b`. Another holder's live lease is released only with
+    /// `force` (which fences that holder: its next commit loses its compare-and-swap).
+    pub fn lease_release(&self, b: &BranchRef, force: bool) -> CoreResult<Option<LeaseInfo>> {
+        let mut released = None;
+        self.update_ref(b, |r| {
+            self.check_not_leased(b, r, force)?;
+            released = r.lease.take();
+            Ok(())
+        })?;
+        Ok(released.map(|l| LeaseInfo {
+            branch: b.to_string(),
+            holder: l.holder,
+            epoch: l.epoch,
+            expires: l.expires,
+            live: false,
+        }))
+    }
+
+    /// Every branch that carries a lease, live or expired.
+    pub fn lease_list(&self) -> CoreResult<Vec<LeaseInfo>> {
+        let now = self.store_now()?;
+        let mut out = Vec::new();
+        for db in self.list_databases()? {
+            for (branch, r) in self.list_branches(&db)? {
+                if let Some(l) = r.lease {
+                    out.push(LeaseInfo {
+                        branch: format!("{db}@{branch}"),
+                        live: is_live(&l, now),
+                        holder: l.holder,
+                        epoch: l.epoch,
+                        expires: l.expires,
+                    });
+                }
+            }
+        }
+        Ok(out)
+    }
+}
