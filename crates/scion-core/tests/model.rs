@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use common::*;
 use proptest::prelude::*;
 use rusqlite::Connection;
+use scion_core::ops::lifecycle::MoveOptions;
 use scion_core::{BranchRef, DbName};
 
 #[derive(Debug, Clone)]
@@ -33,6 +34,10 @@ enum Op {
     Checkpoint { branch: usize },
     HoldReader { branch: usize },
     CloseConnections,
+    Rollback { branch: usize, to: usize },
+    Promote { src: usize, onto: usize },
+    Destroy { branch: usize },
+    Gc,
     Verify,
 }
 
@@ -57,6 +62,10 @@ fn op_strategy() -> impl Strategy<Value = Op> {
         3 => (0usize..8).prop_map(|branch| Op::Checkpoint { branch }),
         1 => (0usize..8).prop_map(|branch| Op::HoldReader { branch }),
         1 => Just(Op::CloseConnections),
+        2 => (0usize..8, 0usize..8).prop_map(|(branch, to)| Op::Rollback { branch, to }),
+        1 => (0usize..8, 0usize..8).prop_map(|(src, onto)| Op::Promote { src, onto }),
+        1 => (0usize..8).prop_map(|branch| Op::Destroy { branch }),
+        1 => Just(Op::Gc),
         1 => Just(Op::Verify),
     ]
 }
@@ -128,6 +137,58 @@ struct ModelBranch {
     fork_point: PathBuf,
     checkpoints: Vec<(String, PathBuf)>,
     checked_out: bool,
+    alive: bool,
+}
+
+/// Mirror scion's safety fork `<branch>-<suffix>` (one rolling slot) in the model.
+/// Returns the index of a slot that was replaced (its old checkout is now stale).
+fn keep_safety(
+    branches: &mut Vec<ModelBranch>,
+    i: usize,
+    old: &PathBuf,
+    suffix: &str,
+    new_model: &dyn Fn(&str, &PathBuf) -> ModelBranch,
+) -> Option<usize> {
+    let name = format!("{}-{suffix}", branches[i].scion.branch);
+    match branches
+        .iter()
+        .position(|b| b.scion.branch.as_str() == name)
+    {
+        Some(j) => {
+            let b = &mut branches[j];
+            cp(old, &b.committed);
+            cp(old, &b.working);
+            cp(old, &b.fork_point);
+            b.alive = true;
+            b.checkpoints.clear();
+            Some(j)
+        }
+        None => {
+            let snapshot = old.with_extension(format!("{}.db", super_unique()));
+            cp(old, &snapshot);
+            branches.push(new_model(&name, &snapshot));
+            None
+        }
+    }
+}
+
+/// A replaced safety slot's checkout no longer matches its head: a user would discard it.
+fn refresh_replaced(
+    e: &Env,
+    branches: &mut [ModelBranch],
+    j: usize,
+    conns: &mut HashMap<usize, Connection>,
+    readers: &mut Vec<(usize, Connection)>,
+) {
+    conns.remove(&j);
+    readers.retain(|(b, _)| *b != j);
+    if branches[j].checked_out {
+        e.scion.checkout(&branches[j].scion, true).unwrap();
+    }
+}
+
+fn super_unique() -> u64 {
+    common::unique()
 }
 
 fn cp(from: &PathBuf, to: &PathBuf) {
@@ -156,6 +217,7 @@ fn run(ops: Vec<Op>) {
             fork_point,
             checkpoints: Vec::new(),
             checked_out: false,
+            alive: true,
         }
     };
     let mut branches = vec![new_model("main", &seed_file)];
@@ -165,28 +227,28 @@ fn run(ops: Vec<Op>) {
 
     let verify = |branches: &Vec<ModelBranch>, conns: &HashMap<usize, Connection>| {
         for (i, b) in branches.iter().enumerate() {
-            assert_eq!(
-                e.dump_target(&e.scion, &b.scion.to_string()),
-                dump(&b.committed),
-                "head of {}",
-                b.scion
-            );
-            assert_eq!(
-                e.dump_target(&e.scion, &format!("{}@fork", b.scion)),
-                dump(&b.fork_point),
-                "fork of {}",
-                b.scion
-            );
-            for (name, file) in &b.checkpoints {
-                assert_eq!(
-                    e.dump_target(&e.scion, &format!("{}@{name}", b.scion)),
-                    dump(file),
-                    "{}@{name}",
+            if !b.alive {
+                assert!(
+                    e.scion.read_ref(&b.scion).is_err(),
+                    "{} was destroyed",
                     b.scion
                 );
+                continue;
+            }
+            let head = e.dump_target(&e.scion, &b.scion.to_string());
+            same(&head, &dump(&b.committed), &format!("head of {}", b.scion));
+            let fork = e.dump_target(&e.scion, &format!("{}@fork", b.scion));
+            same(&fork, &dump(&b.fork_point), &format!("fork of {}", b.scion));
+            for (name, file) in &b.checkpoints {
+                let got = e.dump_target(&e.scion, &format!("{}@{name}", b.scion));
+                same(&got, &dump(file), &format!("{}@{name}", b.scion));
             }
             if let Some(c) = conns.get(&i) {
-                assert_eq!(dump_conn(c), dump(&b.working), "checkout of {}", b.scion);
+                same(
+                    &dump_conn(c),
+                    &dump(&b.working),
+                    &format!("checkout of {}", b.scion),
+                );
             }
         }
     };
@@ -194,10 +256,13 @@ fn run(ops: Vec<Op>) {
     for op in ops {
         match op {
             Op::Fork { src, at } => {
-                if branches.len() >= 6 {
+                if branches.iter().filter(|b| b.alive).count() >= 6 {
                     continue;
                 }
                 let src = src % branches.len();
+                if !branches[src].alive {
+                    continue;
+                }
                 let at = at.and_then(|a| {
                     let cps = &branches[src].checkpoints;
                     (!cps.is_empty()).then(|| cps[a % cps.len()].clone())
@@ -219,6 +284,9 @@ fn run(ops: Vec<Op>) {
             }
             Op::Write { branch, w } => {
                 let i = branch % branches.len();
+                if !branches[i].alive {
+                    continue;
+                }
                 if !branches[i].checked_out {
                     let path = e.scion.checkout(&branches[i].scion, false).unwrap().path;
                     branches[i].checked_out = true;
@@ -236,6 +304,9 @@ fn run(ops: Vec<Op>) {
             }
             Op::Checkpoint { branch } => {
                 let i = branch % branches.len();
+                if !branches[i].alive {
+                    continue;
+                }
                 counter += 1;
                 let name = format!("c{counter}");
                 e.scion
@@ -251,7 +322,7 @@ fn run(ops: Vec<Op>) {
             }
             Op::HoldReader { branch } => {
                 let i = branch % branches.len();
-                if branches[i].checked_out {
+                if branches[i].alive && branches[i].checked_out {
                     let c = Connection::open(e.scion.checkout_path(&branches[i].scion)).unwrap();
                     c.execute_batch("BEGIN; SELECT count(*) FROM items;")
                         .unwrap();
@@ -262,6 +333,68 @@ fn run(ops: Vec<Op>) {
                 readers.clear();
                 conns.clear();
             }
+            Op::Rollback { branch, to } => {
+                let i = branch % branches.len();
+                if !branches[i].alive || branches[i].checkpoints.is_empty() {
+                    continue;
+                }
+                let (name, file) =
+                    branches[i].checkpoints[to % branches[i].checkpoints.len()].clone();
+                conns.remove(&i);
+                readers.retain(|(b, _)| *b != i);
+                let force = MoveOptions {
+                    force: true,
+                    ..Default::default()
+                };
+                e.scion
+                    .rollback(&branches[i].scion, &name.parse().unwrap(), &force)
+                    .unwrap();
+                let old = branches[i].committed.clone();
+                if let Some(j) = keep_safety(&mut branches, i, &old, "pre-rollback", &new_model) {
+                    refresh_replaced(&e, &mut branches, j, &mut conns, &mut readers);
+                }
+                let b = &mut branches[i];
+                cp(&file, &b.committed);
+                cp(&file, &b.working);
+            }
+            Op::Promote { src, onto } => {
+                let (s_i, o_i) = (src % branches.len(), onto % branches.len());
+                if s_i == o_i || !branches[s_i].alive || !branches[o_i].alive {
+                    continue;
+                }
+                conns.remove(&o_i);
+                readers.retain(|(b, _)| *b != o_i);
+                let force = MoveOptions {
+                    force: true,
+                    ..Default::default()
+                };
+                e.scion
+                    .promote(&branches[s_i].scion, &branches[o_i].scion.branch, &force)
+                    .unwrap();
+                let old = branches[o_i].committed.clone();
+                if let Some(j) = keep_safety(&mut branches, o_i, &old, "pre-promote", &new_model) {
+                    refresh_replaced(&e, &mut branches, j, &mut conns, &mut readers);
+                }
+                let from = branches[s_i].committed.clone();
+                cp(&from, &branches[o_i].committed);
+                cp(&from, &branches[o_i].working);
+            }
+            Op::Destroy { branch } => {
+                let i = branch % branches.len();
+                if i == 0 || !branches[i].alive {
+                    continue;
+                }
+                conns.remove(&i);
+                readers.retain(|(b, _)| *b != i);
+                e.scion.destroy(&branches[i].scion, true).unwrap();
+                branches[i].alive = false;
+                branches[i].checked_out = false;
+                branches[i].checkpoints.clear();
+            }
+            Op::Gc => {
+                e.scion.gc(std::time::Duration::ZERO).unwrap();
+                verify(&branches, &conns);
+            }
             Op::Verify => verify(&branches, &conns),
         }
     }
@@ -271,10 +404,38 @@ fn run(ops: Vec<Op>) {
     // After every connection closed (SQLite folds the WAL into the file), each checkout
     // still matches its model, and the clean ones are recognised as clean.
     for b in &branches {
-        if b.checked_out {
+        if b.alive && b.checked_out {
             assert_eq!(dump(&e.scion.checkout_path(&b.scion)), dump(&b.working));
         }
     }
+}
+
+/// Equal dumps, or a short report of the first difference (dumps can be long).
+fn same(got: &str, want: &str, what: &str) {
+    if got == want {
+        return;
+    }
+    let (g, w): (Vec<&str>, Vec<&str>) = (got.lines().collect(), want.lines().collect());
+    let i = g
+        .iter()
+        .zip(&w)
+        .position(|(a, b)| a != b)
+        .unwrap_or(g.len().min(w.len()));
+    panic!(
+        "{what}: dumps differ at line {i} (scion {} lines, model {} lines):\n  scion: {:?}\n  model: {:?}",
+        g.len(),
+        w.len(),
+        g.get(i),
+        w.get(i)
+    );
+}
+
+#[test]
+fn fork_then_destroy() {
+    run(vec![
+        Op::Fork { src: 0, at: None },
+        Op::Destroy { branch: 1 },
+    ]);
 }
 
 proptest! {

@@ -258,7 +258,12 @@ fn walk(root: &Path, dir: &str, prefix: &str, out: &mut Vec<ObjectMeta>) -> Stor
         } else {
             format!("{dir}/{name}")
         };
-        let ft = entry.file_type().map_err(|e| StoreError::io(&key, e))?;
+        // An entry deleted between read_dir and here is simply not listed.
+        let ft = match entry.file_type() {
+            Ok(ft) => ft,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(StoreError::io(&key, e)),
+        };
         if ft.is_dir() {
             let child_prefix = format!("{key}/");
             if child_prefix.starts_with(prefix) || prefix.starts_with(&child_prefix) {
@@ -267,7 +272,11 @@ fn walk(root: &Path, dir: &str, prefix: &str, out: &mut Vec<ObjectMeta>) -> Stor
         } else if ft.is_file() && key.starts_with(prefix) {
             // Etag is a content hash; listing does not read content, so it reports the
             // file identity instead. Callers that need a CAS etag use `get` or `head`.
-            let md = entry.metadata().map_err(|e| StoreError::io(&key, e))?;
+            let md = match entry.metadata() {
+                Ok(md) => md,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(StoreError::io(&key, e)),
+            };
             out.push(ObjectMeta {
                 size: md.len(),
                 etag: ETag(String::new()),
