@@ -1,0 +1,128 @@
+//! Real processes racing one branch, and SIGKILL during gc.
+
+mod common;
+
+use std::process::{Child, Stdio};
+use std::time::Duration;
+
+use common::*;
+
+fn spawn(s: &Session, args: &[&str]) -> Child {
+    s.cmd(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn verify_all(s: &Session) {
+    let out = s.ok(&["--json", "branches", "shop"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    for b in v["branches"].as_array().unwrap() {
+        let name = b["branch"].as_str().unwrap();
+        s.ok(&["export", &format!("shop@{name}"), "verify.db", "--force"]);
+    }
+}
+
+#[test]
+fn two_processes_racing_one_branch() {
+    let s = Session::new();
+    seed(&s.path("shop.db"), 3000);
+    s.ok(&["init"]);
+    s.ok(&["create", "shop", "--from", "shop.db"]);
+    s.ok(&["fork", "shop", "y"]);
+    let py = s.ok(&["checkout", "shop@y"]);
+    sqlite(
+        std::path::Path::new(py.trim()),
+        "DELETE FROM items WHERE id > 1000",
+    );
+    s.ok(&["checkpoint", "shop@y", "small"]);
+    let races: [(&[&str], &[&str]); 4] = [
+        (
+            &["rollback", "shop@x", "--to", "c1", "--force"],
+            &["promote", "shop@y", "--onto", "x", "--force"],
+        ),
+        (
+            &["checkpoint", "shop@x", "n"],
+            &["rollback", "shop@x", "--to", "fork", "--force"],
+        ),
+        (
+            &["destroy", "shop@x", "--force"],
+            &["promote", "shop@y", "--onto", "x", "--force"],
+        ),
+        (
+            &["checkpoint", "shop@x", "n"],
+            &["destroy", "shop@x", "--force"],
+        ),
+    ];
+    for (round, (a, b)) in races.iter().cycle().take(12).enumerate() {
+        let _ = s.run(&["destroy", "shop@x", "--force"]);
+        s.ok(&["fork", "shop", "x"]);
+        let px = s.ok(&["checkout", "shop@x"]);
+        let px = std::path::PathBuf::from(px.trim());
+        sqlite(
+            &px,
+            &format!("UPDATE items SET price = {} WHERE id = 1", 5000 + round),
+        );
+        s.ok(&["checkpoint", "shop@x", "c1"]);
+        sqlite(
+            &px,
+            &format!("UPDATE items SET price = {} WHERE id = 2", 6000 + round),
+        );
+        let (ca, cb) = (spawn(&s, a), spawn(&s, b));
+        let (oa, ob) = (
+            ca.wait_with_output().unwrap(),
+            cb.wait_with_output().unwrap(),
+        );
+        let codes = [oa.status.code().unwrap(), ob.status.code().unwrap()];
+        assert!(
+            codes.contains(&0),
+            "round {round} {a:?} vs {b:?}: nobody won: {codes:?}\n{}\n{}",
+            String::from_utf8_lossy(&oa.stderr),
+            String::from_utf8_lossy(&ob.stderr)
+        );
+        for (code, out) in [(codes[0], &oa), (codes[1], &ob)] {
+            // 0 ok, 3 gone (destroyed by the winner), 5 conflict, 6 refused (busy checkout).
+            assert!(
+                [0, 3, 5, 6].contains(&code),
+                "round {round}: exit {code}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        verify_all(&s);
+    }
+}
+
+#[test]
+fn kill_9_during_gc_leaves_a_consistent_store() {
+    let s = Session::new();
+    seed(&s.path("shop.db"), 20_000);
+    s.ok(&["init"]);
+    s.ok(&["create", "shop", "--from", "shop.db"]);
+    for round in 0..6 {
+        // Make garbage: forks with their own commits, then destroyed.
+        for i in 0..4 {
+            let b = format!("g{round}-{i}");
+            s.ok(&["fork", "shop", &b]);
+            let p = s.ok(&["checkout", &format!("shop@{b}")]);
+            sqlite(
+                std::path::Path::new(p.trim()),
+                &format!("UPDATE items SET price = {i} WHERE id % {} = 0", i + 2),
+            );
+            s.ok(&["checkpoint", &format!("shop@{b}"), "c"]);
+            s.ok(&["destroy", &format!("shop@{b}")]);
+        }
+        let mut child = spawn(&s, &["gc", "--grace", "0"]);
+        std::thread::sleep(Duration::from_millis(3 + round * 4));
+        let _ = child.kill();
+        let _ = child.wait();
+        verify_all(&s);
+        s.ok(&["gc", "--grace", "0"]);
+        let v: serde_json::Value = serde_json::from_str(&s.ok(&["--json", "status"])).unwrap();
+        assert_eq!(
+            v["space"]["reclaimable_bytes"], 0,
+            "a full gc after the kill reclaims everything dead"
+        );
+        verify_all(&s);
+    }
+}
