@@ -266,6 +266,26 @@ pub enum Command {
     #[command(subcommand)]
     Bench(BenchCommand),
 
+    /// Rows added, removed and changed per table, and schema changes, between two versions.
+    ///
+    /// Rows are matched by primary key (by rowid where a table has none). Only what the two
+    /// versions do not share is read. With --sql, prints SQL that turns left into right.
+    #[command(
+        after_help = "Examples:\n  scion diff shop shop@try-1\n  scion diff shop@main@v1 shop@try-1 --table items\n  scion diff shop shop@try-1 --sql | sqlite3 copy-of-main.db"
+    )]
+    Diff {
+        /// db[@branch[@checkpoint]]
+        left: String,
+        /// db[@branch[@checkpoint]]
+        right: String,
+        /// Only this table.
+        #[arg(long, value_name = "TABLE")]
+        table: Option<String>,
+        /// Print SQL statements that turn left into right (and nothing else).
+        #[arg(long)]
+        sql: bool,
+    },
+
     /// Write a branch head or checkpoint to a plain SQLite file, atomically.
     #[command(after_help = "Example:\n  scion export shop@try-1@after-migration /tmp/review.db")]
     Export {

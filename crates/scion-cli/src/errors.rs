@@ -51,6 +51,7 @@ fn describe(e: &CoreError) -> Described {
         Protected { .. } => d(Exit::Refused, "protected", Some("protected branches need --force for this".into())),
         LeaseHeld { .. } => d(Exit::Refused, "lease_held", Some("wait for the lease to expire, act as its holder (--holder / SCION_HOLDER), or break it with `scion lease release --force`".into())),
         BeingDestroyed { .. } => d(Exit::NotFound, "being_destroyed", Some("`scion destroy` (or `scion gc`) finishes an interrupted destroy".into())),
+        NoSuchTable { .. } => d(Exit::NotFound, "no_such_table", None),
         InvalidDuration { .. } => d(Exit::InvalidInput, "invalid_duration", Some("durations look like 30s, 10m, 2h, 7d".into())),
         SegmentCollision { .. } => d(Exit::Transient, "segment_collision", Some("retry".into())),
         Store(s) if s.is_retryable() => d(Exit::Transient, "store_transient", Some("retry; the store may be briefly unavailable".into())),

@@ -135,6 +135,40 @@ impl Printer {
         );
     }
 
+    pub fn diff(&self, r: &scion_core::diff::DiffReport) {
+        if self.json {
+            return self.emit(r);
+        }
+        if let Some(sql) = &r.sql {
+            print!("{sql}");
+            return;
+        }
+        println!(
+            "diff {} -> {} ({} differing, {} read)",
+            r.left,
+            r.right,
+            plural(r.pages_differing as u64, "page"),
+            plural(r.pages_read, "page")
+        );
+        if r.schema_changes.is_empty() && r.tables.is_empty() {
+            println!("no differences");
+        }
+        for c in &r.schema_changes {
+            let mark = match c.change.as_str() {
+                "added" => "+",
+                "removed" => "-",
+                _ => "~",
+            };
+            println!("schema {mark} {} {}", c.kind, c.name);
+        }
+        for t in &r.tables {
+            println!(
+                "table {}: {} added, {} removed, {} changed (matched by {})",
+                t.table, t.added, t.removed, t.changed, t.matched_by
+            );
+        }
+    }
+
     pub fn init(&self, s: &Scion) {
         if self.json {
             self.emit(&serde_json::json!({"store": s.location(), "store_id": s.store_id()}));

@@ -285,6 +285,20 @@ pub fn run(cli: Cli) -> Result<()> {
                 serde_json::to_value(&r)?,
             );
         }
+        Command::Diff {
+            left,
+            right,
+            table,
+            sql,
+        } => {
+            let (l, r): (Target, Target) = (left.parse()?, right.parse()?);
+            let s = open(&cli, false)?;
+            let opts = scion_core::diff::DiffOptions {
+                table: table.clone(),
+                sql: *sql,
+            };
+            p.diff(&s.diff(&l, &r, &opts)?);
+        }
         Command::Export { target, out, force } => {
             let t: Target = target.parse()?;
             let s = open(&cli, false)?;

@@ -203,6 +203,16 @@ fn lifecycle_session() {
     let t = transcript(
         &s,
         &[
+            &["diff", "shop", "shop@try"],
+            &[
+                "diff",
+                "shop@try@fork",
+                "shop@try@zeroed",
+                "--table",
+                "items",
+            ],
+            &["diff", "shop", "shop@try@zeroed", "--sql"],
+            &["diff", "shop", "shop@try", "--table", "nope"],
             &["rollback", "shop@try", "--to", "zeroed"],
             &["rollback", "shop@try", "--to", "zeroed", "--force"],
             &["rollback", "shop@try", "--to", "nope"],

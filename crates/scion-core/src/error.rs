@@ -74,6 +74,8 @@ pub enum CoreError {
     },
     #[error("branch {branch} is being destroyed")]
     BeingDestroyed { branch: String },
+    #[error("table {table:?} exists on neither side of the diff")]
+    NoSuchTable { table: String },
     #[error("invalid duration {value:?}: {reason}")]
     InvalidDuration { value: String, reason: String },
     #[error("segment id {id} is already taken in the store; retry the operation")]

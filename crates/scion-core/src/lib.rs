@@ -3,6 +3,7 @@
 
 pub mod checkout;
 pub mod clock;
+pub mod diff;
 mod error;
 pub mod format;
 mod manifest;

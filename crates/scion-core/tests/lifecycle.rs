@@ -9,7 +9,7 @@ use std::time::Duration;
 use common::*;
 use scion_core::ops::lifecycle::MoveOptions;
 use scion_core::{CoreError, DbName, Scion};
-use scion_store::{Backend, CountingBackend, LocalBackend};
+use scion_store::{CountingBackend, LocalBackend};
 
 fn shop(e: &Env, rows: usize) {
     let src = e.path("shop.db");

@@ -1,0 +1,205 @@
+//! `diff`: counts per table, schema changes, SQL that turns left into right (checked by
+//! applying it), and reading only what differs.
+
+mod common;
+
+use common::*;
+use proptest::prelude::*;
+use scion_core::diff::DiffOptions;
+use scion_core::DbName;
+
+fn setup(rows: usize) -> Env {
+    let e = env();
+    let src = e.path("shop.db");
+    seed(&src, rows);
+    exec(&src, "CREATE TABLE tags(name TEXT PRIMARY KEY, weight INTEGER); INSERT INTO tags VALUES ('a', 1), ('b', 2); CREATE TABLE log(msg TEXT); INSERT INTO log VALUES ('x'), ('y');");
+    e.scion
+        .create(&DbName::new("shop").unwrap(), Some(&src))
+        .unwrap();
+    e.scion
+        .fork(&br("shop"), &"t".parse().unwrap(), None)
+        .unwrap();
+    e
+}
+
+fn change_and_checkpoint(e: &Env, sql: &str) {
+    let p = e.scion.checkout(&br("shop@t"), false).unwrap().path;
+    exec(&p, sql);
+    e.scion
+        .checkpoint(&br("shop@t"), &format!("c{}", unique()).parse().unwrap())
+        .unwrap();
+}
+
+/// Apply `diff --sql` to an export of the left side: it must then dump like the right.
+fn sql_round_trip(e: &Env) {
+    let report = e
+        .scion
+        .diff(
+            &"shop".parse().unwrap(),
+            &"shop@t".parse().unwrap(),
+            &DiffOptions {
+                table: None,
+                sql: true,
+            },
+        )
+        .unwrap();
+    let left = e.path(&format!("left-{}.db", unique()));
+    e.scion
+        .export(&"shop".parse().unwrap(), &left, false)
+        .unwrap();
+    exec(&left, report.sql.as_deref().unwrap());
+    assert_eq!(
+        dump(&left),
+        e.dump_target(&e.scion, "shop@t"),
+        "SQL:\n{}",
+        report.sql.unwrap()
+    );
+}
+
+#[test]
+fn counts_by_primary_key_and_rowid() {
+    let e = setup(3000);
+    change_and_checkpoint(
+        &e,
+        "UPDATE items SET price = -1 WHERE id IN (10, 2000); DELETE FROM items WHERE id = 11;
+         INSERT INTO items(name, price) VALUES ('new', 1);
+         UPDATE tags SET weight = 5 WHERE name = 'a'; INSERT INTO tags VALUES ('c', 3);
+         DELETE FROM log WHERE msg = 'x'; CREATE INDEX items_by_name ON items(name);",
+    );
+    let r = e
+        .scion
+        .diff(
+            &"shop".parse().unwrap(),
+            &"shop@t".parse().unwrap(),
+            &DiffOptions::default(),
+        )
+        .unwrap();
+    let t = |name: &str| r.tables.iter().find(|t| t.table == name).unwrap().clone();
+    let items = t("items");
+    assert_eq!((items.added, items.removed, items.changed), (1, 1, 2));
+    assert_eq!(items.matched_by, "primary key (id)");
+    let tags = t("tags");
+    assert_eq!((tags.added, tags.removed, tags.changed), (1, 0, 1));
+    assert_eq!(tags.matched_by, "primary key (name)");
+    let log = t("log");
+    assert_eq!((log.added, log.removed, log.changed), (0, 1, 0));
+    assert!(log.matched_by.starts_with("rowid"));
+    assert_eq!(r.schema_changes.len(), 1);
+    assert_eq!(r.schema_changes[0].name, "items_by_name");
+    sql_round_trip(&e);
+    let only = e
+        .scion
+        .diff(
+            &"shop".parse().unwrap(),
+            &"shop@t".parse().unwrap(),
+            &DiffOptions {
+                table: Some("tags".into()),
+                sql: false,
+            },
+        )
+        .unwrap();
+    assert_eq!(only.tables.len(), 1);
+}
+
+#[test]
+fn a_diff_of_a_few_changed_pages_reads_a_few_pages() {
+    let e = setup(60_000);
+    change_and_checkpoint(
+        &e,
+        "UPDATE items SET price = -1 WHERE id IN (7, 20000, 45000);",
+    );
+    let r = e
+        .scion
+        .diff(
+            &"shop".parse().unwrap(),
+            &"shop@t".parse().unwrap(),
+            &DiffOptions::default(),
+        )
+        .unwrap();
+    let pages = e.scion.read_ref(&br("shop")).unwrap().0.page_count as u64;
+    assert_eq!(r.tables[0].changed, 3);
+    assert!(r.pages_differing <= 4, "{} pages differ", r.pages_differing);
+    // The schema, the b-tree interior pages, and the changed leaves on each side.
+    assert!(
+        r.pages_read * 20 < pages,
+        "read {} of {pages} pages",
+        r.pages_read
+    );
+}
+
+#[test]
+fn identical_versions_differ_in_nothing_and_read_only_the_schema() {
+    let e = setup(5000);
+    let r = e
+        .scion
+        .diff(
+            &"shop".parse().unwrap(),
+            &"shop@t".parse().unwrap(),
+            &DiffOptions::default(),
+        )
+        .unwrap();
+    assert_eq!(r.pages_differing, 0);
+    assert!(r.tables.is_empty() && r.schema_changes.is_empty());
+    assert!(r.pages_read <= 2, "{}", r.pages_read);
+}
+
+#[derive(Debug, Clone)]
+enum Change {
+    Update(u16, i64),
+    Delete(u16),
+    Insert(String),
+    Tag(String, i64),
+    Untag(u8),
+    Blob(u16, usize),
+    AddTable,
+    DropLog,
+    Vacuum,
+}
+
+fn change() -> impl Strategy<Value = Change> {
+    prop_oneof![
+        (0u16..3000, any::<i64>()).prop_map(|(i, v)| Change::Update(i, v)),
+        (0u16..3000).prop_map(Change::Delete),
+        "[a-z' ]{0,40}".prop_map(Change::Insert),
+        ("[a-z]{1,3}", any::<i64>()).prop_map(|(n, w)| Change::Tag(n, w)),
+        (0u8..3).prop_map(Change::Untag),
+        (0u16..3000, 0usize..20_000).prop_map(|(i, n)| Change::Blob(i, n)),
+        Just(Change::AddTable),
+        Just(Change::DropLog),
+        Just(Change::Vacuum),
+    ]
+}
+
+fn sql_of(c: &Change) -> String {
+    match c {
+        Change::Update(i, v) => format!("UPDATE items SET price = {v} WHERE id = {i};"),
+        Change::Delete(i) => format!("DELETE FROM items WHERE id = {i};"),
+        Change::Insert(s) => format!(
+            "INSERT INTO items(name, price) VALUES ('{}', 0.5);",
+            s.replace('\'', "''")
+        ),
+        Change::Tag(n, w) => format!("INSERT OR REPLACE INTO tags VALUES ('{n}', {w});"),
+        Change::Untag(i) => format!(
+            "DELETE FROM tags WHERE name = '{}';",
+            ["a", "b", "c"][*i as usize]
+        ),
+        Change::Blob(i, n) => format!("UPDATE items SET name = zeroblob({n}) WHERE id = {i};"),
+        Change::AddTable => {
+            "CREATE TABLE IF NOT EXISTS more(x, y); INSERT INTO more VALUES (1, 'one');".into()
+        }
+        Change::DropLog => "DROP TABLE IF EXISTS log;".into(),
+        Change::Vacuum => "VACUUM;".into(),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    #[test]
+    fn diff_sql_turns_left_into_right(changes in proptest::collection::vec(change(), 1..8)) {
+        let e = setup(3000);
+        let sql: String = changes.iter().map(sql_of).collect::<Vec<_>>().join("\n");
+        change_and_checkpoint(&e, &sql);
+        sql_round_trip(&e);
+    }
+}
