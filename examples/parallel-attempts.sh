@@ -53,6 +53,12 @@ for attempt in add-index add-total-column drop-and-rebuild; do
 done
 
 echo
+echo "== what each attempt changed, against main"
+for attempt in add-index add-total-column drop-and-rebuild; do
+  scion diff shop "shop@$attempt"
+done
+
+echo
 echo "== compare: every attempt must keep all 20,000 orders and their total"
 expected=$(sql "$(scion checkout shop)" "SELECT count(*), sum(amount_cents) FROM orders")
 echo "main:              $expected"
@@ -69,8 +75,14 @@ for attempt in add-index add-total-column drop-and-rebuild; do
 done
 
 echo
-echo "== keep the winner ($winner): export it as a plain SQLite file"
-scion export "shop@$winner@migrated" shop-migrated.db
+echo "== keep the winner ($winner): promote it onto main, destroy the other attempts"
+scion promote "shop@$winner" --onto main --force
+for attempt in add-index add-total-column drop-and-rebuild; do
+  [ "$attempt" = "$winner" ] || scion destroy "shop@$attempt"
+done
+scion gc --grace 0
+scion export shop shop-migrated.db
 scion status
 echo
-echo "Done. The store is $(pwd)/.scion; try: sqlite3 \"\$(scion --store $(pwd)/.scion checkout shop@$winner)\""
+echo "Done. The store is $(pwd)/.scion; main holds the winning migration, and the old main"
+echo "is kept for 24 h as shop@main-pre-promote. Try: sqlite3 \"\$(scion --store $(pwd)/.scion checkout shop)\""

@@ -122,7 +122,7 @@ fn checkpoint_stopped_after_each_write() {
     let (f, s) = faulty(&e, FaultPlan::None);
     s.checkpoint(&br("shop"), &"v1".parse().unwrap()).unwrap();
     let writes = f.writes_attempted();
-    assert_eq!(writes, 3, "segment, ref, checkpoint object");
+    assert_eq!(writes, 4, "lease, segment, ref, checkpoint object");
     for plan in plans(writes) {
         let (e, old, new) = setup();
         let (_, s) = faulty(&e, plan);

@@ -216,10 +216,10 @@ fn invariant_10_cost_follows_change_not_size() {
     let after = c.counts();
     assert!(report.committed);
     assert!(report.pages_changed <= 2, "{report:?}");
-    // Segment + ref + checkpoint object.
-    assert_eq!(after.puts - before.puts, 3);
+    // Lease on the ref, segment, ref (head moved, lease released), checkpoint object.
+    assert_eq!(after.puts - before.puts, 4);
     assert!(
-        after.bytes_written - before.bytes_written < 2048,
+        after.bytes_written - before.bytes_written < 3072,
         "{}",
         after.bytes_written - before.bytes_written
     );

@@ -29,6 +29,21 @@ pub fn is_live(lease: &Lease, now: SystemTime) -> bool {
     parse_rfc3339(&lease.expires).is_some_and(|t| t > now)
 }
 
+/// A holder named `host/pid` (the default) whose process no longer exists on this host
+/// holds nothing: a killed command must not block its branch until the lease expires.
+/// Any other holder name (set with `--holder`) is trusted until expiry.
+fn holder_is_dead(holder: &str) -> bool {
+    let Some((host, pid)) = holder.rsplit_once('/') else {
+        return false;
+    };
+    let Ok(pid) = pid.parse::<u32>() else {
+        return false;
+    };
+    let this_host = crate::scion::default_holder();
+    let this_host = this_host.rsplit_once('/').map(|(h, _)| h).unwrap_or("");
+    host == this_host && !std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
+
 impl Scion {
     /// Refuse if someone other than this process holds a live lease on `r`.
     pub(crate) fn check_not_leased(&self, b: &BranchRef, r: &Ref, force: bool) -> CoreResult<()> {
@@ -36,7 +51,10 @@ impl Scion {
             return Ok(());
         }
         if let Some(l) = &r.lease {
-            if l.holder != self.options.holder && is_live(l, self.store_now()?) {
+            if l.holder != self.options.holder
+                && is_live(l, self.store_now()?)
+                && !holder_is_dead(&l.holder)
+            {
                 return Err(CoreError::LeaseHeld {
                     branch: b.to_string(),
                     holder: l.holder.clone(),
@@ -106,7 +124,7 @@ impl Scion {
                 if let Some(l) = r.lease {
                     out.push(LeaseInfo {
                         branch: format!("{db}@{branch}"),
-                        live: is_live(&l, now),
+                        live: is_live(&l, now) && !holder_is_dead(&l.holder),
                         holder: l.holder,
                         epoch: l.epoch,
                         expires: l.expires,
