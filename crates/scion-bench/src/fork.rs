@@ -57,6 +57,26 @@ pub struct ForkAtSize {
     pub bytes_per_fork: u64,
     pub objects_for_100_forks: u64,
     pub bytes_for_100_forks: u64,
+    pub rollback: MoveCost,
+    pub promote: MoveCost,
+}
+
+/// What one rollback or promote costs: time, and objects and bytes written to the store.
+#[derive(Debug, Clone, Serialize)]
+pub struct MoveCost {
+    pub time: Summary,
+    pub objects: u64,
+    pub bytes: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DiffCost {
+    pub size_mib: u64,
+    pub pages_differing: usize,
+    pub pages_read: u64,
+    pub page_count: u32,
+    pub rows_changed: usize,
+    pub time: Summary,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -105,6 +125,7 @@ pub struct ForkBenchReport {
     pub dirty_checkpoint: DirtyCheckpoint,
     pub materialize: Materialize,
     pub recheckout_clean: Summary,
+    pub diff: DiffCost,
 }
 
 struct Bed {
@@ -195,6 +216,34 @@ pub fn run(opts: &ForkBenchOptions, progress: Progress<'_>) -> BenchResult<ForkB
         let fork_at_checkpoint = measure(opts.runs, |i| {
             b.scion.fork(&main, &format!("cp-{i}").parse()?, Some(&c0))
         })?;
+        // Rollback and promote: pointer moves, each with its safety fork.
+        let rb = br("db@rb")?;
+        b.scion.fork(&main, &"rb".parse()?, None)?;
+        b.scion.fork(&main, &"target".parse()?, None)?;
+        let count = |f: &mut dyn FnMut() -> BenchResult<()>| -> BenchResult<(u64, u64)> {
+            let before = b.counter.counts();
+            f()?;
+            let after = b.counter.counts();
+            Ok((
+                after.puts - before.puts,
+                after.bytes_written - before.bytes_written,
+            ))
+        };
+        let opts_move = scion_core::ops::lifecycle::MoveOptions::default();
+        let (rb_objects, rb_bytes) = count(&mut || {
+            b.scion.rollback(&rb, &"fork".parse()?, &opts_move)?;
+            Ok(())
+        })?;
+        let rollback_time = measure(opts.runs, |_| {
+            b.scion.rollback(&rb, &"fork".parse()?, &opts_move)
+        })?;
+        let (pr_objects, pr_bytes) = count(&mut || {
+            b.scion.promote(&rb, &"target".parse()?, &opts_move)?;
+            Ok(())
+        })?;
+        let promote_time = measure(opts.runs, |_| {
+            b.scion.promote(&rb, &"target".parse()?, &opts_move)
+        })?;
         forks.push(ForkAtSize {
             size_mib: mib,
             db_bytes: b.db_bytes,
@@ -204,6 +253,16 @@ pub fn run(opts: &ForkBenchOptions, progress: Progress<'_>) -> BenchResult<ForkB
             bytes_per_fork: one.bytes_written - before.bytes_written,
             objects_for_100_forks: many.puts - one.puts,
             bytes_for_100_forks: many.bytes_written - one.bytes_written,
+            rollback: MoveCost {
+                time: rollback_time,
+                objects: rb_objects,
+                bytes: rb_bytes,
+            },
+            promote: MoveCost {
+                time: promote_time,
+                objects: pr_objects,
+                bytes: pr_bytes,
+            },
         });
         if mib == opts.commit_size_mib {
             commit_bed = Some(b);
@@ -358,6 +417,34 @@ pub fn run(opts: &ForkBenchOptions, progress: Progress<'_>) -> BenchResult<ForkB
         scion: scion_m,
         cp: cp_m,
     };
+    // A diff of two versions a few pages apart, at the largest size.
+    progress(&format!(
+        "diff of two versions about 10 pages apart at {big_mib} MiB"
+    ));
+    big.scion.fork(&main, &"d".parse()?, None)?;
+    let d = br("db@d")?;
+    let d_path = big.scion.checkout(&d, false)?.path;
+    {
+        let c = Connection::open(&d_path)?;
+        for k in 0..10u64 {
+            c.execute(
+                "UPDATE orders SET status = 'audited' WHERE id = ?1",
+                [(1 + k * (big_rows / 10)) as i64],
+            )?;
+        }
+    }
+    big.scion.checkpoint(&d, &"audited".parse()?)?;
+    let (l, r): (scion_core::Target, scion_core::Target) = ("db".parse()?, "db@d".parse()?);
+    let report = big.scion.diff(&l, &r, &Default::default())?;
+    let time = measure(opts.runs, |_| big.scion.diff(&l, &r, &Default::default()))?;
+    let diff = DiffCost {
+        size_mib: big_mib,
+        pages_differing: report.pages_differing,
+        pages_read: report.pages_read,
+        page_count: big.scion.read_ref(&main)?.0.page_count,
+        rows_changed: report.tables.iter().map(|t| t.changed).sum(),
+        time,
+    };
     for b in [largest, Some(commit_bed)].into_iter().flatten() {
         let _ = std::fs::remove_dir_all(&b.dir);
     }
@@ -370,5 +457,6 @@ pub fn run(opts: &ForkBenchOptions, progress: Progress<'_>) -> BenchResult<ForkB
         dirty_checkpoint,
         materialize,
         recheckout_clean,
+        diff,
     })
 }

@@ -342,6 +342,19 @@ impl Printer {
             "  fork time, largest over smallest: {:.2}x (budget <= 1.5x)",
             r.fork_time_ratio
         );
+        println!("\nrollback and promote (each keeps a safety fork; budget <= 2 objects, <= 1 KiB, flat in size)");
+        for f in &r.forks {
+            println!(
+                "  {:>9}  rollback {:.3} ms, {} obj {} B   promote {:.3} ms, {} obj {} B",
+                format!("{} MiB", f.size_mib),
+                f.rollback.time.median_ms,
+                f.rollback.objects,
+                f.rollback.bytes,
+                f.promote.time.median_ms,
+                f.promote.objects,
+                f.promote.bytes
+            );
+        }
         let c = &r.commit_cost;
         println!(
             "\nsingle-row commits at {} MiB ({} commits): {:.0} B added to the store per commit (max {} B; segment {:.0} B, checkpoint object {} B), {:.1} pages changed (budget <= 1536 B)",
@@ -365,6 +378,11 @@ impl Printer {
         println!(
             "re-checkout of a clean checkout: {:.3} ms median (budget <= 1 ms)",
             r.recheckout_clean.median_ms
+        );
+        let d = &r.diff;
+        println!(
+            "diff at {} MiB of two versions {} pages apart ({} rows changed): {} of {} pages read, {:.1} ms median",
+            d.size_mib, d.pages_differing, d.rows_changed, d.pages_read, d.page_count, d.time.median_ms
         );
     }
 

@@ -290,13 +290,12 @@ impl Scion {
                 name: name.to_string(),
             });
         }
-        match self.backend.head(&checkpoint_key(b, name)) {
-            Ok(_) => Err(CoreError::CheckpointExists {
+        if self.backend.exists(&checkpoint_key(b, name))? {
+            return Err(CoreError::CheckpointExists {
                 checkpoint: format!("{b}@{name}"),
-            }),
-            Err(StoreError::NotFound { .. }) => Ok(()),
-            Err(e) => Err(e.into()),
+            });
         }
+        Ok(())
     }
 
     pub fn list_databases(&self) -> CoreResult<Vec<DbName>> {

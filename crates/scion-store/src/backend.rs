@@ -48,6 +48,15 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
 
     fn head(&self, key: &str) -> StoreResult<ObjectMeta>;
 
+    /// Whether an object exists; cheaper than `head` where the etag costs a read.
+    fn exists(&self, key: &str) -> StoreResult<bool> {
+        match self.head(key) {
+            Ok(_) => Ok(true),
+            Err(crate::StoreError::NotFound { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
     fn put(&self, key: &str, data: &[u8], mode: PutMode) -> StoreResult<ETag>;
 
     /// Every object whose key starts with `prefix`, sorted by key.
@@ -77,6 +86,9 @@ impl<B: Backend + ?Sized> Backend for std::sync::Arc<B> {
     }
     fn head(&self, key: &str) -> StoreResult<ObjectMeta> {
         (**self).head(key)
+    }
+    fn exists(&self, key: &str) -> StoreResult<bool> {
+        (**self).exists(key)
     }
     fn put(&self, key: &str, data: &[u8], mode: PutMode) -> StoreResult<ETag> {
         (**self).put(key, data, mode)

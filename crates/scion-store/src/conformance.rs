@@ -21,6 +21,15 @@ pub fn round_trip(b: Arc<dyn Backend>) {
     assert_eq!(b.get("big").unwrap().0, big);
 }
 
+pub fn existence(b: Arc<dyn Backend>) {
+    assert!(!b.exists("e/x").unwrap());
+    b.put("e/x", b"1", PutMode::Create).unwrap();
+    assert!(b.exists("e/x").unwrap());
+    assert!(!b.exists("e").unwrap(), "a prefix is not an object");
+    b.delete("e/x").unwrap();
+    assert!(!b.exists("e/x").unwrap());
+}
+
 pub fn missing_objects(b: Arc<dyn Backend>) {
     assert!(matches!(b.get("nope"), Err(StoreError::NotFound { .. })));
     assert!(matches!(b.head("nope"), Err(StoreError::NotFound { .. })));
@@ -224,7 +233,7 @@ pub fn create_race(b: Arc<dyn Backend>) {
 macro_rules! conformance_tests {
     ($factory:expr) => {
         $crate::conformance_tests!(@each $factory;
-            round_trip, missing_objects, create_only_refuses_existing, compare_and_swap,
+            round_trip, existence, missing_objects, create_only_refuses_existing, compare_and_swap,
             compare_and_swap_on_missing_key, overwrite, list_ordering_and_prefixes,
             delete_is_idempotent, conditional_delete, ranged_reads, invalid_keys_refused,
             compare_and_swap_race, create_race);

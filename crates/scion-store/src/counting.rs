@@ -89,6 +89,10 @@ impl Backend for CountingBackend {
         bump(&self.heads, 1);
         self.inner.head(key)
     }
+    fn exists(&self, key: &str) -> StoreResult<bool> {
+        bump(&self.heads, 1);
+        self.inner.exists(key)
+    }
     fn put(&self, key: &str, data: &[u8], mode: PutMode) -> StoreResult<ETag> {
         bump(&self.puts, 1);
         bump(&self.bytes_written, data.len() as u64);

@@ -93,6 +93,10 @@ impl Backend for FaultyBackend {
         self.check_read(key)?;
         self.inner.head(key)
     }
+    fn exists(&self, key: &str) -> StoreResult<bool> {
+        self.check_read(key)?;
+        self.inner.exists(key)
+    }
     fn put(&self, key: &str, data: &[u8], mode: PutMode) -> StoreResult<ETag> {
         self.before_write(key)?;
         self.inner.put(key, data, mode)

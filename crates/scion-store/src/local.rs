@@ -168,6 +168,15 @@ impl Backend for LocalBackend {
         meta_of(key, &self.path(key), etag)
     }
 
+    fn exists(&self, key: &str) -> StoreResult<bool> {
+        validate_key(key)?;
+        match fs::metadata(self.path(key)) {
+            Ok(m) => Ok(m.is_file()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(StoreError::io(key, e)),
+        }
+    }
+
     fn put(&self, key: &str, data: &[u8], mode: PutMode) -> StoreResult<ETag> {
         validate_key(key)?;
         match mode {

@@ -80,9 +80,7 @@ impl Scion {
             Ok(_) => {
                 // A GC that found the version unreachable (its source destroyed meanwhile)
                 // may have swept it: never leave a branch pointing at deleted data.
-                if let Err(StoreError::NotFound { .. }) =
-                    self.backend.head(&version.root.segment.key())
-                {
+                if !self.backend.exists(&version.root.segment.key())? {
                     let _ = self.backend.delete(&ref_key(&new_ref));
                     return Err(CoreError::Conflict {
                         branch: new_ref.to_string(),
