@@ -68,6 +68,14 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// Remove an object only if it is still in the state `etag` names.
     fn delete_if(&self, key: &str, etag: &ETag) -> StoreResult<()>;
 
+    /// Remove many objects (missing ones are fine); batched where the store can.
+    fn delete_many(&self, keys: &[String]) -> StoreResult<()> {
+        for k in keys {
+            self.delete(k)?;
+        }
+        Ok(())
+    }
+
     /// A short human description ("local directory /x", "memory").
     fn describe(&self) -> String;
 
@@ -101,6 +109,9 @@ impl<B: Backend + ?Sized> Backend for std::sync::Arc<B> {
     }
     fn delete_if(&self, key: &str, etag: &ETag) -> StoreResult<()> {
         (**self).delete_if(key, etag)
+    }
+    fn delete_many(&self, keys: &[String]) -> StoreResult<()> {
+        (**self).delete_many(keys)
     }
     fn describe(&self) -> String {
         (**self).describe()

@@ -110,6 +110,10 @@ impl Backend for CountingBackend {
         bump(&self.deletes, 1);
         self.inner.delete_if(key, etag)
     }
+    fn delete_many(&self, keys: &[String]) -> StoreResult<()> {
+        bump(&self.deletes, 1);
+        self.inner.delete_many(keys)
+    }
     fn describe(&self) -> String {
         self.inner.describe()
     }

@@ -113,6 +113,10 @@ impl Backend for FaultyBackend {
         self.before_write(key)?;
         self.inner.delete_if(key, etag)
     }
+    fn delete_many(&self, keys: &[String]) -> StoreResult<()> {
+        self.before_write("(batch delete)")?;
+        self.inner.delete_many(keys)
+    }
     fn describe(&self) -> String {
         format!("faulty({:?}) {}", self.plan, self.inner.describe())
     }

@@ -12,6 +12,9 @@ pub mod fault;
 mod key;
 pub mod local;
 pub mod memory;
+mod probe;
+#[cfg(feature = "s3")]
+pub mod s3;
 
 #[cfg(feature = "conformance")]
 pub mod conformance;
@@ -23,3 +26,6 @@ pub use fault::{FaultPlan, FaultyBackend};
 pub use key::validate_key;
 pub use local::LocalBackend;
 pub use memory::MemoryBackend;
+pub use probe::probe_conditional_writes;
+#[cfg(feature = "s3")]
+pub use s3::{S3Backend, S3Config, S3Location};
