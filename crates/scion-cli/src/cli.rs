@@ -25,13 +25,19 @@ Example session:
     propagate_version = true
 )]
 pub struct Cli {
-    /// Store location: a directory path (or file:///abs/path).
+    /// Store location: a directory path (or file:///abs/path), or s3://bucket/prefix
+    /// (configured by SCION_S3_ENDPOINT, SCION_S3_REGION, SCION_S3_PATH_STYLE and the usual
+    /// AWS_* credentials; checkouts go to SCION_CHECKOUTS or the user's cache directory).
     #[arg(long, global = true, env = "SCION_STORE", default_value = ".scion")]
     pub store: String,
 
     /// Print results as JSON on stdout (errors as JSON on stderr).
     #[arg(long, global = true)]
     pub json: bool,
+
+    /// Print how many store requests the command made, and the bytes moved, to stderr.
+    #[arg(long, global = true)]
+    pub stats: bool,
 
     /// Who this process is for leases (default: host/pid). Set it to act as the holder of
     /// a lease taken with `scion lease acquire`.

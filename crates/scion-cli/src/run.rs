@@ -7,7 +7,9 @@ use anyhow::{bail, Context, Result};
 use scion_core::{
     BranchName, BranchRef, CheckpointName, ClonePolicy, DbName, Scion, ScionOptions, Target,
 };
-use scion_store::LocalBackend;
+use scion_store::{
+    Backend, CountingBackend, LocalBackend, S3Backend, S3Config, S3Location, SegmentCache,
+};
 
 use crate::cli::{BenchCommand, CheckpointAction, Cli, Command, LeaseCommand};
 use crate::output::Printer;
@@ -15,48 +17,179 @@ use scion_core::clock::parse_duration;
 use scion_core::ops::lifecycle::MoveOptions;
 
 /// Resolve a store spec to a local directory.
+/// Where a store lives, from `--store` / `SCION_STORE`.
+enum StoreSpec {
+    Local(PathBuf),
+    S3(S3Location),
+}
+
 /// Relative paths are made absolute so that printed checkout paths work from anywhere.
-fn store_dir(spec: &str) -> Result<PathBuf> {
+fn parse_spec(spec: &str) -> Result<StoreSpec> {
+    if spec.starts_with("s3://") {
+        return S3Location::parse(spec).map(StoreSpec::S3).ok_or_else(|| {
+            anyhow::anyhow!("invalid S3 store {spec:?}: expected s3://bucket[/prefix]")
+        });
+    }
     let path = if let Some(rest) = spec.strip_prefix("file://") {
         PathBuf::from(rest)
     } else if spec.contains("://") {
-        bail!("unsupported store {spec:?}: this scion supports local directories (a path or file:///path)");
+        bail!(
+            "unsupported store {spec:?}: use a directory path, file:///path or s3://bucket/prefix"
+        );
     } else {
         PathBuf::from(spec)
     };
-    std::path::absolute(&path).with_context(|| format!("resolving store path {spec:?}"))
+    Ok(StoreSpec::Local(std::path::absolute(&path).with_context(
+        || format!("resolving store path {spec:?}"),
+    )?))
 }
 
-fn open(cli: &Cli, init: bool) -> Result<Scion> {
-    let dir = store_dir(&cli.store)?;
+/// The local cache directory of a remote store: `SCION_CHECKOUTS`, or the user's cache
+/// directory keyed by the store's identity.
+fn remote_cache_dir(identity: &str) -> Result<PathBuf> {
+    if let Ok(dir) = std::env::var("SCION_CHECKOUTS") {
+        if !dir.is_empty() {
+            return Ok(std::path::absolute(dir)?);
+        }
+    }
+    let base = std::env::var("XDG_CACHE_HOME")
+        .ok()
+        .filter(|s| !s.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var("HOME")
+                .ok()
+                .map(|h| PathBuf::from(h).join(".cache"))
+        })
+        .ok_or_else(|| anyhow::anyhow!("no cache directory: set SCION_CHECKOUTS"))?;
+    // FNV-1a: stable across builds, so the cache survives upgrades.
+    let hash = identity.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
+    });
+    Ok(base
+        .join("scion")
+        .join(format!("{hash:016x}"))
+        .join("checkouts"))
+}
+
+const PROBE_VALID: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// The clock offset of a probe this machine ran against the store in the last hour.
+fn recent_probe(path: &std::path::Path) -> Option<i64> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(v["probed_at_unix"].as_u64()?);
+    let age = std::time::SystemTime::now().duration_since(at).ok()?;
+    (age < PROBE_VALID)
+        .then(|| v["clock_offset_ms"].as_i64())
+        .flatten()
+}
+
+fn remember_probe(path: &std::path::Path, offset: i64) {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let body = serde_json::json!({"probed_at_unix": now, "clock_offset_ms": offset}).to_string();
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    let _ = std::fs::write(path, body);
+}
+
+/// The opened store and the request counter around it (for `--stats`).
+struct Opened {
+    scion: Scion,
+    counter: Arc<CountingBackend>,
+}
+
+fn open_store(cli: &Cli, init: bool) -> Result<Opened> {
     let policy: ClonePolicy = cli.clone.parse().map_err(anyhow::Error::msg)?;
-    let mut options = ScionOptions::new(dir.join("checkouts"), policy);
+    // The counter sits right on the store, so --stats counts real requests (a segment
+    // served from the local cache is not one).
+    let (backend, counter, location, checkouts): (
+        Arc<dyn Backend>,
+        Arc<CountingBackend>,
+        String,
+        PathBuf,
+    ) = match parse_spec(&cli.store)? {
+        StoreSpec::Local(dir) => {
+            let location = dir.display().to_string();
+            if !init && !dir.join(scion_core::MANIFEST_KEY).exists() {
+                return Err(scion_core::CoreError::NotInitialized { location }.into());
+            }
+            let b =
+                LocalBackend::open(&dir).with_context(|| format!("opening store {location}"))?;
+            let counter = Arc::new(CountingBackend::new(Arc::new(b)));
+            (counter.clone(), counter, location, dir.join("checkouts"))
+        }
+        StoreSpec::S3(loc) => {
+            let location = format!("s3://{}/{}", loc.bucket, loc.prefix);
+            let s3 = Arc::new(
+                S3Backend::connect(loc, &S3Config::from_env())
+                    .with_context(|| format!("connecting to {location}"))?,
+            );
+            let counter = Arc::new(CountingBackend::new(s3.clone()));
+            let checkouts = remote_cache_dir(&s3.identity())?;
+            // Refuse a store that does not enforce conditional writes, and learn its
+            // clock. The proof is remembered for an hour per store in the local cache.
+            let proof = checkouts.join(".probe.json");
+            match recent_probe(&proof) {
+                Some(offset) => s3.set_clock_offset_ms(offset),
+                None => {
+                    scion_store::probe::probe_with(counter.as_ref(), |key| s3.learn_clock(key))
+                        .with_context(|| format!("attaching to {location}"))?;
+                    remember_probe(&proof, s3.clock_offset_ms());
+                }
+            }
+            let cached =
+                SegmentCache::new(counter.clone(), checkouts.join(".segments"), "segments/")?;
+            (Arc::new(cached), counter, location, checkouts)
+        }
+    };
+    let mut options = ScionOptions::new(checkouts, policy);
     if let Some(h) = &cli.holder {
         options.holder = h.clone();
     }
-    let location = dir.display().to_string();
-    if !init && !dir.join(scion_core::MANIFEST_KEY).exists() {
-        return Err(scion_core::CoreError::NotInitialized { location }.into());
-    }
-    let backend =
-        Arc::new(LocalBackend::open(&dir).with_context(|| format!("opening store {location}"))?);
-    Ok(if init {
+    let scion = if init {
         Scion::init(backend, &location, options)?
     } else {
         Scion::open(backend, &location, options)?
-    })
+    };
+    Ok(Opened { scion, counter })
 }
 
 pub fn run(cli: Cli) -> Result<()> {
+    let counter: std::cell::RefCell<Option<Arc<CountingBackend>>> = Default::default();
+    let open = |cli: &Cli, init: bool| -> Result<Scion> {
+        let o = open_store(cli, init)?;
+        *counter.borrow_mut() = Some(o.counter);
+        Ok(o.scion)
+    };
+    let result = run_command(&cli, &open);
+    if cli.stats {
+        if let Some(c) = counter.borrow().as_ref() {
+            let n = c.counts();
+            eprintln!(
+                "store requests: {} ({} get, {} ranged get, {} head, {} put, {} list, {} delete); {} read, {} written",
+                n.requests(), n.gets, n.ranged_gets, n.heads, n.puts, n.lists, n.deletes,
+                crate::output::bytes(n.bytes_read), crate::output::bytes(n.bytes_written)
+            );
+        }
+    }
+    result
+}
+
+fn run_command(cli: &Cli, open: &dyn Fn(&Cli, bool) -> Result<Scion>) -> Result<()> {
     let p = Printer { json: cli.json };
     match &cli.command {
         Command::Init => {
-            let s = open(&cli, true)?;
+            let s = open(cli, true)?;
             p.init(&s);
         }
         Command::Create { db, from } => {
             let db = DbName::new(db)?;
-            let s = open(&cli, false)?;
+            let s = open(cli, false)?;
             p.create(&s.create(&db, from.as_deref())?);
         }
         Command::Checkout {
@@ -64,7 +197,7 @@ pub fn run(cli: Cli) -> Result<()> {
             force,
             read_only,
         } => {
-            let s = open(&cli, false)?;
+            let s = open(cli, false)?;
             if *read_only {
                 let t: Target = target.parse()?;
                 p.checkout(&s.checkout_read_only(&t)?);
@@ -75,7 +208,7 @@ pub fn run(cli: Cli) -> Result<()> {
         }
         Command::Path { target } => {
             let b: BranchRef = target.parse()?;
-            let s = open(&cli, false)?;
+            let s = open(cli, false)?;
             s.read_ref(&b)?;
             p.path(&b, &s.checkout_path(&b));
         }
@@ -85,7 +218,7 @@ pub fn run(cli: Cli) -> Result<()> {
         } => {
             let b: BranchRef = target.parse()?;
             let name = CheckpointName::new(name)?;
-            let s = open(&cli, false)?;
+            let s = open(cli, false)?;
             s.delete_checkpoint(&b, &name)?;
             p.done(
                 &format!("deleted checkpoint {b}@{name}"),
@@ -102,7 +235,7 @@ pub fn run(cli: Cli) -> Result<()> {
             };
             let b: BranchRef = target.parse()?;
             let name = CheckpointName::new(name)?;
-            let s = open(&cli, false)?;
+            let s = open(cli, false)?;
             p.checkpoint(&s.checkpoint(&b, &name)?);
         }
         Command::Fork {
@@ -115,7 +248,7 @@ pub fn run(cli: Cli) -> Result<()> {
             let new = BranchName::new(branch)?;
             let at = at.as_deref().map(CheckpointName::new).transpose()?;
             let ttl = ttl.as_deref().map(parse_duration).transpose()?;
-            let s = open(&cli, false)?;
+            let s = open(cli, false)?;
             let report = s.fork_with_ttl(&src, &new, at.as_ref(), ttl)?;
             if at.is_none() && !cli.json {
                 let (r, _) = s.read_ref(&src)?;
@@ -129,16 +262,16 @@ pub fn run(cli: Cli) -> Result<()> {
         }
         Command::Checkpoints { target } => {
             let b: BranchRef = target.parse()?;
-            let s = open(&cli, false)?;
+            let s = open(cli, false)?;
             p.checkpoints(&b, &s.list_checkpoints(&b)?);
         }
         Command::Branches { db } => {
             let db = DbName::new(db)?;
-            let s = open(&cli, false)?;
+            let s = open(cli, false)?;
             p.branches(&db, &s.branch_statuses(&db)?);
         }
         Command::Status => {
-            let s = open(&cli, false)?;
+            let s = open(cli, false)?;
             p.status(&s.status()?);
         }
         Command::Bench(BenchCommand::Fork { quick, dir, runs }) => {
@@ -173,7 +306,7 @@ pub fn run(cli: Cli) -> Result<()> {
                 no_backup: *no_backup,
                 backup_ttl: backup_ttl.as_deref().map(parse_duration).transpose()?,
             };
-            let s = open(&cli, false)?;
+            let s = open(cli, false)?;
             p.moved("rolled back", &s.rollback(&b, &to, &opts)?);
         }
         Command::Promote {
@@ -190,18 +323,18 @@ pub fn run(cli: Cli) -> Result<()> {
                 no_backup: *no_backup,
                 backup_ttl: backup_ttl.as_deref().map(parse_duration).transpose()?,
             };
-            let s = open(&cli, false)?;
+            let s = open(cli, false)?;
             p.moved("promoted", &s.promote(&src, &onto, &opts)?);
         }
         Command::Destroy { target, force } => {
             let b: BranchRef = target.parse()?;
-            let s = open(&cli, false)?;
+            let s = open(cli, false)?;
             p.destroyed(&s.destroy(&b, *force)?);
         }
         Command::Protect { target } | Command::Unprotect { target } => {
             let protect = matches!(cli.command, Command::Protect { .. });
             let b: BranchRef = target.parse()?;
-            let s = open(&cli, false)?;
+            let s = open(cli, false)?;
             s.set_protected(&b, protect)?;
             let word = if protect { "protected" } else { "unprotected" };
             p.done(
@@ -216,7 +349,7 @@ pub fn run(cli: Cli) -> Result<()> {
                 Some("none") => Some(None),
                 Some(d) => Some(Some(parse_duration(d)?)),
             };
-            let s = open(&cli, false)?;
+            let s = open(cli, false)?;
             let r = s.touch(&b, ttl)?;
             let ttl_text = r
                 .ttl_secs
@@ -228,7 +361,7 @@ pub fn run(cli: Cli) -> Result<()> {
             );
         }
         Command::Lease(LeaseCommand::List) => {
-            let s = open(&cli, false)?;
+            let s = open(cli, false)?;
             p.leases(&s.lease_list()?);
         }
         Command::Lease(LeaseCommand::Acquire { target, ttl }) => {
@@ -240,7 +373,7 @@ pub fn run(cli: Cli) -> Result<()> {
                 );
             }
             let ttl = parse_duration(ttl)?;
-            let s = open(&cli, false)?;
+            let s = open(cli, false)?;
             let l = s.lease_acquire(&b, ttl)?;
             p.done(
                 &format!(
@@ -252,7 +385,7 @@ pub fn run(cli: Cli) -> Result<()> {
         }
         Command::Lease(LeaseCommand::Release { target, force }) => {
             let b: BranchRef = target.parse()?;
-            let s = open(&cli, false)?;
+            let s = open(cli, false)?;
             match s.lease_release(&b, *force)? {
                 Some(l) => p.done(
                     &format!("released {b}'s lease (held by {})", l.holder),
@@ -266,12 +399,12 @@ pub fn run(cli: Cli) -> Result<()> {
         }
         Command::Gc { grace } => {
             let grace = parse_duration(grace)?;
-            let s = open(&cli, false)?;
+            let s = open(cli, false)?;
             p.gc(&s.gc(grace)?);
         }
         Command::Compact { target, force } => {
             let b: BranchRef = target.parse()?;
-            let s = open(&cli, false)?;
+            let s = open(cli, false)?;
             let r = s.compact(&b, *force)?;
             p.done(
                 &format!(
@@ -292,7 +425,7 @@ pub fn run(cli: Cli) -> Result<()> {
             sql,
         } => {
             let (l, r): (Target, Target) = (left.parse()?, right.parse()?);
-            let s = open(&cli, false)?;
+            let s = open(cli, false)?;
             let opts = scion_core::diff::DiffOptions {
                 table: table.clone(),
                 sql: *sql,
@@ -301,7 +434,7 @@ pub fn run(cli: Cli) -> Result<()> {
         }
         Command::Export { target, out, force } => {
             let t: Target = target.parse()?;
-            let s = open(&cli, false)?;
+            let s = open(cli, false)?;
             p.export(&s.export(&t, out, *force)?);
         }
     }

@@ -6,13 +6,14 @@
 //! memory or (later) an S3 bucket.
 
 mod backend;
+pub mod cache;
 pub mod counting;
 mod error;
 pub mod fault;
 mod key;
 pub mod local;
 pub mod memory;
-mod probe;
+pub mod probe;
 #[cfg(feature = "s3")]
 pub mod s3;
 
@@ -20,6 +21,7 @@ pub mod s3;
 pub mod conformance;
 
 pub use backend::{Backend, ETag, ObjectMeta, PutMode};
+pub use cache::SegmentCache;
 pub use counting::{CountingBackend, Counts};
 pub use error::{StoreError, StoreResult};
 pub use fault::{FaultPlan, FaultyBackend};

@@ -203,6 +203,17 @@ impl S3Backend {
         Ok(b)
     }
 
+    /// The learned clock offset (store minus ours), to remember between processes.
+    pub fn clock_offset_ms(&self) -> i64 {
+        self.clock_offset_ms
+            .load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    pub fn set_clock_offset_ms(&self, ms: i64) {
+        self.clock_offset_ms
+            .store(ms, std::sync::atomic::Ordering::SeqCst)
+    }
+
     /// A stable identity for this store, for naming local caches.
     pub fn identity(&self) -> String {
         format!(

@@ -44,7 +44,13 @@ impl Scion {
             checkpoint: at.cloned(),
         };
         let (src_ref, _) = self.read_ref(source)?;
-        let version = self.resolve(&target)?;
+        let version = match at {
+            None => crate::ResolvedVersion {
+                root: src_ref.root,
+                version: src_ref.version,
+            },
+            Some(_) => self.resolve(&target)?,
+        };
         let page_count = if version.root == src_ref.root {
             src_ref.page_count
         } else {

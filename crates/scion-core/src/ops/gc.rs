@@ -194,6 +194,7 @@ impl Scion {
             Err(e) => return Err(e.into()),
         };
         let mut next = BTreeMap::new();
+        let mut doomed: Vec<String> = Vec::new();
         let (mut deleted, mut reclaimed, mut waiting, mut waiting_bytes, mut live_bytes) =
             (0, 0, 0, 0, 0);
         for m in self.backend.list("segments/")? {
@@ -211,7 +212,7 @@ impl Scion {
                 .unwrap_or(now);
             let old_enough = |t: SystemTime| t + grace <= now;
             if old_enough(since) && old_enough(m.last_modified) {
-                self.backend.delete(&m.key)?;
+                doomed.push(m.key.clone());
                 deleted += 1;
                 reclaimed += m.size;
             } else {
@@ -219,6 +220,10 @@ impl Scion {
                 waiting += 1;
                 waiting_bytes += m.size;
             }
+        }
+        // One batched request per thousand segments on S3.
+        for chunk in doomed.chunks(1000) {
+            self.backend.delete_many(chunk)?;
         }
         state.unreachable_since = next;
         let body = serde_json::to_vec(&state).expect("gc state serializes");

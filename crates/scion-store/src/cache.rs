@@ -1,0 +1,131 @@
+//! A local cache of immutable objects (segments) in front of a remote store. Segments
+//! never change once written, so a cached copy is always current: the first read of a
+//! segment downloads it whole, later reads (any range) are local, and segments this
+//! process writes are cached as they are uploaded. Everything else passes through.
+
+use std::fs;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::ops::Range;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::backend::check_range;
+use crate::{Backend, ETag, ObjectMeta, PutMode, StoreError, StoreResult};
+
+#[derive(Debug)]
+pub struct SegmentCache {
+    inner: Arc<dyn Backend>,
+    dir: PathBuf,
+    /// Keys under this prefix are immutable and cached.
+    prefix: String,
+}
+
+impl SegmentCache {
+    pub fn new(
+        inner: Arc<dyn Backend>,
+        dir: impl Into<PathBuf>,
+        prefix: &str,
+    ) -> StoreResult<Self> {
+        let dir = dir.into();
+        fs::create_dir_all(&dir).map_err(|e| StoreError::io("(cache)", e))?;
+        Ok(Self {
+            inner,
+            dir,
+            prefix: prefix.to_string(),
+        })
+    }
+
+    fn cached(&self, key: &str) -> Option<PathBuf> {
+        key.strip_prefix(&self.prefix)
+            .map(|name| self.dir.join(name))
+    }
+
+    fn store_local(&self, path: &PathBuf, data: &[u8]) {
+        let tmp = path.with_extension("part");
+        let ok = fs::File::create(&tmp)
+            .and_then(|mut f| f.write_all(data))
+            .and_then(|_| fs::rename(&tmp, path));
+        if let Err(e) = ok {
+            let _ = fs::remove_file(&tmp);
+            tracing::debug!("segment cache: could not keep {}: {e}", path.display());
+        }
+    }
+
+    /// The local copy of `key`, downloading it first if needed.
+    fn local(&self, key: &str, path: &PathBuf) -> StoreResult<fs::File> {
+        if let Ok(f) = fs::File::open(path) {
+            return Ok(f);
+        }
+        let (data, _) = self.inner.get(key)?;
+        self.store_local(path, &data);
+        fs::File::open(path).map_err(|e| StoreError::io(key, e))
+    }
+}
+
+impl Backend for SegmentCache {
+    fn get(&self, key: &str) -> StoreResult<(Vec<u8>, ETag)> {
+        self.inner.get(key)
+    }
+
+    fn get_range(&self, key: &str, range: Range<u64>) -> StoreResult<Vec<u8>> {
+        let Some(path) = self.cached(key) else {
+            return self.inner.get_range(key, range);
+        };
+        let mut f = self.local(key, &path)?;
+        let size = f.metadata().map_err(|e| StoreError::io(key, e))?.len();
+        check_range(key, &range, size)?;
+        let mut buf = vec![0u8; (range.end - range.start) as usize];
+        f.seek(SeekFrom::Start(range.start))
+            .and_then(|_| f.read_exact(&mut buf))
+            .map_err(|e| StoreError::io(key, e))?;
+        Ok(buf)
+    }
+
+    fn head(&self, key: &str) -> StoreResult<ObjectMeta> {
+        self.inner.head(key)
+    }
+
+    fn exists(&self, key: &str) -> StoreResult<bool> {
+        self.inner.exists(key)
+    }
+
+    fn put(&self, key: &str, data: &[u8], mode: PutMode) -> StoreResult<ETag> {
+        let etag = self.inner.put(key, data, mode)?;
+        if let Some(path) = self.cached(key) {
+            self.store_local(&path, data);
+        }
+        Ok(etag)
+    }
+
+    fn list(&self, prefix: &str) -> StoreResult<Vec<ObjectMeta>> {
+        self.inner.list(prefix)
+    }
+
+    fn delete(&self, key: &str) -> StoreResult<()> {
+        if let Some(path) = self.cached(key) {
+            let _ = fs::remove_file(path);
+        }
+        self.inner.delete(key)
+    }
+
+    fn delete_if(&self, key: &str, etag: &ETag) -> StoreResult<()> {
+        self.inner.delete_if(key, etag)
+    }
+
+    fn delete_many(&self, keys: &[String]) -> StoreResult<()> {
+        for k in keys {
+            if let Some(path) = self.cached(k) {
+                let _ = fs::remove_file(path);
+            }
+        }
+        self.inner.delete_many(keys)
+    }
+
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+
+    fn now(&self) -> StoreResult<std::time::SystemTime> {
+        self.inner.now()
+    }
+}
