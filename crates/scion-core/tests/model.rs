@@ -196,7 +196,10 @@ fn cp(from: &PathBuf, to: &PathBuf) {
 }
 
 fn run(ops: Vec<Op>) {
-    let e = env();
+    run_in(env(), ops)
+}
+
+fn run_in(e: Env, ops: Vec<Op>) {
     let seed_file = e.path("seed.db");
     seed(&seed_file, 60);
     exec(&seed_file, "PRAGMA journal_mode=DELETE;");
@@ -448,5 +451,19 @@ proptest! {
     #[test]
     fn scion_matches_plain_sqlite_files(ops in proptest::collection::vec(op_strategy(), 1..40)) {
         run(ops);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("SCION_MODEL_S3_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(6),
+        max_shrink_iters: 50,
+        ..ProptestConfig::default()
+    })]
+
+    /// The same model, once against the S3 backend (a shorter run).
+    #[test]
+    fn scion_on_s3_matches_plain_sqlite_files(ops in proptest::collection::vec(op_strategy(), 1..25)) {
+        run_in(env_s3(), ops);
     }
 }

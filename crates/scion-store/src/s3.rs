@@ -67,10 +67,28 @@ impl S3Config {
             path_style: std::env::var("SCION_S3_PATH_STYLE")
                 .map(truthy)
                 .unwrap_or(false),
-            request_timeout: None,
+            request_timeout: std::env::var("SCION_S3_TIMEOUT")
+                .ok()
+                .and_then(|v| parse_secs(&v)),
             max_retries: None,
         }
     }
+}
+
+/// `30s`, `500ms`, `2m`: the request timeout override.
+fn parse_secs(v: &str) -> Option<Duration> {
+    let v = v.trim();
+    if let Some(ms) = v.strip_suffix("ms") {
+        return ms.parse().ok().map(Duration::from_millis);
+    }
+    if let Some(m) = v.strip_suffix('m') {
+        return m.parse::<u64>().ok().map(|m| Duration::from_secs(m * 60));
+    }
+    v.strip_suffix('s')
+        .unwrap_or(v)
+        .parse()
+        .ok()
+        .map(Duration::from_secs)
 }
 
 pub struct S3Backend {

@@ -63,6 +63,36 @@ pub fn env() -> Env {
     Env { dir, scion }
 }
 
+/// A store on the S3 test server (moto, started by `./scripts/test`), in a fresh prefix.
+pub fn env_s3() -> Env {
+    let Ok(bucket) = std::env::var("SCION_S3_TEST_BUCKET") else {
+        panic!("S3 tests need ./scripts/test (it starts moto and sets SCION_S3_TEST_BUCKET)");
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let loc =
+        scion_store::S3Location::parse(&format!("s3://{bucket}/model-{nanos:x}-{}", unique()))
+            .unwrap();
+    let s3 =
+        Arc::new(scion_store::S3Backend::attach(loc, &scion_store::S3Config::from_env()).unwrap());
+    let cached = Arc::new(
+        scion_store::SegmentCache::new(s3, dir.path().join("segments"), "segments/").unwrap(),
+    );
+    let scion = Scion::init(
+        cached,
+        "s3-test",
+        ScionOptions::new(
+            dir.path().join("store").join("checkouts"),
+            ClonePolicy::Auto,
+        ),
+    )
+    .unwrap();
+    Env { dir, scion }
+}
+
 pub fn br(s: &str) -> BranchRef {
     s.parse().unwrap()
 }

@@ -1,0 +1,373 @@
+//! The CLI against a real S3-compatible server (moto, started by `./scripts/test`): the
+//! README quickstart, processes sharing one bucket, and faults injected between scion and
+//! the server.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+
+fn endpoint() -> String {
+    match std::env::var("SCION_S3_ENDPOINT") {
+        Ok(e) => e,
+        Err(_) => panic!(
+            "S3 tests need a server: ./scripts/test starts moto and sets SCION_S3_ENDPOINT{}",
+            if std::env::var("CI").is_ok() {
+                " (CI must not skip them)"
+            } else {
+                ""
+            }
+        ),
+    }
+}
+
+fn unique_store() -> String {
+    let bucket = std::env::var("SCION_S3_TEST_BUCKET")
+        .expect("SCION_S3_TEST_BUCKET (set by ./scripts/test)");
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("s3://{bucket}/cli-{nanos:x}")
+}
+
+/// A session whose store is a fresh prefix in the test bucket, with its own cache.
+fn s3_session(endpoint: &str) -> (Session, Vec<(&'static str, String)>) {
+    let s = Session::new();
+    let env = vec![
+        ("SCION_STORE", unique_store()),
+        ("SCION_CHECKOUTS", s.path("cache").display().to_string()),
+        ("SCION_S3_ENDPOINT", endpoint.to_string()),
+    ];
+    (s, env)
+}
+
+fn run_env(s: &Session, env: &[(&str, String)], args: &[&str]) -> Run {
+    let mut c = s.cmd(args);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let out = c.output().unwrap();
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn ok_env(s: &Session, env: &[(&str, String)], args: &[&str]) -> String {
+    let r = run_env(s, env, args);
+    assert_eq!(r.code, 0, "scion {args:?}: {}{}", r.stdout, r.stderr);
+    r.stdout
+}
+
+#[test]
+fn readme_quickstart_on_s3() {
+    let (s, env) = s3_session(&endpoint());
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    let block = &readme[readme.find("<!-- quickstart:start -->").unwrap()
+        ..readme.find("<!-- quickstart:end -->").unwrap()];
+    let code = block
+        .split("```sh\n")
+        .nth(1)
+        .unwrap()
+        .split("```")
+        .next()
+        .unwrap();
+    let path = format!(
+        "{}:{}",
+        bin().parent().unwrap().display(),
+        std::env::var("PATH").unwrap()
+    );
+    let mut c = Command::new("bash");
+    c.args(["-euo", "pipefail", "-c", code])
+        .current_dir(s.dir.path())
+        .env("PATH", path);
+    for (k, v) in &env {
+        c.env(k, v);
+    }
+    let out = c.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("apple|2.0\npear|5.0\n") && stdout.contains("apple|1.0\npear|2.5\n"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("store:     s3://"), "{stdout}");
+}
+
+#[test]
+fn processes_sharing_one_bucket() {
+    let (s, env) = s3_session(&endpoint());
+    seed(&s.path("shop.db"), 2000);
+    ok_env(&s, &env, &["init"]);
+    ok_env(&s, &env, &["create", "shop", "--from", "shop.db"]);
+    // Concurrent forks of one branch, each to its own name: all win.
+    let children: Vec<_> = (0..4)
+        .map(|i| {
+            let mut c = s.cmd(&["fork", "shop", &format!("f{i}")]);
+            for (k, v) in &env {
+                c.env(k, v);
+            }
+            c.stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for c in children {
+        assert!(c.wait_with_output().unwrap().status.success());
+    }
+    // Concurrent lease acquisitions of one branch by different holders: exactly one wins.
+    let children: Vec<_> = (0..4)
+        .map(|i| {
+            let mut c = s.cmd(&[
+                "--holder",
+                &format!("agent-{i}"),
+                "lease",
+                "acquire",
+                "shop@f0",
+                "--ttl",
+                "5m",
+            ]);
+            for (k, v) in &env {
+                c.env(k, v);
+            }
+            c.stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let codes: Vec<i32> = children
+        .into_iter()
+        .map(|c| c.wait_with_output().unwrap().status.code().unwrap())
+        .collect();
+    assert_eq!(codes.iter().filter(|c| **c == 0).count(), 1, "{codes:?}");
+    assert!(
+        codes.iter().all(|c| *c == 0 || *c == 6 || *c == 5),
+        "{codes:?}"
+    );
+    // Concurrent checkpoints of different branches, each from its own checkout.
+    for i in 1..4 {
+        let p = ok_env(&s, &env, &["checkout", &format!("shop@f{i}")]);
+        sqlite(
+            std::path::Path::new(p.trim()),
+            &format!("UPDATE items SET price = {i} WHERE id <= {i}"),
+        );
+    }
+    let children: Vec<_> = (1..4)
+        .map(|i| {
+            let mut c = s.cmd(&["checkpoint", &format!("shop@f{i}"), "c"]);
+            for (k, v) in &env {
+                c.env(k, v);
+            }
+            c.stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for c in children {
+        let o = c.wait_with_output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    for i in 1..4 {
+        ok_env(
+            &s,
+            &env,
+            &["export", &format!("shop@f{i}@c"), "x.db", "--force"],
+        );
+        let q = format!("SELECT count(*) FROM items WHERE price = {i}");
+        assert_eq!(sqlite(&s.path("x.db"), &q), format!("Integer({i})"));
+    }
+}
+
+/// Between scion and the server: every `every`-th request gets a fault.
+#[derive(Clone, Copy, Debug)]
+enum Fault {
+    ServerError,
+    CutBody,
+    Stall,
+}
+
+fn proxy(upstream: String, fault: Fault, every: usize) -> (String, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let count = Arc::new(AtomicUsize::new(0));
+    let counter = count.clone();
+    let up = upstream.trim_start_matches("http://").to_string();
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            let n = counter.fetch_add(1, Ordering::SeqCst) + 1;
+            let up = up.clone();
+            std::thread::spawn(move || {
+                let _ = serve(conn, &up, if n % every == 0 { Some(fault) } else { None });
+            });
+        }
+    });
+    (format!("http://{addr}"), count)
+}
+
+/// Read one HTTP message (head + Content-Length body) from `s`.
+fn read_message(s: &mut TcpStream) -> std::io::Result<Vec<u8>> {
+    let mut buf = Vec::new();
+    let mut tmp = [0u8; 8192];
+    loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+            let len: usize = head
+                .lines()
+                .find_map(|l| {
+                    l.strip_prefix("content-length:")
+                        .map(|v| v.trim().parse().unwrap_or(0))
+                })
+                .unwrap_or(0);
+            while buf.len() < end + 4 + len {
+                let n = s.read(&mut tmp)?;
+                if n == 0 {
+                    break;
+                }
+                buf.extend_from_slice(&tmp[..n]);
+            }
+            return Ok(buf);
+        }
+        let n = s.read(&mut tmp)?;
+        if n == 0 {
+            return Ok(buf);
+        }
+        buf.extend_from_slice(&tmp[..n]);
+    }
+}
+
+fn serve(mut client: TcpStream, upstream: &str, fault: Option<Fault>) -> std::io::Result<()> {
+    let request = read_message(&mut client)?;
+    if request.is_empty() {
+        return Ok(());
+    }
+    // One request per connection: ask for the connection to close.
+    let text = String::from_utf8_lossy(&request);
+    let head_end = text.find("\r\n\r\n").unwrap_or(text.len());
+    let request = [
+        text[..head_end].replace("keep-alive", "close").as_bytes(),
+        &request[head_end..],
+    ]
+    .concat();
+    match fault {
+        Some(Fault::ServerError) => {
+            client.write_all(b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")?;
+            return Ok(());
+        }
+        Some(Fault::Stall) => {
+            std::thread::sleep(Duration::from_millis(1500));
+            return Ok(());
+        }
+        _ => {}
+    }
+    let mut server = TcpStream::connect(upstream)?;
+    server.write_all(&request)?;
+    let response = read_message(&mut server)?;
+    if let Some(Fault::CutBody) = fault {
+        let head_end = response
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .map(|p| p + 4)
+            .unwrap_or(0);
+        let body = response.len() - head_end;
+        client.write_all(&response[..head_end + body / 2])?;
+        return Ok(());
+    }
+    client.write_all(&response)
+}
+
+#[test]
+fn faults_between_scion_and_the_store_fail_or_retry_cleanly() {
+    let real = endpoint();
+    for (fault, every) in [
+        (Fault::ServerError, 3),
+        (Fault::CutBody, 4),
+        (Fault::Stall, 5),
+    ] {
+        let (s, mut env) = s3_session(&real);
+        seed(&s.path("shop.db"), 3000);
+        ok_env(&s, &env, &["init"]);
+        ok_env(&s, &env, &["create", "shop", "--from", "shop.db"]);
+        let (faulty, count) = proxy(real.clone(), fault, every);
+        let direct = env.clone();
+        for (k, v) in env.iter_mut() {
+            if *k == "SCION_S3_ENDPOINT" {
+                *v = faulty.clone();
+            }
+        }
+        env.push(("SCION_S3_TIMEOUT", "1s".into()));
+        let mut outcomes = Vec::new();
+        let rounds = if matches!(fault, Fault::Stall) { 2 } else { 5 };
+        for i in 0..rounds {
+            let b = format!("b{i}");
+            let steps: Vec<Vec<String>> = vec![
+                vec!["fork".into(), "shop".into(), b.clone()],
+                vec!["checkout".into(), format!("shop@{b}")],
+            ];
+            for args in steps {
+                let a: Vec<&str> = args.iter().map(String::as_str).collect();
+                let r = run_env(&s, &env, &a);
+                // Success, or a typed failure: transient (9), store error (1), conflict/not found.
+                assert!(
+                    [0, 1, 3, 4, 5, 9].contains(&r.code),
+                    "{fault:?} {a:?}: exit {} {}",
+                    r.code,
+                    r.stderr
+                );
+                outcomes.push(r.code);
+                if a[0] == "checkout" && r.code == 0 {
+                    sqlite(
+                        std::path::Path::new(r.stdout.trim()),
+                        &format!("UPDATE items SET price = {i} WHERE id = 1"),
+                    );
+                    let r = run_env(&s, &env, &["checkpoint", &format!("shop@{b}"), "c"]);
+                    assert!(
+                        [0, 1, 3, 4, 5, 6, 9].contains(&r.code),
+                        "{fault:?} checkpoint: exit {} {}",
+                        r.code,
+                        r.stderr
+                    );
+                    outcomes.push(r.code);
+                }
+            }
+        }
+        assert!(
+            count.load(Ordering::SeqCst) > 0,
+            "requests went through the proxy"
+        );
+        // Through the real endpoint: every branch and checkpoint that exists verifies.
+        let out = ok_env(&s, &direct, &["--json", "branches", "shop"]);
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        for b in v["branches"].as_array().unwrap() {
+            let name = b["branch"].as_str().unwrap();
+            ok_env(
+                &s,
+                &direct,
+                &["export", &format!("shop@{name}"), "v.db", "--force"],
+            );
+            if b["checkpoints"].as_u64().unwrap() > 0 {
+                ok_env(
+                    &s,
+                    &direct,
+                    &["export", &format!("shop@{name}@c"), "v.db", "--force"],
+                );
+            }
+        }
+        eprintln!("{fault:?} every {every}: exit codes {outcomes:?}");
+    }
+}
