@@ -213,7 +213,15 @@ fn proxy(upstream: String, fault: Fault, every: usize) -> (String, Arc<AtomicUsi
             let n = counter.fetch_add(1, Ordering::SeqCst) + 1;
             let up = up.clone();
             std::thread::spawn(move || {
-                let _ = serve(conn, &up, if n % every == 0 { Some(fault) } else { None });
+                let _ = serve(
+                    conn,
+                    &up,
+                    if n.is_multiple_of(every) {
+                        Some(fault)
+                    } else {
+                        None
+                    },
+                );
             });
         }
     });
