@@ -29,14 +29,36 @@ enum Write {
 
 #[derive(Debug, Clone)]
 enum Op {
-    Fork { src: usize, at: Option<usize> },
-    Write { branch: usize, w: Write },
-    Checkpoint { branch: usize },
-    HoldReader { branch: usize },
+    Fork {
+        src: usize,
+        at: Option<usize>,
+    },
+    Write {
+        branch: usize,
+        w: Write,
+    },
+    Checkpoint {
+        branch: usize,
+    },
+    HoldReader {
+        branch: usize,
+    },
     CloseConnections,
-    Rollback { branch: usize, to: usize },
-    Promote { src: usize, onto: usize },
-    Destroy { branch: usize },
+    Rollback {
+        branch: usize,
+        to: usize,
+    },
+    Promote {
+        src: usize,
+        onto: usize,
+    },
+    Destroy {
+        branch: usize,
+    },
+    /// The branch's TTL runs out (its activity clock is moved into the past).
+    Expire {
+        branch: usize,
+    },
     Gc,
     Verify,
 }
@@ -65,6 +87,7 @@ fn op_strategy() -> impl Strategy<Value = Op> {
         2 => (0usize..8, 0usize..8).prop_map(|(branch, to)| Op::Rollback { branch, to }),
         1 => (0usize..8, 0usize..8).prop_map(|(src, onto)| Op::Promote { src, onto }),
         1 => (0usize..8).prop_map(|branch| Op::Destroy { branch }),
+        1 => (0usize..8).prop_map(|branch| Op::Expire { branch }),
         1 => Just(Op::Gc),
         1 => Just(Op::Verify),
     ]
@@ -138,6 +161,8 @@ struct ModelBranch {
     checkpoints: Vec<(String, PathBuf)>,
     checked_out: bool,
     alive: bool,
+    /// Its TTL ran out: the next gc reaps it.
+    expired: bool,
 }
 
 /// Mirror scion's safety fork `<branch>-<suffix>` (one rolling slot) in the model.
@@ -160,6 +185,7 @@ fn keep_safety(
             cp(old, &b.working);
             cp(old, &b.fork_point);
             b.alive = true;
+            b.expired = false;
             b.checkpoints.clear();
             Some(j)
         }
@@ -221,6 +247,7 @@ fn run_in(e: Env, ops: Vec<Op>) {
             checkpoints: Vec::new(),
             checked_out: false,
             alive: true,
+            expired: false,
         }
     };
     let mut branches = vec![new_model("main", &seed_file)];
@@ -312,10 +339,15 @@ fn run_in(e: Env, ops: Vec<Op>) {
                 }
                 counter += 1;
                 let name = format!("c{counter}");
-                e.scion
+                let report = e
+                    .scion
                     .checkpoint(&branches[i].scion, &name.parse().unwrap())
                     .unwrap();
                 let b = &mut branches[i];
+                if report.committed {
+                    // A commit restarts the TTL clock.
+                    b.expired = false;
+                }
                 if b.checked_out {
                     cp(&b.working, &b.committed);
                 }
@@ -352,6 +384,7 @@ fn run_in(e: Env, ops: Vec<Op>) {
                 e.scion
                     .rollback(&branches[i].scion, &name.parse().unwrap(), &force)
                     .unwrap();
+                branches[i].expired = false;
                 let old = branches[i].committed.clone();
                 if let Some(j) = keep_safety(&mut branches, i, &old, "pre-rollback", &new_model) {
                     refresh_replaced(&e, &mut branches, j, &mut conns, &mut readers);
@@ -374,11 +407,15 @@ fn run_in(e: Env, ops: Vec<Op>) {
                 e.scion
                     .promote(&branches[s_i].scion, &branches[o_i].scion.branch, &force)
                     .unwrap();
+                // The source's state, before its ref might be the safety slot replaced below.
+                let from = e.path(&format!("promote-{}.db", common::unique()));
+                cp(&branches[s_i].committed, &from);
+                branches[o_i].expired = false;
                 let old = branches[o_i].committed.clone();
                 if let Some(j) = keep_safety(&mut branches, o_i, &old, "pre-promote", &new_model) {
                     refresh_replaced(&e, &mut branches, j, &mut conns, &mut readers);
                 }
-                let from = branches[s_i].committed.clone();
+
                 cp(&from, &branches[o_i].committed);
                 cp(&from, &branches[o_i].working);
             }
@@ -394,8 +431,43 @@ fn run_in(e: Env, ops: Vec<Op>) {
                 branches[i].checked_out = false;
                 branches[i].checkpoints.clear();
             }
+            Op::Expire { branch } => {
+                let i = branch % branches.len();
+                if i == 0 || !branches[i].alive {
+                    continue;
+                }
+                // Time passing, simulated: a 1 s TTL counted from the epoch.
+                let b = &branches[i].scion;
+                let (mut r, etag) = e.scion.read_ref(b).unwrap();
+                r.ttl_secs = Some(1);
+                r.touched_at = "1970-01-01T00:00:00.000Z".into();
+                e.scion
+                    .backend()
+                    .put(
+                        &format!("refs/{}/{}", b.db, b.branch),
+                        &r.encode(),
+                        scion_store::PutMode::Update(etag),
+                    )
+                    .unwrap();
+                branches[i].expired = true;
+            }
             Op::Gc => {
-                e.scion.gc(std::time::Duration::ZERO).unwrap();
+                let report = e.scion.gc(std::time::Duration::ZERO).unwrap();
+                for b in branches.iter_mut().filter(|b| b.alive && b.expired) {
+                    assert!(
+                        report.reaped.contains(&b.scion.to_string()),
+                        "{} expired but was not reaped",
+                        b.scion
+                    );
+                    b.alive = false;
+                    b.checked_out = false;
+                    b.checkpoints.clear();
+                }
+                let dead: Vec<usize> = (0..branches.len())
+                    .filter(|i| !branches[*i].alive)
+                    .collect();
+                conns.retain(|i, _| !dead.contains(i));
+                readers.retain(|(i, _)| !dead.contains(i));
                 verify(&branches, &conns);
             }
             Op::Verify => verify(&branches, &conns),
@@ -431,6 +503,26 @@ fn same(got: &str, want: &str, what: &str) {
         g.get(i),
         w.get(i)
     );
+}
+
+#[test]
+fn expire_then_commit_keeps_the_branch() {
+    run(vec![
+        Op::Fork { src: 0, at: None },
+        Op::Fork { src: 0, at: None },
+        Op::Fork { src: 0, at: None },
+        Op::Expire { branch: 2 },
+        Op::Write {
+            branch: 2,
+            w: Write::Insert {
+                n: 1,
+                len: 1,
+                seed: 0,
+            },
+        },
+        Op::Checkpoint { branch: 6 },
+        Op::Gc,
+    ]);
 }
 
 #[test]
