@@ -14,18 +14,10 @@ use scion_core::{
 };
 use scion_store::{Backend, CountingBackend, LocalBackend, PutMode};
 
-fn shop(e: &Env, rows: usize) {
-    let src = e.path("shop.db");
-    seed(&src, rows);
-    e.scion
-        .create(&DbName::new("shop").unwrap(), Some(&src))
-        .unwrap();
-}
-
 #[test]
 fn a_clean_current_checkout_is_reused_without_reading_the_store() {
     let e = env();
-    shop(&e, 2000);
+    create_shop(&e, 2000);
     let first = e.scion.checkout(&br("shop"), false).unwrap();
     assert_eq!(first.action, CheckoutAction::Materialized);
     let c = Arc::new(CountingBackend::new(Arc::new(
@@ -43,7 +35,7 @@ fn a_clean_current_checkout_is_reused_without_reading_the_store() {
 #[test]
 fn uncheckpointed_changes_are_refused_then_discarded_with_force() {
     let e = env();
-    shop(&e, 100);
+    create_shop(&e, 100);
     let b = br("shop");
     let path = e.scion.checkout(&b, false).unwrap().path;
     let clean = dump(&path);
@@ -69,7 +61,7 @@ fn uncheckpointed_changes_are_refused_then_discarded_with_force() {
 #[test]
 fn wal_content_of_an_open_connection_counts_as_a_change() {
     let e = env();
-    shop(&e, 100);
+    create_shop(&e, 100);
     let b = br("shop");
     let path = e.scion.checkout(&b, false).unwrap().path;
     let conn = Connection::open(&path).unwrap();
@@ -93,7 +85,7 @@ fn wal_content_of_an_open_connection_counts_as_a_change() {
 #[test]
 fn a_file_without_a_record_is_not_overwritten() {
     let e = env();
-    shop(&e, 10);
+    create_shop(&e, 10);
     let b = br("shop");
     let path = e.scion.checkout_path(&b);
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -110,7 +102,7 @@ fn a_file_without_a_record_is_not_overwritten() {
 #[test]
 fn a_stale_checkout_is_refreshed_but_never_checkpointed() {
     let e = env();
-    shop(&e, 50);
+    create_shop(&e, 50);
     let b = br("shop");
     e.scion.fork(&b, &"other".parse().unwrap(), None).unwrap();
     let other = e.scion.checkout(&br("shop@other"), false).unwrap().path;
@@ -143,7 +135,7 @@ fn a_stale_checkout_is_refreshed_but_never_checkpointed() {
 #[test]
 fn a_second_checkout_of_the_same_version_is_copied_and_verified() {
     let e = env();
-    shop(&e, 3000);
+    create_shop(&e, 3000);
     e.scion
         .fork(&br("shop"), &"twin".parse().unwrap(), None)
         .unwrap();
@@ -310,7 +302,7 @@ fn posix_locks_of_this_process_survive_a_checkpoint() {
     // A read transaction held by this process must keep its locks while scion runs here
     // (DESIGN.md §12: closing any descriptor of the file drops them).
     let e = env();
-    shop(&e, 200);
+    create_shop(&e, 200);
     let b = br("shop");
     let path = e.scion.checkout(&b, false).unwrap().path;
     exec(&path, "UPDATE items SET price = 3 WHERE id = 2;");

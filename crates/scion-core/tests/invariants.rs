@@ -5,21 +5,13 @@ mod common;
 use std::sync::Arc;
 
 use common::*;
-use scion_core::{CoreError, DbName};
+use scion_core::CoreError;
 use scion_store::{Backend, CountingBackend, LocalBackend, PutMode};
-
-fn shop(e: &Env, rows: usize) {
-    let src = e.path("shop.db");
-    seed(&src, rows);
-    e.scion
-        .create(&DbName::new("shop").unwrap(), Some(&src))
-        .unwrap();
-}
 
 #[test]
 fn invariant_1_objects_are_create_only() {
     let e = env();
-    shop(&e, 100);
+    create_shop(&e, 100);
     let segments = e.scion.backend().list("segments/").unwrap();
     assert!(!segments.is_empty());
     let key = &segments[0].key;
@@ -45,7 +37,7 @@ fn invariant_1_objects_are_create_only() {
 #[test]
 fn invariant_2_ref_moves_only_by_compare_and_swap() {
     let e = env();
-    shop(&e, 100);
+    create_shop(&e, 100);
     let b = br("shop");
     let path = e.scion.checkout(&b, false).unwrap().path;
     exec(&path, "UPDATE items SET price = 0 WHERE id = 1;");
@@ -74,7 +66,7 @@ fn invariant_2_ref_moves_only_by_compare_and_swap() {
 #[test]
 fn invariant_3_a_version_never_changes() {
     let e = env();
-    shop(&e, 300);
+    create_shop(&e, 300);
     let b = br("shop");
     let v1 = e.dump_target(&e.scion, "shop");
     e.scion.fork(&b, &"try".parse().unwrap(), None).unwrap();
@@ -100,7 +92,7 @@ fn invariant_3_a_version_never_changes() {
 fn invariant_4_reads_never_follow_a_parent() {
     // Read cost of a deep fork equals that of its source: count store requests.
     let e = env();
-    shop(&e, 500);
+    create_shop(&e, 500);
     let mut prev = "shop@main".to_string();
     for i in 0..20 {
         let name = format!("d{i}");
@@ -124,7 +116,7 @@ fn invariant_4_reads_never_follow_a_parent() {
 #[test]
 fn invariant_6_every_byte_read_is_verified() {
     let e = env();
-    shop(&e, 400);
+    create_shop(&e, 400);
     let seg = e.scion.backend().list("segments/").unwrap()[0].key.clone();
     let file = e.store_dir().join(&seg);
     let mut bytes = std::fs::read(&file).unwrap();
@@ -150,7 +142,7 @@ fn invariant_6_every_byte_read_is_verified() {
 #[test]
 fn invariant_7_checkout_path_never_rewritten_under_a_live_connection() {
     let e = env();
-    shop(&e, 100);
+    create_shop(&e, 100);
     let b = br("shop");
     let path = e.scion.checkout(&b, false).unwrap().path;
     exec(&path, "UPDATE items SET price = -1;");
@@ -194,7 +186,7 @@ fn invariant_7_checkout_path_never_rewritten_under_a_live_connection() {
 #[test]
 fn invariant_10_cost_follows_change_not_size() {
     let e = env();
-    shop(&e, 20_000);
+    create_shop(&e, 20_000);
     let c = Arc::new(CountingBackend::new(Arc::new(
         LocalBackend::open(e.store_dir()).unwrap(),
     )));

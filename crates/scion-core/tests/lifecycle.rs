@@ -11,14 +11,6 @@ use scion_core::ops::lifecycle::MoveOptions;
 use scion_core::{CoreError, DbName, Scion};
 use scion_store::{CountingBackend, LocalBackend};
 
-fn shop(e: &Env, rows: usize) {
-    let src = e.path("shop.db");
-    seed(&src, rows);
-    e.scion
-        .create(&DbName::new("shop").unwrap(), Some(&src))
-        .unwrap();
-}
-
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Op {
     Checkpoint,
@@ -56,7 +48,7 @@ fn racing_head_moves_have_one_winner_and_lose_nothing() {
         for b in &ops[i + 1..] {
             for round in 0..4 {
                 let e = env();
-                shop(&e, 400);
+                create_shop(&e, 400);
                 e.scion
                     .fork(&br("shop"), &"x".parse().unwrap(), None)
                     .unwrap();
@@ -144,7 +136,7 @@ fn racing_head_moves_have_one_winner_and_lose_nothing() {
 #[test]
 fn gc_racing_forks_and_checkpoints_never_leaves_a_dangling_branch() {
     let e = env();
-    shop(&e, 1500);
+    create_shop(&e, 1500);
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     std::thread::scope(|scope| {
         let gc_store = e.reopen();
@@ -198,7 +190,7 @@ fn gc_racing_forks_and_checkpoints_never_leaves_a_dangling_branch() {
 #[test]
 fn expired_branches_are_reaped_and_protected_or_leased_ones_never() {
     let e = env();
-    shop(&e, 50);
+    create_shop(&e, 50);
     for name in ["short", "long", "kept", "leased"] {
         let ttl = if name == "long" { 3600 } else { 1 };
         e.scion
@@ -231,7 +223,7 @@ fn expired_branches_are_reaped_and_protected_or_leased_ones_never() {
 #[test]
 fn touch_restarts_the_ttl_clock() {
     let e = env();
-    shop(&e, 50);
+    create_shop(&e, 50);
     e.scion
         .fork_with_ttl(
             &br("shop"),
@@ -259,7 +251,7 @@ fn touch_restarts_the_ttl_clock() {
 #[test]
 fn rollback_and_promote_write_at_most_two_small_objects() {
     let e = env();
-    shop(&e, 5000);
+    create_shop(&e, 5000);
     e.scion
         .fork(&br("shop"), &"w".parse().unwrap(), None)
         .unwrap();

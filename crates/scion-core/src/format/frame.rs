@@ -80,23 +80,15 @@ pub fn is_delta_frame(frame: &[u8]) -> bool {
     frame.len() > 1 && frame[1] == CODEC_XOR_LZ4
 }
 
-/// Decode and verify one frame read through a locator. The frame must be of the expected
-/// kind and key, and its content must hash to the checksum in its header.
-pub fn decode_frame(
-    frame: &[u8],
-    kind: FrameKind,
-    key: u64,
-) -> Result<(Vec<u8>, u64), DecodeError> {
-    decode_frame_with_base(frame, kind, key, None)
+/// A frame's header, checked against the kind and key the reader expected.
+struct Header<'a> {
+    codec: u8,
+    raw_len: u32,
+    checksum: u64,
+    payload: &'a [u8],
 }
 
-/// Decode a frame that may be a delta; `base` is the decoded content of its base frame.
-pub fn decode_frame_with_base(
-    frame: &[u8],
-    kind: FrameKind,
-    key: u64,
-    base: Option<&[u8]>,
-) -> Result<(Vec<u8>, u64), DecodeError> {
+fn header(frame: &[u8], kind: FrameKind, key: u64) -> Result<Header<'_>, DecodeError> {
     let mut c = Cursor::new(frame);
     let got_kind = c.u8()?;
     let codec = c.u8()?;
@@ -117,6 +109,37 @@ pub fn decode_frame_with_base(
         return err(format!("frame content length {raw_len} is implausible"));
     }
     let payload = c.take(c.remaining())?;
+    Ok(Header {
+        codec,
+        raw_len,
+        checksum,
+        payload,
+    })
+}
+
+/// Decode and verify one frame read through a locator. The frame must be of the expected
+/// kind and key, and its content must hash to the checksum in its header.
+pub fn decode_frame(
+    frame: &[u8],
+    kind: FrameKind,
+    key: u64,
+) -> Result<(Vec<u8>, u64), DecodeError> {
+    decode_frame_with_base(frame, kind, key, None)
+}
+
+/// Decode a frame that may be a delta; `base` is the decoded content of its base frame.
+pub fn decode_frame_with_base(
+    frame: &[u8],
+    kind: FrameKind,
+    key: u64,
+    base: Option<&[u8]>,
+) -> Result<(Vec<u8>, u64), DecodeError> {
+    let Header {
+        codec,
+        raw_len,
+        checksum,
+        payload,
+    } = header(frame, kind, key)?;
     let raw = match codec {
         CODEC_RAW => payload.to_vec(),
         CODEC_LZ4 => lz4_flex::block::decompress(payload, raw_len as usize)
@@ -158,26 +181,18 @@ pub fn decode_frame_into(
     key: u64,
     out: &mut [u8],
 ) -> Result<u64, DecodeError> {
-    let mut c = Cursor::new(frame);
-    let got_kind = c.u8()?;
-    let codec = c.u8()?;
-    let flags = c.u16()?;
-    let raw_len = c.u32()?;
-    let got_key = c.u64()?;
-    let checksum = c.u64()?;
-    if got_kind != kind as u8 || got_key != key || flags != 0 {
-        return err(format!(
-            "frame kind {got_kind} key {got_key}, expected {} {key}",
-            kind as u8
-        ));
-    }
+    let Header {
+        codec,
+        raw_len,
+        checksum,
+        payload,
+    } = header(frame, kind, key)?;
     if raw_len as usize != out.len() {
         return err(format!(
             "frame content length {raw_len}, expected {}",
             out.len()
         ));
     }
-    let payload = c.take(c.remaining())?;
     match codec {
         CODEC_RAW if payload.len() == out.len() => out.copy_from_slice(payload),
         CODEC_LZ4 => {

@@ -177,3 +177,12 @@ fn xxh(b: &[u8]) -> u64 {
         (h ^ *x as u64).wrapping_mul(0x100000001b3)
     })
 }
+
+/// Database `shop`, imported from a seeded file of `rows` rows.
+pub fn create_shop(e: &Env, rows: usize) {
+    let src = e.path("shop.db");
+    seed(&src, rows);
+    e.scion
+        .create(&scion_core::DbName::new("shop").unwrap(), Some(&src))
+        .unwrap();
+}
