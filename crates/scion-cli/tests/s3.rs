@@ -61,6 +61,17 @@ fn run_env(s: &Session, env: &[(&str, String)], args: &[&str]) -> Run {
     }
 }
 
+fn spawn_env(s: &Session, env: &[(&str, String)], args: &[&str]) -> std::process::Child {
+    let mut c = s.cmd(args);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 fn ok_env(s: &Session, env: &[(&str, String)], args: &[&str]) -> String {
     let r = run_env(s, env, args);
     assert_eq!(r.code, 0, "scion {args:?}: {}{}", r.stdout, r.stderr);
@@ -115,16 +126,7 @@ fn processes_sharing_one_bucket() {
     ok_env(&s, &env, &["create", "shop", "--from", "shop.db"]);
     // Concurrent forks of one branch, each to its own name: all win.
     let children: Vec<_> = (0..4)
-        .map(|i| {
-            let mut c = s.cmd(&["fork", "shop", &format!("f{i}")]);
-            for (k, v) in &env {
-                c.env(k, v);
-            }
-            c.stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
+        .map(|i| spawn_env(&s, &env, &["fork", "shop", &format!("f{i}")]))
         .collect();
     for c in children {
         assert!(c.wait_with_output().unwrap().status.success());
@@ -132,22 +134,19 @@ fn processes_sharing_one_bucket() {
     // Concurrent lease acquisitions of one branch by different holders: exactly one wins.
     let children: Vec<_> = (0..4)
         .map(|i| {
-            let mut c = s.cmd(&[
-                "--holder",
-                &format!("agent-{i}"),
-                "lease",
-                "acquire",
-                "shop@f0",
-                "--ttl",
-                "5m",
-            ]);
-            for (k, v) in &env {
-                c.env(k, v);
-            }
-            c.stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
+            spawn_env(
+                &s,
+                &env,
+                &[
+                    "--holder",
+                    &format!("agent-{i}"),
+                    "lease",
+                    "acquire",
+                    "shop@f0",
+                    "--ttl",
+                    "5m",
+                ],
+            )
         })
         .collect();
     let codes: Vec<i32> = children
@@ -168,16 +167,7 @@ fn processes_sharing_one_bucket() {
         );
     }
     let children: Vec<_> = (1..4)
-        .map(|i| {
-            let mut c = s.cmd(&["checkpoint", &format!("shop@f{i}"), "c"]);
-            for (k, v) in &env {
-                c.env(k, v);
-            }
-            c.stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
+        .map(|i| spawn_env(&s, &env, &["checkpoint", &format!("shop@f{i}"), "c"]))
         .collect();
     for c in children {
         let o = c.wait_with_output().unwrap();

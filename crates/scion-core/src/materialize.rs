@@ -173,6 +173,25 @@ pub fn materialize(
     Ok(Materialized { root, hashes })
 }
 
+/// Materialize into a new temp file in `dir` (named `prefix…`), to be renamed into place by
+/// the caller; dropped (and removed) if anything fails before that.
+pub fn materialize_to_temp(
+    reader: &FrameReader,
+    root_loc: &Locator,
+    dir: &Path,
+    prefix: &str,
+    mode: JournalMode,
+) -> CoreResult<(tempfile::NamedTempFile, Materialized)> {
+    std::fs::create_dir_all(dir).map_err(|e| CoreError::io(dir, e))?;
+    let tmp = tempfile::Builder::new()
+        .prefix(prefix)
+        .suffix(".tmp")
+        .tempfile_in(dir)
+        .map_err(|e| CoreError::io(dir, e))?;
+    let m = materialize(reader, root_loc, tmp.as_file(), tmp.path(), mode)?;
+    Ok((tmp, m))
+}
+
 /// Split frames sorted by location into runs that are adjacent in one segment.
 fn plan_batches(full: &[(u32, Slot)]) -> Vec<std::ops::Range<usize>> {
     let mut out = Vec::new();

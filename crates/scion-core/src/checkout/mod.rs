@@ -16,7 +16,7 @@ pub use sidecar::{Fingerprint, Sidecar, SIDECAR_FORMAT_VERSION};
 
 use crate::error::{CoreError, CoreResult};
 use crate::format::{page_hash, Locator};
-use crate::materialize::{materialize, JournalMode};
+use crate::materialize::{materialize, materialize_to_temp, JournalMode};
 use crate::names::BranchRef;
 use crate::refs::Ref;
 use crate::sqlite_io::{self, normalize_page1, sidecar_path, SnapshotInfo};
@@ -150,19 +150,8 @@ impl Scion {
                 }
             }
         }
-        fs::create_dir_all(&dir).map_err(|e| CoreError::io(&dir, e))?;
-        let tmp = tempfile::Builder::new()
-            .prefix(".ro.")
-            .suffix(".tmp")
-            .tempfile_in(&dir)
-            .map_err(|e| CoreError::io(&dir, e))?;
-        let m = materialize(
-            &self.reader,
-            &v.root,
-            tmp.as_file(),
-            tmp.path(),
-            JournalMode::Rollback,
-        )?;
+        let (tmp, m) =
+            materialize_to_temp(&self.reader, &v.root, &dir, ".ro.", JournalMode::Rollback)?;
         use std::os::unix::fs::PermissionsExt;
         fs::set_permissions(tmp.path(), fs::Permissions::from_mode(0o444))
             .map_err(|e| CoreError::io(tmp.path(), e))?;

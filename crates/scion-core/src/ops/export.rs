@@ -6,7 +6,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::error::{CoreError, CoreResult};
-use crate::materialize::{materialize, JournalMode};
+use crate::materialize::{materialize_to_temp, JournalMode};
 use crate::names::Target;
 use crate::sqlite_io::{self, sidecar_path};
 use crate::Scion;
@@ -33,16 +33,11 @@ impl Scion {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
             _ => std::env::current_dir().map_err(|e| CoreError::io(".", e))?,
         };
-        let tmp = tempfile::Builder::new()
-            .prefix(".scion-export.")
-            .suffix(".tmp")
-            .tempfile_in(&dir)
-            .map_err(|e| CoreError::io(&dir, e))?;
-        let m = materialize(
+        let (tmp, m) = materialize_to_temp(
             &self.reader,
             &v.root,
-            tmp.as_file(),
-            tmp.path(),
+            &dir,
+            ".scion-export.",
             JournalMode::Rollback,
         )?;
         tmp.as_file()
