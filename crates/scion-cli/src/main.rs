@@ -3,6 +3,7 @@
 mod cli;
 mod errors;
 mod output;
+mod progress;
 mod run;
 
 use std::process::ExitCode;

@@ -148,6 +148,8 @@ fn open_store(cli: &Cli, init: bool) -> Result<Opened> {
         }
     };
     let mut options = ScionOptions::new(checkouts, policy);
+    options.progress =
+        scion_core::progress::ProgressSink(Arc::new(crate::progress::Bar::default()));
     if let Some(h) = &cli.holder {
         options.holder = h.clone();
     }

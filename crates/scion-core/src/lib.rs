@@ -11,6 +11,7 @@ mod materialize;
 pub mod names;
 pub mod ops;
 pub mod pagemap;
+pub mod progress;
 pub mod reader;
 pub mod refs;
 mod scion;

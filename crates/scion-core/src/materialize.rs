@@ -14,6 +14,7 @@ use crate::format::{
     decode_frame_into, page_contribution, page_hash, FrameKind, Locator, RootRecord, Slot,
 };
 use crate::pagemap;
+use crate::progress::Progress;
 use crate::reader::{FrameReader, MAX_RUN_BYTES};
 use crate::sqlite_io::set_wal_mode_bytes;
 
@@ -52,6 +53,7 @@ pub fn materialize(
     out: &File,
     out_path: &Path,
     mode: JournalMode,
+    progress: &dyn Progress,
 ) -> CoreResult<Materialized> {
     let root = reader.root(root_loc)?;
     let page_size = root.page_size as usize;
@@ -60,6 +62,7 @@ pub fn materialize(
     let mut hashes = vec![zero_hash; root.page_count as usize];
     out.set_len(root.page_count as u64 * page_size as u64)
         .map_err(|e| CoreError::io(out_path, e))?;
+    progress.start("writing", root.page_count as u64);
     let corrupt = |why: String| CoreError::corrupt(format!("version {root_loc}"), why);
     if let Some((idx, _)) = leaves.iter().find(|(idx, _)| *idx >= root.page_count) {
         return Err(corrupt(format!(
@@ -94,6 +97,7 @@ pub fn materialize(
             .map_err(|e| CoreError::io(out_path, e))?;
             i = j;
         }
+        progress.advance(b.idx.len() as u64);
         for (idx, h) in b.idx.iter().zip(&b.hashes) {
             hashes[*idx as usize] = *h;
             checksum = checksum.wrapping_add(page_contribution(idx + 1, *h, zero_hash));
@@ -165,6 +169,7 @@ pub fn materialize(
         .map(drop)
     })?;
 
+    progress.finish();
     if checksum != root.db_checksum {
         return Err(corrupt(
             "whole-database checksum mismatch after materializing".into(),
@@ -181,6 +186,7 @@ pub fn materialize_to_temp(
     dir: &Path,
     prefix: &str,
     mode: JournalMode,
+    progress: &dyn Progress,
 ) -> CoreResult<(tempfile::NamedTempFile, Materialized)> {
     std::fs::create_dir_all(dir).map_err(|e| CoreError::io(dir, e))?;
     let tmp = tempfile::Builder::new()
@@ -188,7 +194,7 @@ pub fn materialize_to_temp(
         .suffix(".tmp")
         .tempfile_in(dir)
         .map_err(|e| CoreError::io(dir, e))?;
-    let m = materialize(reader, root_loc, tmp.as_file(), tmp.path(), mode)?;
+    let m = materialize(reader, root_loc, tmp.as_file(), tmp.path(), mode, progress)?;
     Ok((tmp, m))
 }
 

@@ -24,6 +24,8 @@ pub struct ScionOptions {
     pub clone_policy: ClonePolicy,
     /// Who this process is when it takes or checks leases (`host/pid` unless set).
     pub holder: String,
+    /// Where progress of long operations goes.
+    pub progress: crate::progress::ProgressSink,
 }
 
 impl ScionOptions {
@@ -32,6 +34,7 @@ impl ScionOptions {
             checkouts_dir,
             clone_policy,
             holder: default_holder(),
+            progress: Default::default(),
         }
     }
 }

@@ -117,6 +117,7 @@ pub struct SnapshotInfo {
 pub fn read_snapshot(
     path: &Path,
     read_only: bool,
+    progress: &dyn crate::progress::Progress,
     mut f: impl FnMut(u32, &[u8]) -> CoreResult<()>,
 ) -> CoreResult<SnapshotInfo> {
     let conn = open(path, read_only)?;
@@ -140,6 +141,7 @@ pub fn read_snapshot(
     let page_count: u32 = conn
         .query_row("PRAGMA page_count", [], |r| r.get(0))
         .map_err(sql)?;
+    progress.start("reading", page_count as u64);
     {
         let mut stmt = conn
             .prepare("SELECT pgno, data FROM sqlite_dbpage('main')")
@@ -163,6 +165,9 @@ pub fn read_snapshot(
             }
             f(pgno, &buf)?;
             expected += 1;
+            if pgno.is_multiple_of(1024) {
+                progress.advance(1024);
+            }
         }
         if expected - 1 != page_count {
             return Err(CoreError::NotSqlite {
@@ -173,6 +178,8 @@ pub fn read_snapshot(
     }
     conn.execute_batch("COMMIT").map_err(sql)?;
     drop(conn);
+    progress.advance(page_count as u64 % 1024);
+    progress.finish();
     Ok(SnapshotInfo {
         page_size,
         page_count,

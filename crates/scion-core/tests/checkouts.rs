@@ -340,3 +340,47 @@ fn posix_locks_of_this_process_survive_a_checkpoint() {
     assert_eq!(mine(), held, "scion dropped no lock of this process");
     reader.execute_batch("COMMIT").unwrap();
 }
+
+#[derive(Default)]
+struct Recorded(std::sync::Mutex<Vec<(String, u64)>>);
+
+impl scion_core::progress::Progress for Recorded {
+    fn start(&self, what: &'static str, total: u64) {
+        self.0
+            .lock()
+            .unwrap()
+            .push((format!("start {what}"), total));
+    }
+    fn advance(&self, n: u64) {
+        self.0.lock().unwrap().push(("advance".into(), n));
+    }
+    fn finish(&self) {
+        self.0.lock().unwrap().push(("finish".into(), 0));
+    }
+}
+
+#[test]
+fn long_operations_report_progress() {
+    let e = env();
+    create_shop(&e, 20_000);
+    let rec = Arc::new(Recorded::default());
+    let mut options = e.options();
+    options.progress = scion_core::progress::ProgressSink(rec.clone());
+    let s = Scion::open(
+        Arc::new(LocalBackend::open(e.store_dir()).unwrap()),
+        "t",
+        options,
+    )
+    .unwrap();
+    let pages = s.read_ref(&br("shop")).unwrap().0.page_count as u64;
+    s.checkout(&br("shop"), false).unwrap();
+    let events = rec.0.lock().unwrap().clone();
+    assert_eq!(events.first(), Some(&("start writing".to_string(), pages)));
+    assert_eq!(events.last(), Some(&("finish".to_string(), 0)));
+    let advanced: u64 = events
+        .iter()
+        .filter(|(k, _)| k == "advance")
+        .map(|(_, n)| n)
+        .sum();
+    assert_eq!(advanced, pages, "every page written is reported once");
+}

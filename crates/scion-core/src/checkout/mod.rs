@@ -85,10 +85,11 @@ pub(crate) struct Inspection {
 pub(crate) fn scan(
     path: &Path,
     old: Option<&Sidecar>,
+    progress: &dyn crate::progress::Progress,
     mut on_changed: impl FnMut(u32, &[u8], u64) -> CoreResult<()>,
 ) -> CoreResult<(SnapshotInfo, Vec<u64>)> {
     let mut hashes = Vec::new();
-    let info = sqlite_io::read_snapshot(path, false, |pgno, page| {
+    let info = sqlite_io::read_snapshot(path, false, progress, |pgno, page| {
         let h = page_hash(page);
         hashes.push(h);
         let same = old
@@ -150,8 +151,14 @@ impl Scion {
                 }
             }
         }
-        let (tmp, m) =
-            materialize_to_temp(&self.reader, &v.root, &dir, ".ro.", JournalMode::Rollback)?;
+        let (tmp, m) = materialize_to_temp(
+            &self.reader,
+            &v.root,
+            &dir,
+            ".ro.",
+            JournalMode::Rollback,
+            &*self.options.progress,
+        )?;
         use std::os::unix::fs::PermissionsExt;
         fs::set_permissions(tmp.path(), fs::Permissions::from_mode(0o444))
             .map_err(|e| CoreError::io(tmp.path(), e))?;
@@ -197,7 +204,7 @@ impl Scion {
         let unmodified = if sidecar.proves_unmodified(&fp) {
             true
         } else {
-            let (info, hashes) = scan(path, None, |_, _, _| Ok(()))?;
+            let (info, hashes) = scan(path, None, &*self.options.progress, |_, _, _| Ok(()))?;
             let same = info.page_size == sidecar.page_size && hashes == sidecar.hashes;
             if same {
                 // Re-stamp so the next look is O(1) again.
@@ -295,6 +302,7 @@ impl Scion {
                     tmp.as_file(),
                     tmp.path(),
                     JournalMode::Wal,
+                    &*self.options.progress,
                 )?;
                 (CheckoutAction::Materialized, m.hashes)
             }

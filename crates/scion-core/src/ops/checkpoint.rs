@@ -101,37 +101,45 @@ impl Scion {
             let mut changes: BTreeMap<u32, Option<Slot>> = BTreeMap::new();
             let mut zero = None;
             let mut deltas = 0;
-            let (info, hashes) = scan(&path, Some(&sidecar), |pgno, page, hash| {
-                let zero = *zero.get_or_insert_with(|| page_hash(&vec![0u8; page.len()]));
-                if hash == zero {
-                    changes.insert(pgno - 1, None);
-                    return Ok(());
-                }
-                let mut base = None;
-                if deltas < MAX_DELTA_PAGES && page.len() == old.page_size as usize {
-                    if let Some(slot) =
-                        lookup(&self.reader, old.node, old.depth, old.fanout_bits, pgno - 1)?
-                    {
-                        let base_loc = slot.base.unwrap_or(slot.loc);
-                        let bytes = self.reader.raw(&base_loc)?;
-                        let (raw, _) =
-                            decode_frame(&bytes, FrameKind::Page, pgno as u64).map_err(|e| {
-                                CoreError::corrupt(
-                                    format!("{} at {base_loc}", base_loc.segment.key()),
-                                    e.0,
-                                )
-                            })?;
-                        base = Some((base_loc, raw));
+            let (info, hashes) = scan(
+                &path,
+                Some(&sidecar),
+                &*self.options.progress,
+                |pgno, page, hash| {
+                    let zero = *zero.get_or_insert_with(|| page_hash(&vec![0u8; page.len()]));
+                    if hash == zero {
+                        changes.insert(pgno - 1, None);
+                        return Ok(());
                     }
-                }
-                let (slot, _) =
-                    writer.add_page(pgno, page, base.as_ref().map(|(l, r)| (*l, r.as_slice())))?;
-                if slot.base.is_some() {
-                    deltas += 1;
-                }
-                changes.insert(pgno - 1, Some(slot));
-                Ok(())
-            })?;
+                    let mut base = None;
+                    if deltas < MAX_DELTA_PAGES && page.len() == old.page_size as usize {
+                        if let Some(slot) =
+                            lookup(&self.reader, old.node, old.depth, old.fanout_bits, pgno - 1)?
+                        {
+                            let base_loc = slot.base.unwrap_or(slot.loc);
+                            let bytes = self.reader.raw(&base_loc)?;
+                            let (raw, _) = decode_frame(&bytes, FrameKind::Page, pgno as u64)
+                                .map_err(|e| {
+                                    CoreError::corrupt(
+                                        format!("{} at {base_loc}", base_loc.segment.key()),
+                                        e.0,
+                                    )
+                                })?;
+                            base = Some((base_loc, raw));
+                        }
+                    }
+                    let (slot, _) = writer.add_page(
+                        pgno,
+                        page,
+                        base.as_ref().map(|(l, r)| (*l, r.as_slice())),
+                    )?;
+                    if slot.base.is_some() {
+                        deltas += 1;
+                    }
+                    changes.insert(pgno - 1, Some(slot));
+                    Ok(())
+                },
+            )?;
             let same_shape = info.page_size == old.page_size && info.page_count == old.page_count;
             if changes.is_empty() && same_shape {
                 return Ok((None, hashes));

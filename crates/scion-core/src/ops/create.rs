@@ -46,21 +46,22 @@ pub(crate) fn import_file(
     let mut checksum = 0u64;
     let mut zero_hash = None;
     let mut counter = 0;
-    let info = sqlite_io::read_snapshot(path, read_only, |pgno, page| {
-        let zero = *zero_hash.get_or_insert_with(|| page_hash(&vec![0u8; page.len()]));
-        if pgno == 1 {
-            counter = change_counter(page);
-        }
-        let hash = page_hash(page);
-        if hash == zero {
-            pages.push(None);
-            return Ok(());
-        }
-        let (loc, _) = writer.add(FrameKind::Page, pgno as u64, page)?;
-        checksum = checksum.wrapping_add(page_contribution(pgno, hash, zero));
-        pages.push(Some(loc));
-        Ok(())
-    })?;
+    let info =
+        sqlite_io::read_snapshot(path, read_only, &*scion.options.progress, |pgno, page| {
+            let zero = *zero_hash.get_or_insert_with(|| page_hash(&vec![0u8; page.len()]));
+            if pgno == 1 {
+                counter = change_counter(page);
+            }
+            let hash = page_hash(page);
+            if hash == zero {
+                pages.push(None);
+                return Ok(());
+            }
+            let (loc, _) = writer.add(FrameKind::Page, pgno as u64, page)?;
+            checksum = checksum.wrapping_add(page_contribution(pgno, hash, zero));
+            pages.push(Some(loc));
+            Ok(())
+        })?;
     let (node, depth) = pagemap::build(&mut writer, &pages, DEFAULT_FANOUT_BITS)?;
     let record = RootRecord {
         fanout_bits: DEFAULT_FANOUT_BITS,

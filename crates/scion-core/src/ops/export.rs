@@ -39,6 +39,7 @@ impl Scion {
             &dir,
             ".scion-export.",
             JournalMode::Rollback,
+            &*self.options.progress,
         )?;
         tmp.as_file()
             .sync_all()

@@ -1,0 +1,42 @@
+//! Progress bars on stderr for long operations (only on a terminal, only for big files).
+
+use std::sync::Mutex;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use scion_core::progress::Progress;
+
+/// Phases shorter than this many pages (64 MiB of 4 KiB pages) finish too fast to need a bar.
+const MIN_PAGES: u64 = 16_384;
+
+#[derive(Default)]
+pub struct Bar {
+    bar: Mutex<Option<ProgressBar>>,
+}
+
+impl Progress for Bar {
+    fn start(&self, what: &'static str, total: u64) {
+        if total < MIN_PAGES {
+            return;
+        }
+        let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
+        if let Ok(style) = ProgressStyle::with_template(
+            "{msg:>8} [{bar:30}] {percent:>3}% of {len} pages, {eta} left",
+        ) {
+            bar.set_style(style.progress_chars("=> "));
+        }
+        bar.set_message(what);
+        *self.bar.lock().unwrap() = Some(bar);
+    }
+
+    fn advance(&self, n: u64) {
+        if let Some(bar) = self.bar.lock().unwrap().as_ref() {
+            bar.inc(n);
+        }
+    }
+
+    fn finish(&self) {
+        if let Some(bar) = self.bar.lock().unwrap().take() {
+            bar.finish_and_clear();
+        }
+    }
+}
