@@ -157,15 +157,8 @@ pub enum Command {
         /// Checkpoint to return to ('fork' and 'init' work too).
         #[arg(long, value_name = "CHECKPOINT")]
         to: String,
-        /// Keep no safety fork (a protected branch then needs --force).
-        #[arg(long)]
-        no_backup: bool,
-        /// How long the safety fork lives (default 24h).
-        #[arg(long, value_name = "DURATION")]
-        backup_ttl: Option<String>,
-        /// Discard uncheckpointed changes; override another holder's lease and protection.
-        #[arg(long)]
-        force: bool,
+        #[command(flatten)]
+        moving: MoveArgs,
     },
 
     /// Make a branch's head the head of another branch of the same database, in O(1).
@@ -179,13 +172,8 @@ pub enum Command {
         /// The branch to move (of the same database).
         #[arg(long, value_name = "BRANCH")]
         onto: String,
-        #[arg(long)]
-        no_backup: bool,
-        #[arg(long, value_name = "DURATION")]
-        backup_ttl: Option<String>,
-        /// Needed for a protected target; also overrides a lease and discards changes.
-        #[arg(long)]
-        force: bool,
+        #[command(flatten)]
+        moving: MoveArgs,
     },
 
     /// Remove a branch: its ref, checkpoints and checkout files. Space is reclaimed by gc.
@@ -362,4 +350,20 @@ pub enum LeaseCommand {
         #[arg(long)]
         force: bool,
     },
+}
+
+/// What rollback and promote share: the safety fork and overriding refusals.
+#[derive(Debug, clap::Args)]
+pub struct MoveArgs {
+    /// Keep no safety fork (a protected branch then needs --force).
+    #[arg(long)]
+    pub no_backup: bool,
+    /// How long the safety fork lives (default 24h).
+    #[arg(long, value_name = "DURATION")]
+    pub backup_ttl: Option<String>,
+    /// Discard uncheckpointed changes in the moved branch's checkout; override another
+    /// holder's lease; needed to move a protected branch without a safety fork or to
+    /// promote onto a protected branch.
+    #[arg(long)]
+    pub force: bool,
 }

@@ -182,6 +182,14 @@ pub fn run(cli: Cli) -> Result<()> {
     result
 }
 
+fn move_options(m: &crate::cli::MoveArgs) -> Result<MoveOptions> {
+    Ok(MoveOptions {
+        force: m.force,
+        no_backup: m.no_backup,
+        backup_ttl: m.backup_ttl.as_deref().map(parse_duration).transpose()?,
+    })
+}
+
 fn run_command(cli: &Cli, open: &dyn Fn(&Cli, bool) -> Result<Scion>) -> Result<()> {
     let p = Printer { json: cli.json };
     match &cli.command {
@@ -294,37 +302,21 @@ fn run_command(cli: &Cli, open: &dyn Fn(&Cli, bool) -> Result<Scion>) -> Result<
             let _ = std::fs::remove_dir_all(&dir);
             p.bench_fork(&report.map_err(|e| anyhow::anyhow!("{e}"))?);
         }
-        Command::Rollback {
-            target,
-            to,
-            no_backup,
-            backup_ttl,
-            force,
-        } => {
+        Command::Rollback { target, to, moving } => {
             let b: BranchRef = target.parse()?;
             let to = CheckpointName::new(to)?;
-            let opts = MoveOptions {
-                force: *force,
-                no_backup: *no_backup,
-                backup_ttl: backup_ttl.as_deref().map(parse_duration).transpose()?,
-            };
+            let opts = move_options(moving)?;
             let s = open(cli, false)?;
             p.moved("rolled back", &s.rollback(&b, &to, &opts)?);
         }
         Command::Promote {
             source,
             onto,
-            no_backup,
-            backup_ttl,
-            force,
+            moving,
         } => {
             let src: BranchRef = source.parse()?;
             let onto = BranchName::new(onto)?;
-            let opts = MoveOptions {
-                force: *force,
-                no_backup: *no_backup,
-                backup_ttl: backup_ttl.as_deref().map(parse_duration).transpose()?,
-            };
+            let opts = move_options(moving)?;
             let s = open(cli, false)?;
             p.moved("promoted", &s.promote(&src, &onto, &opts)?);
         }

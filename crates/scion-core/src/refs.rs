@@ -89,16 +89,7 @@ pub struct Checkpoint {
 
 impl Ref {
     pub fn decode(bytes: &[u8], key: &str) -> CoreResult<Self> {
-        let probe: SchemaProbe =
-            serde_json::from_slice(bytes).map_err(|e| CoreError::corrupt(key, e.to_string()))?;
-        if probe.schema > REF_SCHEMA {
-            return Err(CoreError::FormatTooNew {
-                what: key.to_string(),
-                found: probe.schema,
-                supported: REF_SCHEMA,
-            });
-        }
-        serde_json::from_slice(bytes).map_err(|e| CoreError::corrupt(key, e.to_string()))
+        decode_versioned(bytes, key, REF_SCHEMA)
     }
 
     pub fn encode(&self) -> Vec<u8> {
@@ -108,21 +99,30 @@ impl Ref {
 
 impl Checkpoint {
     pub fn decode(bytes: &[u8], key: &str) -> CoreResult<Self> {
-        let probe: SchemaProbe =
-            serde_json::from_slice(bytes).map_err(|e| CoreError::corrupt(key, e.to_string()))?;
-        if probe.schema > CHECKPOINT_SCHEMA {
-            return Err(CoreError::FormatTooNew {
-                what: key.to_string(),
-                found: probe.schema,
-                supported: CHECKPOINT_SCHEMA,
-            });
-        }
-        serde_json::from_slice(bytes).map_err(|e| CoreError::corrupt(key, e.to_string()))
+        decode_versioned(bytes, key, CHECKPOINT_SCHEMA)
     }
 
     pub fn encode(&self) -> Vec<u8> {
         serde_json::to_vec(self).expect("checkpoints always serialize")
     }
+}
+
+/// Decode a JSON object whose `schema` must not be newer than `supported`.
+fn decode_versioned<T: serde::de::DeserializeOwned>(
+    bytes: &[u8],
+    key: &str,
+    supported: u32,
+) -> CoreResult<T> {
+    let probe: SchemaProbe =
+        serde_json::from_slice(bytes).map_err(|e| CoreError::corrupt(key, e.to_string()))?;
+    if probe.schema > supported {
+        return Err(CoreError::FormatTooNew {
+            what: key.to_string(),
+            found: probe.schema,
+            supported,
+        });
+    }
+    serde_json::from_slice(bytes).map_err(|e| CoreError::corrupt(key, e.to_string()))
 }
 
 #[derive(Deserialize)]

@@ -135,3 +135,22 @@ pub(crate) fn check_range(key: &str, range: &Range<u64>, size: u64) -> StoreResu
     }
     Ok(())
 }
+
+/// Read `range` of an open file: bounds checked, never a short read.
+pub(crate) fn read_file_range(
+    f: &mut std::fs::File,
+    key: &str,
+    range: Range<u64>,
+) -> StoreResult<Vec<u8>> {
+    use std::io::{Read, Seek, SeekFrom};
+    let size = f
+        .metadata()
+        .map_err(|e| crate::StoreError::io(key, e))?
+        .len();
+    check_range(key, &range, size)?;
+    let mut buf = vec![0u8; (range.end - range.start) as usize];
+    f.seek(SeekFrom::Start(range.start))
+        .and_then(|_| f.read_exact(&mut buf))
+        .map_err(|e| crate::StoreError::io(key, e))?;
+    Ok(buf)
+}

@@ -4,12 +4,12 @@
 //! process writes are cached as they are uploaded. Everything else passes through.
 
 use std::fs;
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::Write;
 use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::backend::check_range;
+use crate::backend::read_file_range;
 use crate::{Backend, ETag, ObjectMeta, PutMode, StoreError, StoreResult};
 
 #[derive(Debug)]
@@ -72,13 +72,7 @@ impl Backend for SegmentCache {
             return self.inner.get_range(key, range);
         };
         let mut f = self.local(key, &path)?;
-        let size = f.metadata().map_err(|e| StoreError::io(key, e))?.len();
-        check_range(key, &range, size)?;
-        let mut buf = vec![0u8; (range.end - range.start) as usize];
-        f.seek(SeekFrom::Start(range.start))
-            .and_then(|_| f.read_exact(&mut buf))
-            .map_err(|e| StoreError::io(key, e))?;
-        Ok(buf)
+        read_file_range(&mut f, key, range)
     }
 
     fn head(&self, key: &str) -> StoreResult<ObjectMeta> {

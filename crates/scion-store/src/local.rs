@@ -7,12 +7,12 @@
 //! temp + fsync + link/rename + fsync of the directory, so a published object is durable.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::io::{self, Write};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use crate::backend::{check_range, content_etag};
+use crate::backend::{content_etag, read_file_range};
 use crate::key::validate_prefix;
 use crate::{validate_key, Backend, ETag, ObjectMeta, PutMode, StoreError, StoreResult};
 
@@ -152,13 +152,7 @@ impl Backend for LocalBackend {
     fn get_range(&self, key: &str, range: Range<u64>) -> StoreResult<Vec<u8>> {
         validate_key(key)?;
         let mut f = File::open(self.path(key)).map_err(|e| StoreError::io(key, e))?;
-        let size = f.metadata().map_err(|e| StoreError::io(key, e))?.len();
-        check_range(key, &range, size)?;
-        let mut buf = vec![0u8; (range.end - range.start) as usize];
-        f.seek(SeekFrom::Start(range.start))
-            .and_then(|_| f.read_exact(&mut buf))
-            .map_err(|e| StoreError::io(key, e))?;
-        Ok(buf)
+        read_file_range(&mut f, key, range)
     }
 
     fn head(&self, key: &str) -> StoreResult<ObjectMeta> {
