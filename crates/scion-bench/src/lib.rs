@@ -2,9 +2,12 @@
 //! in the same run, and report medians, spreads and ratios. Store costs are counted (objects
 //! and bytes), never guessed.
 
+pub mod branchbench;
 pub mod datagen;
 pub mod fork;
+pub mod isolation;
 pub mod machine;
+pub mod postgres;
 pub mod stats;
 
 /// Anything that stops a benchmark.

@@ -310,6 +310,14 @@ impl Printer {
         }
     }
 
+    /// A report the library renders itself: JSON with --json, its text otherwise.
+    pub fn rendered<T: serde::Serialize>(&self, r: &T, text: &str) {
+        if self.json {
+            return self.emit(r);
+        }
+        print!("{text}");
+    }
+
     pub fn bench_fork(&self, r: &ForkBenchReport) {
         if self.json {
             return self.emit(r);

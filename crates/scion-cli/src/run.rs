@@ -285,10 +285,7 @@ fn run_command(cli: &Cli, open: &dyn Fn(&Cli, bool) -> Result<Scion>) -> Result<
             p.status(&s.status()?);
         }
         Command::Bench(BenchCommand::Fork { quick, dir, runs }) => {
-            let dir = match dir {
-                Some(d) => d.clone(),
-                None => std::env::temp_dir().join(format!("scion-bench-{}", std::process::id())),
-            };
+            let dir = bench_dir(dir);
             let mut opts = if *quick {
                 scion_bench::fork::ForkBenchOptions::quick(dir.clone())
             } else {
@@ -301,6 +298,37 @@ fn run_command(cli: &Cli, open: &dyn Fn(&Cli, bool) -> Result<Scion>) -> Result<
             let report = scion_bench::fork::run(&opts, &mut progress);
             let _ = std::fs::remove_dir_all(&dir);
             p.bench_fork(&report.map_err(|e| anyhow::anyhow!("{e}"))?);
+        }
+        Command::Bench(BenchCommand::Branchbench(args)) => {
+            let opts = branchbench_options(args)?;
+            let mut progress = |m: &str| eprintln!("bench: {m}");
+            let report = scion_bench::branchbench::run(&opts, &mut progress);
+            if args.dir.is_none() && !args.keep {
+                let _ = std::fs::remove_dir_all(&opts.dir);
+            }
+            let report = report.map_err(|e| anyhow::anyhow!("{e}"))?;
+            p.rendered(&report, &report.render());
+        }
+        Command::Bench(BenchCommand::Isolation {
+            quick,
+            dir,
+            runs,
+            postgres,
+        }) => {
+            let dir = bench_dir(dir);
+            let mut opts = if *quick {
+                scion_bench::isolation::IsolationOptions::quick(dir.clone(), postgres.clone())
+            } else {
+                scion_bench::isolation::IsolationOptions::full(dir.clone(), postgres.clone())
+            };
+            if let Some(r) = runs {
+                opts.runs = (*r).max(1);
+            }
+            let mut progress = |m: &str| eprintln!("bench: {m}");
+            let report = scion_bench::isolation::run(&opts, &mut progress);
+            let _ = std::fs::remove_dir_all(&dir);
+            let report = report.map_err(|e| anyhow::anyhow!("{e}"))?;
+            p.rendered(&report, &report.render());
         }
         Command::Rollback { target, to, moving } => {
             let b: BranchRef = target.parse()?;
@@ -433,4 +461,56 @@ fn run_command(cli: &Cli, open: &dyn Fn(&Cli, bool) -> Result<Scion>) -> Result<
         }
     }
     Ok(())
+}
+
+/// Where a benchmark works: the given directory, or a fresh one under the system temp dir.
+fn bench_dir(dir: &Option<PathBuf>) -> PathBuf {
+    match dir {
+        Some(d) => d.clone(),
+        None => std::env::temp_dir().join(format!("scion-bench-{}", std::process::id())),
+    }
+}
+
+fn branchbench_options(
+    a: &crate::cli::BranchbenchArgs,
+) -> Result<scion_bench::branchbench::BranchbenchOptions> {
+    use scion_bench::branchbench::BranchbenchOptions;
+    let e = |m: String| anyhow::anyhow!(m);
+    let profile = a.profile.parse().map_err(e)?;
+    let mut o = BranchbenchOptions::for_profile(profile, bench_dir(&a.dir));
+    if !a.workflows.is_empty() {
+        o.workflows = a
+            .workflows
+            .iter()
+            .map(|w| w.parse())
+            .collect::<Result<_, _>>()
+            .map_err(e)?;
+    }
+    if let Some(s) = &a.scale {
+        o.scale = s.parse().map_err(e)?;
+    }
+    match a.concurrency.as_deref() {
+        None => {}
+        Some("all") => o.concurrency = None,
+        Some(n) => match n.parse::<usize>() {
+            Ok(n) if n >= 1 => o.concurrency = Some(n),
+            _ => bail!("--concurrency takes a number >= 1 or \"all\", not {n:?}"),
+        },
+    }
+    if let Some(secs) = a.max_runtime {
+        o.max_runtime = Some(std::time::Duration::from_secs(secs));
+    }
+    o.rng_seed = a.rng_seed;
+    o.data_seed = a.data_seed;
+    o.parent_rule = a.parent_rule.parse().map_err(e)?;
+    o.depth_rule = a.depth_rule.parse().map_err(e)?;
+    o.sql = a.sql.parse().map_err(e)?;
+    o.live_cap = a
+        .live_cap
+        .map(|n| (n, std::time::Duration::from_secs(a.slot_timeout)));
+    o.deterministic |= a.deterministic;
+    o.keep = a.keep;
+    o.gc_after = !a.no_gc;
+    o.out = a.out.clone();
+    Ok(o)
 }

@@ -2,6 +2,8 @@
 
 mod common;
 
+use std::collections::BTreeMap;
+
 use common::*;
 
 #[test]
@@ -36,4 +38,197 @@ fn bench_fork_quick_reports_counted_costs() {
     assert_eq!(v["clean_checkpoint"]["data_objects_written"], 0);
     assert_eq!(v["diff"]["rows_changed"], 10);
     assert!(!dir.exists(), "the bench removes its working directory");
+}
+
+fn ops_per_step(w: &serde_json::Value) -> BTreeMap<u64, u64> {
+    w["ops_per_step"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.parse().unwrap(), v.as_u64().unwrap()))
+        .collect()
+}
+
+/// The quick profile completes every workflow with the harness's op counts, depth and
+/// fanout bounds, a row from every eval, a deterministic seed and tree, and harness-shaped
+/// e2e files. Timings are never checked.
+#[test]
+fn branchbench_quick_holds_the_harness_invariants() {
+    let s = Session::new();
+    let out_dir = s.path("out");
+    let run = |workflows: &str| -> serde_json::Value {
+        let mut args = vec!["bench", "branchbench", "--profile", "quick", "--json"];
+        let out = out_dir.to_str().unwrap().to_string();
+        let work = s.path("work").to_str().unwrap().to_string();
+        args.extend(["--out", &out, "--dir", &work]);
+        if !workflows.is_empty() {
+            args.extend(["--workflows", workflows]);
+        }
+        serde_json::from_str(&s.ok(&args)).expect("well-formed JSON")
+    };
+    let v = run("");
+    assert_eq!(v["header"]["seed_rebuild_identical"], true);
+    assert_eq!(v["header"]["seed"]["sha256"].as_str().unwrap().len(), 64);
+    let workflows = v["workflows"].as_array().unwrap();
+    assert_eq!(workflows.len(), 5);
+    for w in workflows {
+        let name = w["workflow"].as_str().unwrap();
+        assert_eq!(
+            w["completed_steps"], w["total_steps"],
+            "{name}: every step completes"
+        );
+        assert_eq!(w["skipped_steps"], 0, "{name}");
+        assert_eq!(w["timed_out"], false, "{name}");
+        assert_eq!(w["ops_mismatches"], 0, "{name}: ops per step");
+        assert!(
+            w["failed_statements"].as_object().unwrap().is_empty(),
+            "{name}: {:?}",
+            w["failure_samples"]
+        );
+        assert_eq!(
+            w["evals_without_row"], 0,
+            "{name}: every eval returned a row"
+        );
+        assert!(w["evals"].as_u64().unwrap() >= w["completed_steps"].as_u64().unwrap());
+        assert!(w["max_depth"].as_u64().unwrap() <= w["depth_bound"].as_u64().unwrap());
+        assert_eq!(
+            w["depth_bound"].as_u64().unwrap(),
+            w["tuple"]["max_depth"].as_u64().unwrap() + 1,
+            "{name}: the harness rule lets nodes reach D+1"
+        );
+        assert_eq!(w["fanout_overruns"], 0, "{name}: fanout limits hold");
+        assert_eq!(
+            w["checkpoints"], w["completed_steps"],
+            "{name}: one publish per step"
+        );
+        let ops = ops_per_step(w);
+        let counts: Vec<u64> = ops.keys().copied().collect();
+        let expected: &[u64] = match name {
+            "simulation" => &[55],
+            "failure_repro" => &[54, 55],
+            "data_cleaning" => &[5],
+            "mcts" => &[4, 6],
+            "software_dev" => &[6, 8],
+            other => panic!("unexpected workflow {other}"),
+        };
+        assert!(
+            counts.iter().all(|c| expected.contains(c)),
+            "{name}: ops per step {ops:?}, expected among {expected:?}"
+        );
+        if name == "failure_repro" {
+            assert_eq!(
+                ops,
+                BTreeMap::from([(54, 5), (55, 5)]),
+                "45 DDL + 450 DML in 10 steps"
+            );
+        }
+        // The harness-shaped e2e file parses, carries its keys, and round-trips.
+        let path = out_dir.join(format!("{}_e2e_stats.json", w["run_id"].as_str().unwrap()));
+        let text = std::fs::read_to_string(&path).unwrap();
+        let e2e: serde_json::Value = serde_json::from_str(&text).unwrap();
+        for key in [
+            "run_id",
+            "backend",
+            "workflow",
+            "workers",
+            "total_steps",
+            "elapsed_sec",
+            "max_runtime_sec",
+            "timed_out",
+            "completed_steps",
+            "completed_ops",
+            "worker_status",
+            "storage_before_bytes",
+            "storage_after_bytes",
+            "storage_delta_bytes",
+            "peak_live",
+            "max_depth",
+            "store_peak_bytes",
+            "reclaimed_bytes",
+            "skipped_steps",
+            "failed_statements",
+        ] {
+            assert!(e2e.get(key).is_some(), "{name}: e2e lacks {key}");
+        }
+        let again: serde_json::Value =
+            serde_json::from_str(&serde_json::to_string(&e2e).unwrap()).unwrap();
+        assert_eq!(again, e2e);
+        let ops_file = out_dir.join(format!("{}_ops.jsonl", w["run_id"].as_str().unwrap()));
+        let lines = std::fs::read_to_string(ops_file).unwrap();
+        let completed_ops: u64 = e2e["completed_ops"]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|v| v.as_u64().unwrap())
+            .sum();
+        let harness_ops = lines
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .filter(|r| r["op_type"] != 6 && r["cross_branch"] == false)
+            .count() as u64;
+        assert_eq!(harness_ops, completed_ops, "{name}: one record per op");
+    }
+    // Lockstep rounds give the same trees on a second run.
+    let again = run("data_cleaning,mcts");
+    for w in again["workflows"].as_array().unwrap() {
+        let first = workflows
+            .iter()
+            .find(|f| f["workflow"] == w["workflow"])
+            .unwrap();
+        assert_eq!(w["depth_histogram"], first["depth_histogram"]);
+        assert_eq!(w["ops_per_step"], first["ops_per_step"]);
+        assert_eq!(w["peak_live"], first["peak_live"]);
+    }
+    assert!(!s.path("work/data_cleaning").exists(), "stores are removed");
+}
+
+/// `scion bench isolation --quick` measures scion and each baseline; the PostgreSQL rows run
+/// when the test command started a server (SCION_BENCH_PG), and say why when not.
+#[test]
+fn bench_isolation_quick_measures_every_method() {
+    let s = Session::new();
+    let dir = s.path("iso");
+    let out = s.ok(&[
+        "bench",
+        "isolation",
+        "--quick",
+        "--json",
+        "--dir",
+        dir.to_str().unwrap(),
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let size = &v["sizes"][0];
+    let methods = size["methods"].as_array().unwrap();
+    let names: Vec<&str> = methods
+        .iter()
+        .map(|m| m["method"].as_str().unwrap())
+        .collect();
+    assert!(names[0].starts_with("scion"));
+    assert!(names.contains(&"file copy"));
+    assert!(names.contains(&"SQLite backup API"));
+    for m in methods
+        .iter()
+        .filter(|m| !m["method"].as_str().unwrap().starts_with("PostgreSQL"))
+    {
+        assert!(m["per_test"]["runs"].as_u64().unwrap() >= 3);
+    }
+    assert_eq!(methods[0]["times_scion"], 1.0);
+    let pg: Vec<&serde_json::Value> = methods
+        .iter()
+        .filter(|m| m["method"].as_str().unwrap().starts_with("PostgreSQL"))
+        .collect();
+    if std::env::var_os("SCION_BENCH_PG").is_some() {
+        assert_eq!(pg.len(), 2, "WAL_LOG and FILE_COPY rows");
+        for m in pg {
+            assert!(m["per_test"]["runs"].as_u64().unwrap() >= 3, "{m}");
+        }
+        assert!(size["postgres_bytes"].as_u64().unwrap() > 0);
+    } else {
+        assert_eq!(pg.len(), 1);
+        assert!(pg[0]["missing"]
+            .as_str()
+            .unwrap()
+            .contains("SCION_BENCH_PG"));
+    }
+    assert!(!dir.exists());
 }

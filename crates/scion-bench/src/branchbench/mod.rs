@@ -1,0 +1,328 @@
+//! `scion bench branchbench`: the five BranchBench workflows (simulation, data_cleaning,
+//! software_dev, mcts, failure_repro) re-implemented on scion, behaviour for behaviour by
+//! default: the harness's tuples, parent rule, depth off-by-one, prune coin, cross-branch
+//! schedule and per-step op sequence. Deviations are flags, printed in the header.
+
+mod conn;
+pub mod ops;
+pub mod report;
+pub mod runner;
+pub mod seed;
+pub mod sql;
+mod sync;
+pub mod tree;
+pub mod tuples;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use scion_core::{ClonePolicy, Scion, ScionOptions};
+use scion_store::LocalBackend;
+
+use crate::machine::describe;
+use crate::{BenchError, BenchResult, Progress};
+use report::{Bytes, Header, Report, Storage, WorkflowReport};
+use runner::RunConfig;
+use seed::Scale;
+use sql::SqlVariant;
+use tree::{DepthRule, ParentRule};
+use tuples::{Profile, Tuple, Workflow};
+
+/// The database every workflow's store holds.
+pub const DB: &str = "bb";
+
+#[derive(Debug, Clone)]
+pub struct BranchbenchOptions {
+    pub workflows: Vec<Workflow>,
+    pub profile: Profile,
+    pub scale: Scale,
+    /// Steps running at once; None = all T workers (the harness).
+    pub concurrency: Option<usize>,
+    pub max_runtime: Option<Duration>,
+    pub rng_seed: u64,
+    pub data_seed: u64,
+    pub parent_rule: ParentRule,
+    pub depth_rule: DepthRule,
+    pub sql: SqlVariant,
+    pub live_cap: Option<(usize, Duration)>,
+    pub deterministic: bool,
+    pub dir: PathBuf,
+    pub keep: bool,
+    pub gc_after: bool,
+    pub out: Option<PathBuf>,
+}
+
+impl BranchbenchOptions {
+    /// The defaults of a profile: full and mini run harness-faithful (T-way, 2 h cap);
+    /// quick runs the mini tuples on tiny data, 4-way, in lockstep, capped at 60 s.
+    pub fn for_profile(profile: Profile, dir: PathBuf) -> Self {
+        let quick = profile == Profile::Quick;
+        BranchbenchOptions {
+            workflows: Workflow::ALL.to_vec(),
+            profile,
+            scale: if quick { Scale::Tiny } else { Scale::Small },
+            concurrency: if quick { Some(4) } else { None },
+            max_runtime: Some(Duration::from_secs(if quick { 60 } else { 7200 })),
+            rng_seed: 42,
+            data_seed: 1,
+            parent_rule: ParentRule::Uniform,
+            depth_rule: DepthRule::Harness,
+            sql: SqlVariant::Published,
+            live_cap: None,
+            deterministic: quick,
+            dir,
+            keep: false,
+            gc_after: true,
+            out: None,
+        }
+    }
+
+    pub fn tuple(&self, w: Workflow) -> Tuple {
+        let mut t = Tuple::for_profile(w, self.profile);
+        if self.profile == Profile::Quick && w == Workflow::Simulation {
+            // 60 simultaneous workers are more than a smoke test needs; 16 keep its shape.
+            t.workers = 16;
+            t.fanout_root = 16;
+        }
+        t
+    }
+
+    /// Flags that differ from the harness's behaviour, for the header.
+    pub fn deviations(&self) -> Vec<String> {
+        let mut d = Vec::new();
+        if self.parent_rule != ParentRule::Uniform {
+            d.push("parent rule: sticky (offshoot's), root fallback".into());
+        }
+        if self.depth_rule != DepthRule::Harness {
+            d.push("depth rule: strict (nodes never below D)".into());
+        }
+        if self.sql != SqlVariant::Published {
+            d.push("SQL: harness HEAD variant (software_dev M_s forced to 2)".into());
+        }
+        if let Some((cap, t)) = self.live_cap {
+            d.push(format!("live cap {cap}, slot timeout {}s", t.as_secs()));
+        }
+        if self.deterministic {
+            d.push("lockstep rounds (deterministic trees)".into());
+        }
+        if let Some(c) = self.concurrency {
+            d.push(format!("concurrency {c} instead of T"));
+        }
+        if self.profile == Profile::Quick {
+            d.push("simulation scaled to T=16, F_r=16".into());
+        }
+        d
+    }
+}
+
+/// Bytes under `dir`: physical (allocated blocks) and logical (file sizes).
+pub fn dir_bytes(dir: &Path) -> Bytes {
+    use std::os::unix::fs::MetadataExt;
+    let mut b = Bytes::default();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let Ok(m) = e.metadata() else { continue };
+            if m.is_dir() {
+                stack.push(e.path());
+            } else {
+                b.logical += m.len();
+                b.physical += m.blocks() * 512;
+            }
+        }
+    }
+    b
+}
+
+fn free_bytes(dir: &Path) -> Option<u64> {
+    let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).ok()?;
+    // SAFETY: statvfs fills the zeroed struct for a valid NUL-terminated path.
+    let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(c.as_ptr(), &mut s) } != 0 {
+        return None;
+    }
+    Some(s.f_bavail as u64 * s.f_frsize as u64)
+}
+
+/// Samples a directory's size until dropped, keeping the peak.
+struct PeakSampler {
+    peak: Arc<Mutex<Bytes>>,
+    done: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl PeakSampler {
+    fn start(dir: PathBuf) -> Self {
+        let peak = Arc::new(Mutex::new(dir_bytes(&dir)));
+        let done = Arc::new(AtomicBool::new(false));
+        let (p, d) = (peak.clone(), done.clone());
+        let thread = std::thread::spawn(move || {
+            while !d.load(Ordering::SeqCst) {
+                let now = dir_bytes(&dir);
+                let mut p = p.lock().unwrap();
+                p.physical = p.physical.max(now.physical);
+                p.logical = p.logical.max(now.logical);
+                drop(p);
+                std::thread::sleep(Duration::from_millis(250));
+            }
+        });
+        PeakSampler {
+            peak,
+            done,
+            thread: Some(thread),
+        }
+    }
+
+    fn finish(mut self, last: Bytes) -> Bytes {
+        self.done.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        let p = *self.peak.lock().unwrap();
+        Bytes {
+            physical: p.physical.max(last.physical),
+            logical: p.logical.max(last.logical),
+        }
+    }
+}
+
+fn run_workflow(
+    opts: &BranchbenchOptions,
+    w: Workflow,
+    seed_path: &Path,
+    seed_bytes: u64,
+    progress: Progress<'_>,
+) -> BenchResult<(WorkflowReport, runner::RunOutcome)> {
+    let tuple = opts.tuple(w);
+    let concurrency = opts.concurrency.unwrap_or(tuple.workers).min(tuple.workers);
+    let dir = opts.dir.join(w.name());
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    // Every step materializes a checkout (no clones on this filesystem?) and keeps it
+    // until it publishes; the store grows by the pages the steps change.
+    let need = seed_bytes * (2 * concurrency as u64 + 8);
+    if let Some(free) = free_bytes(&dir) {
+        if free < need {
+            return Err(BenchError::Other(format!(
+                "{w}: needs about {} MiB free in {} (seed {} MiB x (2 x {concurrency} live checkouts + 8)), {} MiB free",
+                need >> 20,
+                dir.display(),
+                seed_bytes >> 20,
+                free >> 20
+            )));
+        }
+    }
+    let store =
+        LocalBackend::open(dir.join("store")).map_err(|e| BenchError::Other(e.to_string()))?;
+    let scion = Arc::new(Scion::init(
+        Arc::new(store),
+        "branchbench",
+        ScionOptions::new(dir.join("store/checkouts"), ClonePolicy::Auto),
+    )?);
+    scion.create(&DB.parse()?, Some(seed_path))?;
+    let before = dir_bytes(&dir);
+    progress(&format!(
+        "{w}: {} ({} steps, {concurrency} at a time)",
+        tuple.label(),
+        tuple.total_steps()
+    ));
+    let sampler = PeakSampler::start(dir.clone());
+    let steps_ended = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let config = RunConfig {
+        workflow: w,
+        tuple,
+        shape: opts.scale.shape(),
+        concurrency,
+        max_runtime: opts.max_runtime.filter(|d| !d.is_zero()),
+        rng_seed: opts.rng_seed,
+        parent_rule: opts.parent_rule,
+        depth_rule: opts.depth_rule,
+        sql: opts.sql,
+        live_cap: opts.live_cap,
+        deterministic: opts.deterministic,
+        steps_ended: steps_ended.clone(),
+    };
+    let outcome = std::thread::scope(|scope| {
+        let worker = scope.spawn(|| runner::run(scion.clone(), config));
+        let started = Instant::now();
+        let mut last_report = Instant::now();
+        while !worker.is_finished() {
+            std::thread::sleep(Duration::from_millis(100));
+            if last_report.elapsed() >= Duration::from_secs(5) {
+                last_report = Instant::now();
+                progress(&format!(
+                    "{w}: {}/{} steps ended, {:.0} s",
+                    steps_ended.load(Ordering::Relaxed),
+                    tuple.total_steps(),
+                    started.elapsed().as_secs_f64()
+                ));
+            }
+        }
+        worker.join().expect("the workflow runner panicked")
+    });
+    let after = dir_bytes(&dir);
+    let peak = sampler.finish(after);
+    let mut storage = Storage {
+        before,
+        peak,
+        after,
+        after_gc: None,
+        reclaimed_bytes: None,
+        gc_secs: None,
+    };
+    if opts.gc_after {
+        let start = Instant::now();
+        let gc = scion.gc(Duration::ZERO)?;
+        storage.gc_secs = Some(start.elapsed().as_secs_f64());
+        storage.reclaimed_bytes = Some(gc.reclaimed_bytes);
+        storage.after_gc = Some(dir_bytes(&dir));
+    }
+    let report = WorkflowReport::new(opts, w, tuple, concurrency, &outcome, storage);
+    progress(&format!(
+        "{w}: {}/{} steps in {:.1} s",
+        report.completed_steps, report.total_steps, report.wall_secs
+    ));
+    drop(scion);
+    if !opts.keep {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    Ok((report, outcome))
+}
+
+pub fn run(opts: &BranchbenchOptions, progress: Progress<'_>) -> BenchResult<Report> {
+    std::fs::create_dir_all(&opts.dir)?;
+    let machine = describe(&opts.dir);
+    progress(&format!(
+        "building the {} seed (twice, to check it is deterministic)",
+        opts.scale
+    ));
+    let seed_path = opts.dir.join(format!("seed-{}.db", opts.scale));
+    let again = opts.dir.join(format!("seed-{}-again.db", opts.scale));
+    let seed = seed::build(&seed_path, opts.scale, opts.data_seed)?;
+    let rebuilt = seed::build(&again, opts.scale, opts.data_seed)?;
+    let _ = std::fs::remove_file(&again);
+    if rebuilt.sha256 != seed.sha256 {
+        return Err(BenchError::Other(format!(
+            "the seed generator is not deterministic: two builds hash {} and {}",
+            seed.sha256, rebuilt.sha256
+        )));
+    }
+    let header = Header::new(opts, machine, seed.clone());
+    let mut workflows = Vec::new();
+    for &w in &opts.workflows {
+        let (report, outcome) = run_workflow(opts, w, &seed_path, seed.bytes, progress)?;
+        if let Some(out) = &opts.out {
+            report::write_files(out, &header, &report, &outcome)?;
+        }
+        workflows.push(report);
+    }
+    if !opts.keep {
+        let _ = std::fs::remove_file(&seed_path);
+    }
+    Ok(Report { header, workflows })
+}

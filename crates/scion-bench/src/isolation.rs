@@ -1,0 +1,365 @@
+//! `scion bench isolation`: what an eval harness pays per test for a fresh, isolated
+//! database seeded once. scion (fork + checkout + open + first query + close + destroy) runs
+//! side by side with a plain file copy, SQLite's backup API into a fresh file and, when a
+//! server is reachable, PostgreSQL's `CREATE DATABASE ... TEMPLATE`.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use rusqlite::{Connection, MAIN_DB};
+use scion_core::{BranchRef, ClonePolicy, Scion, ScionOptions};
+use scion_store::LocalBackend;
+use serde::Serialize;
+
+use crate::datagen::orders_db;
+use crate::machine::{describe, Machine};
+use crate::postgres::PgBaseline;
+use crate::stats::Summary;
+use crate::{BenchError, BenchResult, Progress};
+
+/// The query every method runs once the database is open: a point lookup, which reads the
+/// schema and one root-to-leaf path, as a test's first statement does.
+pub const FIRST_QUERY: &str = "SELECT amount FROM orders WHERE id = $1";
+
+#[derive(Debug, Clone)]
+pub struct IsolationOptions {
+    pub dir: PathBuf,
+    pub sizes_mib: Vec<u64>,
+    pub runs: usize,
+    /// A libpq-style connection string for the PostgreSQL row (None: the row says why).
+    pub postgres: Option<String>,
+}
+
+impl IsolationOptions {
+    pub fn full(dir: PathBuf, postgres: Option<String>) -> Self {
+        Self {
+            dir,
+            sizes_mib: vec![10, 100],
+            runs: 7,
+            postgres,
+        }
+    }
+    pub fn quick(dir: PathBuf, postgres: Option<String>) -> Self {
+        Self {
+            dir,
+            sizes_mib: vec![2],
+            runs: 3,
+            postgres,
+        }
+    }
+}
+
+/// One method's cost per test at one size.
+#[derive(Debug, Clone, Serialize)]
+pub struct MethodRow {
+    pub method: String,
+    /// None when the method could not run here; `missing` says why.
+    pub per_test: Option<Summary>,
+    /// This method's median over scion's (above 1: scion is faster).
+    pub times_scion: Option<f64>,
+    /// Medians of the steps making up one test, in order.
+    pub phases: Vec<(String, f64)>,
+    pub missing: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct AtSize {
+    pub size_mib: u64,
+    pub sqlite_bytes: u64,
+    pub rows: u64,
+    pub postgres_bytes: Option<u64>,
+    pub methods: Vec<MethodRow>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct IsolationReport {
+    pub machine: Machine,
+    pub first_query: &'static str,
+    pub runs: usize,
+    pub postgres_server: Option<String>,
+    pub sizes: Vec<AtSize>,
+}
+
+/// Times the named phases of one test, `runs` times after a warm-up.
+struct PhaseTimer {
+    names: Vec<&'static str>,
+    samples: Vec<Vec<Duration>>,
+    totals: Vec<Duration>,
+}
+
+impl PhaseTimer {
+    fn new(names: &[&'static str]) -> Self {
+        Self {
+            names: names.to_vec(),
+            samples: vec![Vec::new(); names.len()],
+            totals: Vec::new(),
+        }
+    }
+
+    /// Runs `test` once to warm up, then `runs` times. `test` calls `lap(i)` after phase i.
+    fn run(
+        &mut self,
+        runs: usize,
+        mut test: impl FnMut(usize, &mut dyn FnMut(usize)) -> BenchResult<()>,
+    ) -> BenchResult<()> {
+        for run in 0..=runs {
+            let mut laps = vec![Duration::ZERO; self.names.len()];
+            let mut last = Instant::now();
+            let start = last;
+            test(run, &mut |i| {
+                let now = Instant::now();
+                laps[i] = now - last;
+                last = now;
+            })?;
+            let total = start.elapsed();
+            if run > 0 {
+                for (i, l) in laps.into_iter().enumerate() {
+                    self.samples[i].push(l);
+                }
+                self.totals.push(total);
+            }
+        }
+        Ok(())
+    }
+
+    fn row(&self, method: &str) -> MethodRow {
+        MethodRow {
+            method: method.to_string(),
+            per_test: Some(Summary::of(&self.totals)),
+            times_scion: None,
+            phases: self
+                .names
+                .iter()
+                .zip(&self.samples)
+                .map(|(n, s)| (n.to_string(), Summary::of(s).median_ms))
+                .collect(),
+            missing: None,
+        }
+    }
+}
+
+fn first_query(conn: &Connection, id: i64) -> BenchResult<f64> {
+    Ok(conn.query_row(&FIRST_QUERY.replace("$1", "?1"), [id], |r| r.get(0))?)
+}
+
+fn remove_db(path: &Path) {
+    for suffix in ["", "-wal", "-shm", "-journal"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+    }
+}
+
+fn scion_row(dir: &Path, seed: &Path, runs: usize, probe_id: i64) -> BenchResult<MethodRow> {
+    let store =
+        LocalBackend::open(dir.join("store")).map_err(|e| BenchError::Other(e.to_string()))?;
+    let scion = Scion::init(
+        std::sync::Arc::new(store),
+        "isolation",
+        ScionOptions::new(dir.join("store/checkouts"), ClonePolicy::Auto),
+    )?;
+    scion.create(&"seed".parse()?, Some(seed))?;
+    let main: BranchRef = "seed".parse()?;
+    let mut timer = PhaseTimer::new(&["fork", "checkout", "open + query + close", "destroy"]);
+    timer.run(runs, |run, lap| {
+        let test: BranchRef = format!("seed@test-{run}").parse()?;
+        scion.fork(&main, &test.branch, None)?;
+        lap(0);
+        let path = scion.checkout(&test, false)?.path;
+        lap(1);
+        let conn = Connection::open(&path)?;
+        first_query(&conn, probe_id)?;
+        drop(conn);
+        lap(2);
+        scion.destroy(&test, false)?;
+        lap(3);
+        Ok(())
+    })?;
+    Ok(timer.row("scion fork + checkout + destroy"))
+}
+
+fn copy_row(dir: &Path, seed: &Path, runs: usize, probe_id: i64) -> BenchResult<MethodRow> {
+    let mut timer = PhaseTimer::new(&["copy", "open + query + close", "delete"]);
+    timer.run(runs, |run, lap| {
+        let path = dir.join(format!("copy-{run}.db"));
+        std::fs::copy(seed, &path)?;
+        lap(0);
+        let conn = Connection::open(&path)?;
+        first_query(&conn, probe_id)?;
+        drop(conn);
+        lap(1);
+        remove_db(&path);
+        lap(2);
+        Ok(())
+    })?;
+    Ok(timer.row("file copy"))
+}
+
+fn backup_row(dir: &Path, seed: &Path, runs: usize, probe_id: i64) -> BenchResult<MethodRow> {
+    // Seeded once: the harness keeps its source connection open across tests.
+    let source = Connection::open(seed)?;
+    let mut timer = PhaseTimer::new(&["backup", "open + query + close", "delete"]);
+    timer.run(runs, |run, lap| {
+        let path = dir.join(format!("backup-{run}.db"));
+        source.backup(MAIN_DB, &path, rusqlite::backup::NO_PROGRESS)?;
+        lap(0);
+        let conn = Connection::open(&path)?;
+        first_query(&conn, probe_id)?;
+        drop(conn);
+        lap(1);
+        remove_db(&path);
+        lap(2);
+        Ok(())
+    })?;
+    Ok(timer.row("SQLite backup API"))
+}
+
+fn postgres_rows(
+    pg: &mut PgBaseline,
+    mib: u64,
+    rows: u64,
+    runs: usize,
+    probe_id: i64,
+) -> BenchResult<(u64, Vec<MethodRow>)> {
+    let template = format!("scion_bench_seed_{mib}");
+    let seed_bytes = pg.seed(&template, rows)?;
+    let mut out = Vec::new();
+    for strategy in pg.strategies() {
+        let mut timer = PhaseTimer::new(&["create database", "connect + query + close", "drop"]);
+        timer.run(runs, |run, lap| {
+            let name = format!("scion_bench_test_{run}");
+            pg.create_from_template(&name, &template, strategy)?;
+            lap(0);
+            pg.connect_and_query(&name, FIRST_QUERY, probe_id)?;
+            lap(1);
+            pg.drop_database(&name)?;
+            lap(2);
+            Ok(())
+        })?;
+        out.push(timer.row(&strategy.label()));
+    }
+    pg.drop_database(&template)?;
+    Ok((seed_bytes, out))
+}
+
+pub fn run(opts: &IsolationOptions, progress: Progress<'_>) -> BenchResult<IsolationReport> {
+    std::fs::create_dir_all(&opts.dir)?;
+    let machine = describe(&opts.dir);
+    let mut pg = match &opts.postgres {
+        None => Err("no server given (--postgres or SCION_BENCH_PG; scripts/bench-postgres starts a throwaway one)".to_string()),
+        Some(conn) => PgBaseline::connect(conn).map_err(|e| format!("cannot connect: {e}")),
+    };
+    let postgres_server = pg.as_ref().ok().map(|p| p.version.clone());
+    let mut sizes = Vec::new();
+    for &mib in &opts.sizes_mib {
+        let dir = opts.dir.join(format!("size-{mib}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir)?;
+        progress(&format!("seeding a {mib} MiB database"));
+        let seed = dir.join("seed.db");
+        let sqlite_bytes = orders_db(&seed, mib, 1)?;
+        let rows: u64 =
+            Connection::open(&seed)?
+                .query_row("SELECT count(*) FROM orders", [], |r| r.get::<_, i64>(0))?
+                as u64;
+        let probe_id = (rows / 2) as i64;
+        progress(&format!("{mib} MiB: scion, {} tests", opts.runs));
+        let mut methods = vec![scion_row(&dir, &seed, opts.runs, probe_id)?];
+        progress(&format!("{mib} MiB: file copy"));
+        methods.push(copy_row(&dir, &seed, opts.runs, probe_id)?);
+        progress(&format!("{mib} MiB: SQLite backup API"));
+        methods.push(backup_row(&dir, &seed, opts.runs, probe_id)?);
+        let mut postgres_bytes = None;
+        match pg.as_mut() {
+            Ok(pg) => {
+                progress(&format!(
+                    "{mib} MiB: PostgreSQL CREATE DATABASE ... TEMPLATE"
+                ));
+                let (bytes, rows) = postgres_rows(pg, mib, rows, opts.runs, probe_id)?;
+                postgres_bytes = Some(bytes);
+                methods.extend(rows);
+            }
+            Err(why) => methods.push(MethodRow {
+                method: "PostgreSQL CREATE DATABASE ... TEMPLATE".into(),
+                per_test: None,
+                times_scion: None,
+                phases: Vec::new(),
+                missing: Some(why.clone()),
+            }),
+        }
+        let scion_ms = methods[0].per_test.map(|s| s.median_ms).unwrap_or(0.0);
+        for m in &mut methods {
+            m.times_scion = m.per_test.map(|s| s.median_ms / scion_ms);
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+        sizes.push(AtSize {
+            size_mib: mib,
+            sqlite_bytes,
+            rows,
+            postgres_bytes,
+            methods,
+        });
+    }
+    Ok(IsolationReport {
+        machine,
+        first_query: FIRST_QUERY,
+        runs: opts.runs,
+        postgres_server,
+        sizes,
+    })
+}
+
+impl IsolationReport {
+    /// The human table.
+    pub fn render(&self) -> String {
+        let mut s = format!("{}\n", self.machine.line());
+        s += &format!(
+            "per test: a fresh isolated database, opened, one query ({}), closed, removed; median of {} runs after a warm-up\n",
+            self.first_query, self.runs
+        );
+        if let Some(v) = &self.postgres_server {
+            s += &format!("PostgreSQL server: {v} (local, unix socket)\n");
+        }
+        for size in &self.sizes {
+            s += &format!(
+                "\n{} MiB seed ({} rows; SQLite file {} B{})\n",
+                size.size_mib,
+                size.rows,
+                size.sqlite_bytes,
+                size.postgres_bytes
+                    .map(|b| format!(", PostgreSQL database {b} B"))
+                    .unwrap_or_default()
+            );
+            s += &format!(
+                "  {:<44} {:>10} {:>16} {:>10}  breakdown (medians, ms)\n",
+                "method", "median ms", "min-max ms", "x scion"
+            );
+            for m in &size.methods {
+                match (&m.per_test, &m.missing) {
+                    (Some(t), _) => {
+                        let phases: Vec<String> = m
+                            .phases
+                            .iter()
+                            .map(|(n, ms)| format!("{n} {ms:.2}"))
+                            .collect();
+                        s += &format!(
+                            "  {:<44} {:>10.2} {:>16} {:>10}  {}\n",
+                            m.method,
+                            t.median_ms,
+                            format!("{:.2}-{:.2}", t.min_ms, t.max_ms),
+                            format!("{:.1}x", m.times_scion.unwrap_or(0.0)),
+                            phases.join(", ")
+                        );
+                    }
+                    (None, why) => {
+                        s += &format!(
+                            "  {:<44} {:>10}  not measured: {}\n",
+                            m.method,
+                            "-",
+                            why.as_deref().unwrap_or("unknown")
+                        );
+                    }
+                }
+            }
+        }
+        s
+    }
+}
