@@ -93,7 +93,7 @@ impl PgBaseline {
                SELECT g, 'customer-' || (g * 7919 % 50000), 'user' || (g * 7919 % 50000) || '@example.com',
                       (g * 104729 % 1000000) / 100.0, (ARRAY['new','paid','shipped','returned'])[g % 4 + 1],
                       'order note ' || substr(md5(g::text), 1, 16) || ' lorem ipsum dolor sit amet ' || (g % 977)
-               FROM generate_series(1, {rows}) AS g;"
+               FROM generate_series(1::bigint, {rows}) AS g;"
         ))
         .map_err(pg_err)?;
         // VACUUM refuses to run inside the implicit transaction of a multi-statement batch.

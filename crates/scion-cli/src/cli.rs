@@ -449,6 +449,10 @@ pub struct BranchbenchArgs {
     /// Working directory for seeds and stores (default: a fresh temp dir).
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
+    /// Runs per workflow: the report is the run with the median wall time, and lists
+    /// every run's wall time.
+    #[arg(long, default_value_t = 1)]
+    pub runs: usize,
     /// Keep each workflow's store instead of deleting it.
     #[arg(long)]
     pub keep: bool,

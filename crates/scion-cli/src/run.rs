@@ -510,6 +510,7 @@ fn branchbench_options(
         .map(|n| (n, std::time::Duration::from_secs(a.slot_timeout)));
     o.deterministic |= a.deterministic;
     o.keep = a.keep;
+    o.runs = a.runs.max(1);
     o.gc_after = !a.no_gc;
     o.out = a.out.clone();
     Ok(o)

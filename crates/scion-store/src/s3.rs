@@ -5,7 +5,9 @@
 //! owns a small Tokio runtime and blocks on it.
 //!
 //! Configuration comes from the environment: `SCION_S3_ENDPOINT`, `SCION_S3_REGION`,
-//! `SCION_S3_PATH_STYLE`, and credentials from the standard `AWS_*` variables.
+//! `SCION_S3_PATH_STYLE`, and credentials from the standard `AWS_*` variables;
+//! `SCION_S3_MULTIPART_THRESHOLD` (bytes, default 16 MiB) sets the size from which
+//! create-only puts go up as multipart uploads in 8 MiB parts.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -51,7 +53,15 @@ pub struct S3Config {
     pub path_style: bool,
     pub request_timeout: Option<Duration>,
     pub max_retries: Option<usize>,
+    /// Create-only puts of at least this many bytes use a multipart upload (None: 16 MiB).
+    pub multipart_threshold: Option<usize>,
 }
+
+/// Size of each part of a multipart upload (S3 wants at least 5 MiB but for the last).
+pub const MULTIPART_PART_SIZE: usize = 8 << 20;
+const DEFAULT_MULTIPART_THRESHOLD: usize = 16 << 20;
+/// Parts in flight at once during a multipart upload.
+const MULTIPART_CONCURRENCY: usize = 4;
 
 impl S3Config {
     pub fn from_env() -> Self {
@@ -71,6 +81,9 @@ impl S3Config {
                 .ok()
                 .and_then(|v| parse_secs(&v)),
             max_retries: None,
+            multipart_threshold: std::env::var("SCION_S3_MULTIPART_THRESHOLD")
+                .ok()
+                .and_then(|v| v.trim().parse().ok()),
         }
     }
 }
@@ -98,6 +111,7 @@ pub struct S3Backend {
     endpoint: Option<String>,
     /// Store clock minus ours, learned from the server's Last-Modified at attach.
     clock_offset_ms: std::sync::atomic::AtomicI64,
+    multipart_threshold: usize,
 }
 
 impl std::fmt::Debug for S3Backend {
@@ -192,7 +206,46 @@ impl S3Backend {
             location,
             endpoint: config.endpoint.clone(),
             clock_offset_ms: std::sync::atomic::AtomicI64::new(0),
+            multipart_threshold: config
+                .multipart_threshold
+                .unwrap_or(DEFAULT_MULTIPART_THRESHOLD)
+                .max(1),
         })
+    }
+
+    /// A create-only put as a multipart upload. S3 enforces `If-None-Match` on
+    /// CompleteMultipartUpload, but `object_store` does not expose it for uploads, and a
+    /// server that checks it non-atomically (moto does) would let two racing uploads both
+    /// succeed. Large create-only objects are segments, whose keys hold 64 random bits and
+    /// have exactly one writer: this checks the key is free first (`AlreadyExists` makes the
+    /// writer draw another id) and accepts a collision window of about 2^-64 per pair of
+    /// concurrent writers. Refs, the objects two writers do race for, are small and always
+    /// go up with one conditional PUT.
+    fn put_multipart_create(&self, key: &str, data: &[u8]) -> StoreResult<ETag> {
+        match self.head(key) {
+            Ok(_) => {
+                return Err(StoreError::AlreadyExists {
+                    key: key.to_string(),
+                })
+            }
+            Err(StoreError::NotFound { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        let path = self.path(key);
+        let result = self.rt.block_on(async {
+            let upload = self.store.put_multipart(&path).await?;
+            let mut w =
+                object_store::WriteMultipart::new_with_chunk_size(upload, MULTIPART_PART_SIZE);
+            for part in data.chunks(MULTIPART_PART_SIZE) {
+                w.wait_for_capacity(MULTIPART_CONCURRENCY).await?;
+                w.put(bytes::Bytes::copy_from_slice(part));
+            }
+            w.finish().await
+        });
+        match result {
+            Ok(r) => Ok(normalize_etag(r.e_tag)),
+            Err(e) => Err(map_err(key, e)),
+        }
     }
 
     fn path(&self, key: &str) -> Path {
@@ -322,6 +375,9 @@ impl Backend for S3Backend {
 
     fn put(&self, key: &str, data: &[u8], mode: PutMode) -> StoreResult<ETag> {
         validate_key(key)?;
+        if matches!(mode, PutMode::Create) && data.len() >= self.multipart_threshold {
+            return self.put_multipart_create(key, data);
+        }
         let mode = match mode {
             PutMode::Create => OsPutMode::Create,
             PutMode::Overwrite => OsPutMode::Overwrite,

@@ -68,3 +68,52 @@ fn a_store_without_conditional_writes_is_refused() {
     scion_store::probe_conditional_writes(&MemoryBackend::new()).unwrap();
     scion_store::probe_conditional_writes(fresh().as_ref()).unwrap();
 }
+
+/// Large create-only puts (segments) go up as multipart uploads: the object reads back
+/// byte for byte, across part boundaries, and a taken key is still refused.
+#[test]
+fn large_create_only_puts_use_multipart_uploads() {
+    let bucket = std::env::var("SCION_S3_TEST_BUCKET")
+        .expect("S3 tests need a server: run ./scripts/test, which starts moto");
+    let mut r = [0u8; 6];
+    getrandom::fill(&mut r).unwrap();
+    let prefix: String = r.iter().map(|x| format!("{x:02x}")).collect();
+    let loc = S3Location::parse(&format!("s3://{bucket}/multipart-{prefix}")).unwrap();
+    let config = S3Config {
+        multipart_threshold: Some(6 << 20),
+        ..S3Config::from_env()
+    };
+    let b = S3Backend::attach(loc, &config).unwrap();
+    let data: Vec<u8> = (0..20u32 << 20)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    let etag = b
+        .put("segments/00000000000000aa", &data, PutMode::Create)
+        .unwrap();
+    assert!(
+        etag.0.ends_with("-3"),
+        "20 MiB in 8 MiB parts is a 3-part upload (S3 etags count the parts): {etag:?}"
+    );
+    let (back, _) = b.get("segments/00000000000000aa").unwrap();
+    assert!(back == data, "the object reads back byte for byte");
+    let boundary = (8 << 20) as u64;
+    assert_eq!(
+        b.get_range("segments/00000000000000aa", boundary - 10..boundary + 10)
+            .unwrap(),
+        data[boundary as usize - 10..boundary as usize + 10]
+    );
+    let again = b.put("segments/00000000000000aa", &data, PutMode::Create);
+    assert!(
+        matches!(again, Err(scion_store::StoreError::AlreadyExists { .. })),
+        "{again:?}"
+    );
+    // Below the threshold: one PUT, whose etag has no part count.
+    let small = b
+        .put(
+            "segments/00000000000000bb",
+            &data[..1 << 20],
+            PutMode::Create,
+        )
+        .unwrap();
+    assert!(!small.0.contains('-'), "{small:?}");
+}

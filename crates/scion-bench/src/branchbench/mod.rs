@@ -51,6 +51,8 @@ pub struct BranchbenchOptions {
     pub dir: PathBuf,
     pub keep: bool,
     pub gc_after: bool,
+    /// Runs per workflow; the report shows the run with the median wall time.
+    pub runs: usize,
     pub out: Option<PathBuf>,
 }
 
@@ -75,6 +77,7 @@ impl BranchbenchOptions {
             dir,
             keep: false,
             gc_after: true,
+            runs: 1,
             out: None,
         }
     }
@@ -315,7 +318,18 @@ pub fn run(opts: &BranchbenchOptions, progress: Progress<'_>) -> BenchResult<Rep
     let header = Header::new(opts, machine, seed.clone());
     let mut workflows = Vec::new();
     for &w in &opts.workflows {
-        let (report, outcome) = run_workflow(opts, w, &seed_path, seed.bytes, progress)?;
+        let mut runs = Vec::new();
+        for run in 0..opts.runs.max(1) {
+            if opts.runs > 1 {
+                progress(&format!("{w}: run {} of {}", run + 1, opts.runs));
+            }
+            runs.push(run_workflow(opts, w, &seed_path, seed.bytes, progress)?);
+        }
+        // Report the run with the median wall time, with every run's wall time beside it.
+        let walls: Vec<f64> = runs.iter().map(|(r, _)| r.wall_secs).collect();
+        runs.sort_by(|a, b| a.0.wall_secs.total_cmp(&b.0.wall_secs));
+        let (mut report, outcome) = runs.swap_remove(runs.len() / 2);
+        report.wall_runs = walls;
         if let Some(out) = &opts.out {
             report::write_files(out, &header, &report, &outcome)?;
         }

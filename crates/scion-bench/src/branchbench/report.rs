@@ -83,6 +83,8 @@ pub struct WorkflowReport {
     pub root_fallbacks: usize,
     pub slot_timeouts: usize,
     pub wall_secs: f64,
+    /// Wall time of every run made (with `--runs`); the rest of the report is the median run.
+    pub wall_runs: Vec<f64>,
     pub timed_out: bool,
     pub worker_status: BTreeMap<String, usize>,
     /// Harness ops of completed steps (cross-branch passes and checkpoints excluded).
@@ -148,6 +150,7 @@ impl WorkflowReport {
             root_fallbacks: o.root_fallbacks,
             slot_timeouts: o.slot_timeouts,
             wall_secs: o.wall_secs,
+            wall_runs: vec![o.wall_secs],
             timed_out: o.timed_out,
             worker_status: status,
             completed_ops: o.completed_ops.iter().sum(),
@@ -292,11 +295,26 @@ impl Report {
                 if r.timed_out { ", TIMED OUT" } else { "" },
                 r.effective_concurrency
             );
+            if r.wall_runs.len() > 1 {
+                let mut w = r.wall_runs.clone();
+                w.sort_by(|a, b| a.total_cmp(b));
+                s += &format!(
+                    "  wall over {} runs: median {:.2} s (min {:.2}, max {:.2}); the figures below are the median run's\n",
+                    w.len(),
+                    r.wall_secs,
+                    w[0],
+                    w[w.len() - 1]
+                );
+            }
             s += &format!(
                 "  branch %: {:.1} (harness), {:.1} (+checkpoint); overhead {:.1} % of wall x concurrency\n",
                 r.branch_share.harness_pct, r.branch_share.with_checkpoint_pct, r.branch_share.wall_pct
             );
             for l in &r.latencies {
+                if l.at_depth_1.is_none() && l.at_max_depth.is_none() {
+                    s += &format!("  {:<10} no samples\n", l.op.name());
+                    continue;
+                }
                 s += &format!(
                     "  {:<10} d=1 {:<24} d={} {}\n",
                     l.op.name(),

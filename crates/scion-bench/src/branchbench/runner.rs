@@ -90,6 +90,8 @@ struct Shared {
     evals_without_row: usize,
     claimed_steps: Vec<usize>,
     pass_running: bool,
+    /// Prunes between their wait for passes and the node's death in the tree.
+    prunes_in_flight: usize,
 }
 
 struct Ctx {
@@ -320,7 +322,15 @@ impl Ctx {
                 progress = self.progress_cv.wait_timeout(progress, left).unwrap().0;
             }
         }
-        self.shared.lock().unwrap().pass_running = true;
+        {
+            // Prunes already under way finish first, so no leaf listed below is deleted
+            // while the pass reads it; later prunes wait for the pass.
+            let mut s = self.shared.lock().unwrap();
+            s.pass_running = true;
+            while s.prunes_in_flight > 0 {
+                s = self.shared_cv.wait(s).unwrap();
+            }
+        }
         let leaves: Vec<(String, String, usize)> = {
             let tree = self.tree.lock().unwrap();
             tree.leaves()
@@ -373,12 +383,13 @@ impl Ctx {
     }
 
     /// Prune: connect to the root, then destroy the child (ops 2 and 8).
-    fn prune(&self, log: &mut StepLog<'_>, child: &str) -> bool {
+    fn prune(&self, log: &mut StepLog<'_>, child: &str, node: usize) {
         {
             let mut s = self.shared.lock().unwrap();
             while s.pass_running {
                 s = self.shared_cv.wait(s).unwrap();
             }
+            s.prunes_in_flight += 1;
         }
         log.timed(Op::Connect, None, || {
             connect_read_only(&self.scion, "main").map(drop)
@@ -388,8 +399,10 @@ impl Ctx {
                 .destroy(&branch(child), false)
                 .map(drop)
                 .map_err(|e| e.to_string())
-        })
-        .is_some()
+        });
+        self.kill(node);
+        self.shared.lock().unwrap().prunes_in_flight -= 1;
+        self.shared_cv.notify_all();
     }
 
     fn worker(&self, thread: usize) -> (WorkerStatus, usize, usize) {
@@ -406,9 +419,14 @@ impl Ctx {
             self.turn_finish
                 .wait_passed(step * cfg.tuple.workers, &self.stop);
             self.turn_choose.wait(ticket, &self.stop);
+            // Free-running, a step takes its slot before it picks a parent, so only running
+            // steps hold tree nodes. In lockstep a worker may not hold a slot while it waits
+            // for its turn (the turn's owner could be waiting for that slot), so it picks first.
+            let early_permit = (!cfg.deterministic).then(|| self.permits.acquire());
             let chosen = self.choose(thread, step, &mut rng, current);
             self.turn_choose.done();
             let Some((parent, node)) = chosen else {
+                drop(early_permit);
                 self.shared.lock().unwrap().skipped += 1;
                 self.report_progress(thread, step + 1);
                 self.turn_finish.wait(ticket, &self.stop);
@@ -421,7 +439,7 @@ impl Ctx {
                 (tree.nodes[parent].branch.clone(), n.branch.clone(), n.depth)
             };
             let mut log = StepLog::new(self, thread, step, depth);
-            let permit = self.permits.acquire();
+            let permit = early_permit.unwrap_or_else(|| self.permits.acquire());
             let worked = self.work(&mut log, &parent_name, &child_name, &mut rng);
             drop(permit);
             if !worked {
@@ -446,8 +464,7 @@ impl Ctx {
             }
             let pruned = rng.unit() < cfg.tuple.prune;
             if pruned {
-                self.prune(&mut log, &child_name);
-                self.kill(node);
+                self.prune(&mut log, &child_name, node);
                 current = None;
             } else {
                 self.tree.lock().unwrap().nodes[node].committed = true;
