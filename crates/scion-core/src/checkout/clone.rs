@@ -84,7 +84,12 @@ pub fn duplicate(src: &Path, dst: &fs::File, policy: ClonePolicy) -> CoreResult<
     }
     // std's File-to-File copy uses copy_file_range on Linux: an in-kernel copy.
     let mut to = dst;
-    dst.set_len(0).map_err(|e| CoreError::io(src, e))?;
+    // Truncate only a file that has content: ext4 treats a truncate to zero as a
+    // replace-via-truncate and forces the new data to disk when the file is closed
+    // (auto_da_alloc), which makes deleting the copy soon after cost a full writeback.
+    if dst.metadata().map_err(|e| CoreError::io(src, e))?.len() != 0 {
+        dst.set_len(0).map_err(|e| CoreError::io(src, e))?;
+    }
     std::io::copy(&mut from, &mut to).map_err(|e| CoreError::io(src, e))?;
     Ok(CopyKind::Copied)
 }

@@ -288,7 +288,9 @@ impl Scion {
         let (action, hashes) = match self.find_clone_source(dir, path, &r.root)? {
             Some((src, sidecar)) => {
                 let kind = clone::duplicate(&src, tmp.as_file(), self.options.clone_policy)?;
-                verify_copy(tmp.path(), &sidecar, kind)?;
+                let source_unchanged =
+                    Fingerprint::of(&src)?.is_some_and(|fp| sidecar.proves_unmodified(&fp));
+                verify_copy(tmp.path(), &sidecar, kind, source_unchanged)?;
                 let action = match kind {
                     CopyKind::Cloned => CheckoutAction::Cloned,
                     CopyKind::Copied => CheckoutAction::Copied,
@@ -380,9 +382,18 @@ impl Scion {
     }
 }
 
-/// A duplicated file is recorded clean only once its length, and for a byte copy every
-/// page hash, is checked.
-fn verify_copy(path: &Path, sidecar: &Sidecar, kind: CopyKind) -> CoreResult<()> {
+/// A duplicated file is recorded clean only once its length is checked, and a byte copy
+/// only once it is known to hold the source's pages. A clone is an atomic snapshot. A byte
+/// copy is not: it is trusted without re-reading when the source's fingerprint still proves
+/// it unmodified after the copy (a write during the copy would have moved its mtime, or its
+/// WAL's, away from the recorded ones, which are over a second old); otherwise every page
+/// hash is checked.
+fn verify_copy(
+    path: &Path,
+    sidecar: &Sidecar,
+    kind: CopyKind,
+    source_unchanged: bool,
+) -> CoreResult<()> {
     let expected = sidecar.page_count() as u64 * sidecar.page_size as u64;
     let data_len = fs::metadata(path)
         .map_err(|e| CoreError::io(path, e))?
@@ -393,7 +404,7 @@ fn verify_copy(path: &Path, sidecar: &Sidecar, kind: CopyKind) -> CoreResult<()>
             format!("copy is {data_len} bytes, expected {expected}"),
         ));
     }
-    if kind == CopyKind::Cloned {
+    if kind == CopyKind::Cloned || source_unchanged {
         return Ok(());
     }
     use std::io::Read;
