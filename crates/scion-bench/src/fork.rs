@@ -150,6 +150,7 @@ fn bed(root: &Path, mib: u64) -> BenchResult<Bed> {
         ScionOptions::new(dir.join("store/checkouts"), ClonePolicy::Auto),
     )?;
     scion.create(&"db".parse()?, Some(&src))?;
+    crate::stats::settle_disk();
     Ok(Bed {
         dir,
         counter,

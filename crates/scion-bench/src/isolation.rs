@@ -183,6 +183,7 @@ fn scion_row(
     if how == SeedCopy::CheckedOut {
         scion.checkout(&main, false)?;
     }
+    crate::stats::settle_disk();
     let mut timer = PhaseTimer::new(&["fork", "checkout", "open + query + close", "destroy"]);
     timer.run(runs, |run, lap| {
         let test: BranchRef = format!("seed@test-{run}").parse()?;
@@ -205,6 +206,7 @@ fn scion_row(
 }
 
 fn copy_row(dir: &Path, seed: &Path, runs: usize, probe_id: i64) -> BenchResult<MethodRow> {
+    crate::stats::settle_disk();
     let mut timer = PhaseTimer::new(&["copy", "open + query + close", "delete"]);
     timer.run(runs, |run, lap| {
         let path = dir.join(format!("copy-{run}.db"));
@@ -224,6 +226,7 @@ fn copy_row(dir: &Path, seed: &Path, runs: usize, probe_id: i64) -> BenchResult<
 fn backup_row(dir: &Path, seed: &Path, runs: usize, probe_id: i64) -> BenchResult<MethodRow> {
     // Seeded once: the harness keeps its source connection open across tests.
     let source = Connection::open(seed)?;
+    crate::stats::settle_disk();
     let mut timer = PhaseTimer::new(&["backup", "open + query + close", "delete"]);
     timer.run(runs, |run, lap| {
         let path = dir.join(format!("backup-{run}.db"));
@@ -251,6 +254,7 @@ fn postgres_rows(
     let seed_bytes = pg.seed(&template, rows)?;
     let mut out = Vec::new();
     for strategy in pg.strategies() {
+        crate::stats::settle_disk();
         let mut timer = PhaseTimer::new(&["create database", "connect + query + close", "drop"]);
         timer.run(runs, |run, lap| {
             let name = format!("scion_bench_test_{run}");
