@@ -5,10 +5,16 @@
 //! current content's etag and renames the new content into place; the kernel drops the lock
 //! when the process dies, so a `kill -9` can never wedge a key. Every write is
 //! temp + fsync + link/rename + fsync of the directory, so a published object is durable.
+//!
+//! Deleting a key leaves nothing behind: its lock file is unlinked while the lock is held
+//! (a locker checks after locking that its file is still the one at the path, and starts
+//! over if not), and directories left empty are removed (a writer whose directory vanished
+//! under it recreates it and tries again).
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::ops::Range;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -18,6 +24,12 @@ use crate::{validate_key, Backend, ETag, ObjectMeta, PutMode, StoreError, StoreR
 
 const TMP_DIR: &str = ".scion-tmp";
 const LOCK_DIR: &str = ".scion-locks";
+/// Attempts at a step whose directory or lock file a concurrent delete may remove under it.
+const VANISHED_RETRIES: usize = 64;
+
+fn vanished(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::NotFound
+}
 
 #[derive(Debug, Clone)]
 pub struct LocalBackend {
@@ -41,20 +53,65 @@ impl LocalBackend {
         self.root.join(key)
     }
 
+    fn lock_path(&self, key: &str) -> PathBuf {
+        self.root.join(LOCK_DIR).join(key)
+    }
+
     /// Hold the advisory lock for `key` until the returned file is dropped.
     fn lock(&self, key: &str) -> StoreResult<File> {
-        let path = self.root.join(LOCK_DIR).join(key);
-        if let Some(parent) = path.parent() {
-            fs::create_dir_all(parent).map_err(|e| StoreError::io(key, e))?;
+        let path = self.lock_path(key);
+        for _ in 0..VANISHED_RETRIES {
+            if let Some(parent) = path.parent() {
+                match fs::create_dir_all(parent) {
+                    Ok(()) => {}
+                    Err(e) if vanished(&e) => continue,
+                    Err(e) => return Err(StoreError::io(key, e)),
+                }
+            }
+            let file = match OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(&path)
+            {
+                Ok(f) => f,
+                Err(e) if vanished(&e) => continue,
+                Err(e) => return Err(StoreError::io(key, e)),
+            };
+            file.lock().map_err(|e| StoreError::io(key, e))?;
+            // A delete unlinks the lock file while holding it: a lock on a file no longer
+            // at the path guards nothing.
+            let held = file.metadata().map_err(|e| StoreError::io(key, e))?.ino();
+            match fs::metadata(&path) {
+                Ok(m) if m.ino() == held => return Ok(file),
+                Ok(_) => continue,
+                Err(e) if vanished(&e) => continue,
+                Err(e) => return Err(StoreError::io(key, e)),
+            }
         }
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(|e| StoreError::io(key, e))?;
-        file.lock().map_err(|e| StoreError::io(key, e))?;
-        Ok(file)
+        Err(StoreError::io(
+            key,
+            io::Error::other("its lock file kept being removed"),
+        ))
+    }
+
+    /// After `key`'s object is gone: unlink its lock file (the lock is still held) and
+    /// remove the directories this left empty.
+    fn forget(&self, key: &str, guard: File) {
+        let _ = fs::remove_file(self.lock_path(key));
+        drop(guard);
+        self.remove_empty_dirs(&self.root.join(LOCK_DIR), key);
+        self.remove_empty_dirs(&self.root, key);
+    }
+
+    /// Remove the directories of `key` under `base`, deepest first, while they are empty.
+    fn remove_empty_dirs(&self, base: &Path, key: &str) {
+        let mut dir = base.join(key);
+        while dir.pop() && dir != base {
+            if fs::remove_dir(&dir).is_err() {
+                break;
+            }
+        }
     }
 
     /// Write `data` to a fresh temp file and fsync it.
@@ -75,13 +132,6 @@ impl LocalBackend {
         Ok(tmp)
     }
 
-    fn ensure_parent(&self, key: &str) -> StoreResult<PathBuf> {
-        let path = self.path(key);
-        let parent = path.parent().expect("validated keys have a parent");
-        fs::create_dir_all(parent).map_err(|e| StoreError::io(key, e))?;
-        Ok(path)
-    }
-
     fn read_current(&self, key: &str) -> StoreResult<Option<Vec<u8>>> {
         match fs::read(self.path(key)) {
             Ok(d) => Ok(Some(d)),
@@ -90,39 +140,69 @@ impl LocalBackend {
         }
     }
 
-    fn publish_replace(&self, key: &str, data: &[u8]) -> StoreResult<ETag> {
-        let path = self.ensure_parent(key)?;
-        let tmp = self.write_temp(key, data)?;
-        if let Err(e) = fs::rename(&tmp, &path) {
-            let _ = fs::remove_file(&tmp);
-            return Err(StoreError::io(key, e));
+    /// Move the temp file `tmp` to `key`'s path with `place` (rename or link), recreating
+    /// the directory if a concurrent delete removed it.
+    fn place(
+        &self,
+        key: &str,
+        tmp: &Path,
+        place: fn(&Path, &Path) -> io::Result<()>,
+    ) -> io::Result<PathBuf> {
+        let mut last = None;
+        for _ in 0..VANISHED_RETRIES {
+            let path = self.path(key);
+            // Creating nested directories fails with NotFound when a delete removes a
+            // parent half way: start over like any other vanished directory.
+            let made = fs::create_dir_all(path.parent().expect("validated keys have a parent"));
+            match made.and_then(|()| place(tmp, &path)) {
+                Ok(()) => return Ok(path),
+                Err(e) if vanished(&e) => last = Some(e),
+                Err(e) => return Err(e),
+            }
         }
+        Err(last.expect("at least one attempt"))
+    }
+
+    fn publish_replace(&self, key: &str, data: &[u8]) -> StoreResult<ETag> {
+        let tmp = self.write_temp(key, data)?;
+        let path = match self.place(key, &tmp, |a, b| fs::rename(a, b)) {
+            Ok(p) => p,
+            Err(e) => {
+                let _ = fs::remove_file(&tmp);
+                return Err(StoreError::io(key, e));
+            }
+        };
         sync_parent(&path).map_err(|e| StoreError::io(key, e))?;
         Ok(content_etag(data))
     }
 
     fn publish_create(&self, key: &str, data: &[u8]) -> StoreResult<ETag> {
-        let path = self.ensure_parent(key)?;
         let tmp = self.write_temp(key, data)?;
-        let linked = fs::hard_link(&tmp, &path);
+        let linked = self.place(key, &tmp, |a, b| fs::hard_link(a, b));
         let _ = fs::remove_file(&tmp);
-        match linked {
-            Ok(()) => {}
+        let path = match linked {
+            Ok(p) => p,
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
                 return Err(StoreError::AlreadyExists {
                     key: key.to_string(),
                 })
             }
             Err(e) => return Err(StoreError::io(key, e)),
-        }
+        };
         sync_parent(&path).map_err(|e| StoreError::io(key, e))?;
         Ok(content_etag(data))
     }
 }
 
+/// Make a directory entry durable. A directory already removed again (its object deleted
+/// by someone else since) has nothing left to make durable.
 fn sync_parent(path: &Path) -> io::Result<()> {
     let parent = path.parent().unwrap_or(Path::new("."));
-    File::open(parent)?.sync_all()
+    match File::open(parent) {
+        Ok(d) => d.sync_all(),
+        Err(e) if vanished(&e) => Ok(()),
+        Err(e) => Err(e),
+    }
 }
 
 fn random_hex() -> String {
@@ -206,23 +286,27 @@ impl Backend for LocalBackend {
 
     fn delete(&self, key: &str) -> StoreResult<()> {
         validate_key(key)?;
-        let _guard = self.lock(key)?;
+        let guard = self.lock(key)?;
         let path = self.path(key);
         match fs::remove_file(&path) {
-            Ok(()) => sync_parent(&path).map_err(|e| StoreError::io(key, e)),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(StoreError::io(key, e)),
+            Ok(()) => sync_parent(&path).map_err(|e| StoreError::io(key, e))?,
+            Err(e) if vanished(&e) => {}
+            Err(e) => return Err(StoreError::io(key, e)),
         }
+        self.forget(key, guard);
+        Ok(())
     }
 
     fn delete_if(&self, key: &str, etag: &ETag) -> StoreResult<()> {
         validate_key(key)?;
-        let _guard = self.lock(key)?;
+        let guard = self.lock(key)?;
         match self.read_current(key)? {
             Some(cur) if &content_etag(&cur) == etag => {
                 let path = self.path(key);
                 fs::remove_file(&path).map_err(|e| StoreError::io(key, e))?;
-                sync_parent(&path).map_err(|e| StoreError::io(key, e))
+                sync_parent(&path).map_err(|e| StoreError::io(key, e))?;
+                self.forget(key, guard);
+                Ok(())
             }
             _ => Err(StoreError::Conflict {
                 key: key.to_string(),
