@@ -31,6 +31,17 @@ fn vanished(e: &io::Error) -> bool {
     e.kind() == io::ErrorKind::NotFound
 }
 
+/// Create `dir` and its parents. False (try again) when a concurrent delete removed a
+/// directory half way: `create_dir_all` then fails with NotFound, or with AlreadyExists when
+/// the directory appeared and was removed again before it could check it.
+fn make_dirs(dir: &Path) -> io::Result<bool> {
+    match fs::create_dir_all(dir) {
+        Ok(()) => Ok(true),
+        Err(e) if vanished(&e) || e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct LocalBackend {
     root: PathBuf,
@@ -61,12 +72,9 @@ impl LocalBackend {
     fn lock(&self, key: &str) -> StoreResult<File> {
         let path = self.lock_path(key);
         for _ in 0..VANISHED_RETRIES {
-            if let Some(parent) = path.parent() {
-                match fs::create_dir_all(parent) {
-                    Ok(()) => {}
-                    Err(e) if vanished(&e) => continue,
-                    Err(e) => return Err(StoreError::io(key, e)),
-                }
+            let parent = path.parent().expect("lock paths have a parent");
+            if !make_dirs(parent).map_err(|e| StoreError::io(key, e))? {
+                continue;
             }
             let file = match OpenOptions::new()
                 .create(true)
@@ -148,19 +156,20 @@ impl LocalBackend {
         tmp: &Path,
         place: fn(&Path, &Path) -> io::Result<()>,
     ) -> io::Result<PathBuf> {
-        let mut last = None;
         for _ in 0..VANISHED_RETRIES {
             let path = self.path(key);
-            // Creating nested directories fails with NotFound when a delete removes a
-            // parent half way: start over like any other vanished directory.
-            let made = fs::create_dir_all(path.parent().expect("validated keys have a parent"));
-            match made.and_then(|()| place(tmp, &path)) {
+            if !make_dirs(path.parent().expect("validated keys have a parent"))? {
+                continue;
+            }
+            match place(tmp, &path) {
                 Ok(()) => return Ok(path),
-                Err(e) if vanished(&e) => last = Some(e),
+                Err(e) if vanished(&e) => continue,
                 Err(e) => return Err(e),
             }
         }
-        Err(last.expect("at least one attempt"))
+        Err(io::Error::other(
+            "its directory kept being removed by concurrent deletes",
+        ))
     }
 
     fn publish_replace(&self, key: &str, data: &[u8]) -> StoreResult<ETag> {
