@@ -205,12 +205,21 @@ fn scion_row(
     }))
 }
 
-fn copy_row(dir: &Path, seed: &Path, runs: usize, probe_id: i64) -> BenchResult<MethodRow> {
+/// A plain-SQLite baseline: `copy` makes the test's file from the seed, then the same open,
+/// query, close and delete as every method.
+fn sqlite_row(
+    dir: &Path,
+    label: &str,
+    copy_phase: &'static str,
+    runs: usize,
+    probe_id: i64,
+    mut copy: impl FnMut(&Path) -> BenchResult<()>,
+) -> BenchResult<MethodRow> {
     crate::stats::settle_disk();
-    let mut timer = PhaseTimer::new(&["copy", "open + query + close", "delete"]);
+    let mut timer = PhaseTimer::new(&[copy_phase, "open + query + close", "delete"]);
     timer.run(runs, |run, lap| {
-        let path = dir.join(format!("copy-{run}.db"));
-        std::fs::copy(seed, &path)?;
+        let path = dir.join(format!("{copy_phase}-{run}.db"));
+        copy(&path)?;
         lap(0);
         let conn = Connection::open(&path)?;
         first_query(&conn, probe_id)?;
@@ -220,27 +229,22 @@ fn copy_row(dir: &Path, seed: &Path, runs: usize, probe_id: i64) -> BenchResult<
         lap(2);
         Ok(())
     })?;
-    Ok(timer.row("file copy"))
+    Ok(timer.row(label))
+}
+
+fn copy_row(dir: &Path, seed: &Path, runs: usize, probe_id: i64) -> BenchResult<MethodRow> {
+    sqlite_row(dir, "file copy", "copy", runs, probe_id, |path| {
+        std::fs::copy(seed, path)?;
+        Ok(())
+    })
 }
 
 fn backup_row(dir: &Path, seed: &Path, runs: usize, probe_id: i64) -> BenchResult<MethodRow> {
     // Seeded once: the harness keeps its source connection open across tests.
     let source = Connection::open(seed)?;
-    crate::stats::settle_disk();
-    let mut timer = PhaseTimer::new(&["backup", "open + query + close", "delete"]);
-    timer.run(runs, |run, lap| {
-        let path = dir.join(format!("backup-{run}.db"));
-        source.backup(MAIN_DB, &path, rusqlite::backup::NO_PROGRESS)?;
-        lap(0);
-        let conn = Connection::open(&path)?;
-        first_query(&conn, probe_id)?;
-        drop(conn);
-        lap(1);
-        remove_db(&path);
-        lap(2);
-        Ok(())
-    })?;
-    Ok(timer.row("SQLite backup API"))
+    sqlite_row(dir, "SQLite backup API", "backup", runs, probe_id, |path| {
+        Ok(source.backup(MAIN_DB, path, rusqlite::backup::NO_PROGRESS)?)
+    })
 }
 
 fn postgres_rows(

@@ -303,17 +303,7 @@ pub enum BenchCommand {
     #[command(
         after_help = "Examples:\n  scion bench fork --quick\n  scion bench fork --json > fork.json"
     )]
-    Fork {
-        /// Small sizes and fewer runs: seconds instead of minutes.
-        #[arg(long)]
-        quick: bool,
-        /// Working directory for generated databases and stores (deleted afterwards).
-        #[arg(long, value_name = "DIR")]
-        dir: Option<PathBuf>,
-        /// Timed runs per figure (after one warm-up).
-        #[arg(long)]
-        runs: Option<usize>,
-    },
+    Fork(BenchRunArgs),
     /// The five BranchBench workflows (simulation, data_cleaning, software_dev, mcts,
     /// failure_repro) on scion, as the BranchBench harness runs them: its tuples, its uniform
     /// parent rule (nodes may reach depth D+1), its prune coin, cross-branch schedule and op
@@ -338,15 +328,8 @@ pub enum BenchCommand {
         after_help = "Examples:\n  scion bench isolation --quick\n  export SCION_BENCH_PG=\"$(./scripts/bench-postgres start)\"\n  scion bench isolation --json > isolation.json\n  ./scripts/bench-postgres stop"
     )]
     Isolation {
-        /// One small size and fewer runs: seconds instead of minutes.
-        #[arg(long)]
-        quick: bool,
-        /// Working directory for generated databases and stores (deleted afterwards).
-        #[arg(long, value_name = "DIR")]
-        dir: Option<PathBuf>,
-        /// Timed runs per method (after one warm-up).
-        #[arg(long)]
-        runs: Option<usize>,
+        #[command(flatten)]
+        run: BenchRunArgs,
         /// PostgreSQL connection string (libpq style), e.g. "host=/tmp/pg user=scion dbname=postgres".
         #[arg(long, env = "SCION_BENCH_PG", value_name = "CONNINFO")]
         postgres: Option<String>,
@@ -387,6 +370,20 @@ pub enum LeaseCommand {
         #[arg(long)]
         force: bool,
     },
+}
+
+/// What `bench fork` and `bench isolation` share.
+#[derive(Debug, clap::Args)]
+pub struct BenchRunArgs {
+    /// Small sizes and fewer runs: seconds instead of minutes.
+    #[arg(long)]
+    pub quick: bool,
+    /// Working directory for generated databases and stores (deleted afterwards).
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    /// Timed runs per figure (after one warm-up).
+    #[arg(long)]
+    pub runs: Option<usize>,
 }
 
 /// What rollback and promote share: the safety fork and overriding refusals.

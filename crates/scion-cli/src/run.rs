@@ -284,16 +284,14 @@ fn run_command(cli: &Cli, open: &dyn Fn(&Cli, bool) -> Result<Scion>) -> Result<
             let s = open(cli, false)?;
             p.status(&s.status()?);
         }
-        Command::Bench(BenchCommand::Fork { quick, dir, runs }) => {
-            let dir = bench_dir(dir);
-            let mut opts = if *quick {
+        Command::Bench(BenchCommand::Fork(run)) => {
+            let dir = bench_dir(&run.dir);
+            let mut opts = if run.quick {
                 scion_bench::fork::ForkBenchOptions::quick(dir.clone())
             } else {
                 scion_bench::fork::ForkBenchOptions::full(dir.clone())
             };
-            if let Some(r) = runs {
-                opts.runs = (*r).max(1);
-            }
+            opts.runs = run.runs.unwrap_or(opts.runs).max(1);
             let mut progress = |m: &str| eprintln!("bench: {m}");
             let report = scion_bench::fork::run(&opts, &mut progress);
             let _ = std::fs::remove_dir_all(&dir);
@@ -309,21 +307,14 @@ fn run_command(cli: &Cli, open: &dyn Fn(&Cli, bool) -> Result<Scion>) -> Result<
             let report = report.map_err(|e| anyhow::anyhow!("{e}"))?;
             p.rendered(&report, &report.render());
         }
-        Command::Bench(BenchCommand::Isolation {
-            quick,
-            dir,
-            runs,
-            postgres,
-        }) => {
-            let dir = bench_dir(dir);
-            let mut opts = if *quick {
+        Command::Bench(BenchCommand::Isolation { run, postgres }) => {
+            let dir = bench_dir(&run.dir);
+            let mut opts = if run.quick {
                 scion_bench::isolation::IsolationOptions::quick(dir.clone(), postgres.clone())
             } else {
                 scion_bench::isolation::IsolationOptions::full(dir.clone(), postgres.clone())
             };
-            if let Some(r) = runs {
-                opts.runs = (*r).max(1);
-            }
+            opts.runs = run.runs.unwrap_or(opts.runs).max(1);
             let mut progress = |m: &str| eprintln!("bench: {m}");
             let report = scion_bench::isolation::run(&opts, &mut progress);
             let _ = std::fs::remove_dir_all(&dir);

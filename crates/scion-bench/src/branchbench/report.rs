@@ -183,7 +183,7 @@ impl WorkflowReport {
     }
 
     /// The harness's e2e keys, then ours.
-    pub fn e2e_json(&self, o: &RunOutcome) -> serde_json::Value {
+    pub fn e2e_json(&self, o: &RunOutcome, max_runtime_secs: u64) -> serde_json::Value {
         let by_thread = |v: &dyn Fn(usize) -> serde_json::Value| -> serde_json::Value {
             (0..o.completed_steps.len())
                 .map(|t| (t.to_string(), v(t)))
@@ -199,7 +199,7 @@ impl WorkflowReport {
             "workers": self.tuple.workers,
             "total_steps": self.total_steps,
             "elapsed_sec": self.wall_secs,
-            "max_runtime_sec": serde_json::Value::Null,
+            "max_runtime_sec": max_runtime_secs,
             "timed_out": self.timed_out,
             "completed_steps": by_thread(&|t| o.completed_steps[t].into()),
             "completed_ops": by_thread(&|t| o.completed_ops[t].into()),
@@ -223,8 +223,7 @@ impl WorkflowReport {
 /// Write `<run_id>_e2e_stats.json` and `<run_id>_ops.jsonl` under `out`.
 pub fn write_files(out: &Path, h: &Header, r: &WorkflowReport, o: &RunOutcome) -> BenchResult<()> {
     std::fs::create_dir_all(out)?;
-    let mut e2e = r.e2e_json(o);
-    e2e["max_runtime_sec"] = h.max_runtime_secs.into();
+    let e2e = r.e2e_json(o, h.max_runtime_secs);
     std::fs::write(
         out.join(format!("{}_e2e_stats.json", r.run_id)),
         serde_json::to_vec_pretty(&e2e).map_err(|e| crate::BenchError::Other(e.to_string()))?,

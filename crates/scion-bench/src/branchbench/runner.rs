@@ -267,14 +267,10 @@ impl Ctx {
         };
         self.interrupts.lock().unwrap()[log.thread] = Some(conn.get_interrupt_handle());
         let sql = step_sql(cfg.workflow, cfg.sql, log.thread, log.step, rng, cfg.shape);
-        let max_ddl = match cfg.sql {
-            SqlVariant::Head if cfg.workflow == Workflow::SoftwareDev => cfg.tuple.max_ddl.max(2),
-            _ => cfg.tuple.max_ddl,
-        };
-        log.planned = sql.ddl.len().min(max_ddl)
+        log.planned = sql.ddl.len().min(cfg.tuple.max_ddl)
             + sql.dml.len().min(cfg.tuple.max_dml)
             + sql.evals.len().min(cfg.tuple.max_evals);
-        for ddl in sql.ddl.iter().take(max_ddl) {
+        for ddl in sql.ddl.iter().take(cfg.tuple.max_ddl) {
             log.timed(Op::Ddl, Some(ddl), || {
                 conn.execute_batch(ddl).map_err(|e| e.to_string())
             });
