@@ -80,7 +80,7 @@ scion promote "shop@$winner" --onto main --force
 for attempt in add-index add-total-column drop-and-rebuild; do
   [ "$attempt" = "$winner" ] || scion destroy "shop@$attempt"
 done
-scion gc --grace 0
+scion gc --grace 0 --force
 scion export shop shop-migrated.db
 scion status
 echo

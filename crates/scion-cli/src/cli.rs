@@ -57,8 +57,18 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Create a new, empty store.
-    #[command(after_help = "Example:\n  scion --store /data/scion init")]
-    Init,
+    ///
+    /// The store records a minimum GC grace: `scion gc` refuses a shorter grace without
+    /// --force, and a commit that takes longer than half of it re-checks its data before
+    /// publishing, so GC can never remove what a commit in flight is about to publish.
+    #[command(
+        after_help = "Examples:\n  scion --store /data/scion init\n  scion init --min-grace 10m"
+    )]
+    Init {
+        /// Shortest grace period `gc` may use without --force.
+        #[arg(long, value_name = "DURATION", default_value = "1h")]
+        min_grace: String,
+    },
 
     /// Create a database: empty, or imported from an existing SQLite file.
     ///
@@ -218,15 +228,30 @@ pub enum Command {
     #[command(subcommand)]
     Lease(LeaseCommand),
 
+    /// Check the whole store without changing it: every ref, checkpoint and safety fork
+    /// resolves, every frame a version reaches verifies, the manifest is sane.
+    ///
+    /// Lists unreachable segments and leftover temp files with their bytes (garbage for
+    /// `gc`, not damage). Exits 7 when anything is wrong. Reads every live frame once, so
+    /// it costs about one read of the store.
+    #[command(after_help = "Examples:\n  scion verify\n  scion verify --json")]
+    Verify,
+
     /// Reap expired branches, then delete data no branch or checkpoint can reach.
     ///
     /// A segment is deleted only after it was found unreachable for a whole grace period.
-    /// --grace 0 deletes at once: use it only while nothing else writes to the store.
-    #[command(after_help = "Examples:\n  scion gc\n  scion gc --grace 0")]
+    /// A grace below the store's minimum (set at `init`, 1h by default) needs --force;
+    /// `--grace 0 --force` deletes at once: use it only while nothing else writes to the
+    /// store. Expired branches whose checkout is open or has uncheckpointed changes are
+    /// kept and listed.
+    #[command(after_help = "Examples:\n  scion gc\n  scion gc --grace 0 --force")]
     Gc {
-        /// Grace period (default 1h).
+        /// Grace period.
         #[arg(long, value_name = "DURATION", default_value = "1h")]
         grace: String,
+        /// Allow a grace below the store's minimum.
+        #[arg(long)]
+        force: bool,
     },
 
     /// Rewrite a branch head into fresh segments in page order.

@@ -3,6 +3,7 @@
 use std::process::ExitCode;
 
 use scion_core::CoreError;
+use scion_store::StoreError;
 
 /// Exit codes are part of the interface: scripts branch on them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,7 +55,14 @@ fn describe(e: &CoreError) -> Described {
         NoSuchTable { .. } => d(Exit::NotFound, "no_such_table", None),
         InvalidDuration { .. } => d(Exit::InvalidInput, "invalid_duration", Some("durations look like 30s, 10m, 2h, 7d".into())),
         SegmentCollision { .. } => d(Exit::Transient, "segment_collision", Some("retry".into())),
+        CommitExpired { .. } => d(Exit::Transient, "commit_expired", Some("retry; nothing was published".into())),
+        CommitLost { .. } => d(Exit::Transient, "commit_lost", Some("retry the commit; never run `gc --force` with a short grace while others write".into())),
+        VerifyFailed { .. } => d(Exit::Corrupt, "verify_failed", Some("restore damaged branches from a checkpoint or another store; `scion verify --json` lists each problem".into())),
+        GraceBelowMinimum { .. } => d(Exit::Refused, "grace_below_minimum", Some("use a longer --grace, or --force when nothing else writes to the store".into())),
         Store(s) if s.is_retryable() => d(Exit::Transient, "store_transient", Some("retry; the store may be briefly unavailable".into())),
+        Store(StoreError::NotFound { .. } | StoreError::OutOfRange { .. }) => d(Exit::Corrupt, "missing_data", Some("the store lacks data a version needs; `scion verify` lists what is damaged".into())),
+        Store(StoreError::Unauthorized { .. }) => d(Exit::Refused, "unauthorized", Some("check the store's credentials (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY) and permissions".into())),
+        Store(StoreError::Config(_)) => d(Exit::InvalidInput, "store_config", Some("check --store and the SCION_S3_* variables".into())),
         Store(_) => d(Exit::Failure, "store_error", None),
         Sqlite { .. } => d(Exit::Failure, "sqlite_error", None),
         Io { .. } => d(Exit::Failure, "io_error", None),

@@ -83,6 +83,9 @@ impl Printer {
         if let Some(p) = &r.checkout {
             println!("checkout refreshed: {p}");
         }
+        for w in &r.warnings {
+            eprintln!("warning: {w}");
+        }
     }
 
     pub fn destroyed(&self, r: &DestroyReport) {
@@ -114,6 +117,37 @@ impl Printer {
         }
     }
 
+    pub fn verify(&self, r: &scion_core::ops::verify::VerifyReport) {
+        if self.json {
+            return self.emit(r);
+        }
+        println!(
+            "verified {} and {}: {} versions, {} frames",
+            plural(r.refs as u64, "ref"),
+            plural(r.checkpoints as u64, "checkpoint"),
+            r.versions,
+            r.frames
+        );
+        println!(
+            "garbage: {} unreachable ({}), {} ({})",
+            plural(r.unreachable_segments as u64, "segment"),
+            bytes(r.unreachable_bytes),
+            plural(r.temp_files.len() as u64, "temp file"),
+            bytes(r.temp_bytes)
+        );
+        for p in &r.problems {
+            println!("problem: {}: {}", p.object, p.message);
+        }
+        println!(
+            "{}",
+            if r.ok() {
+                "ok".to_string()
+            } else {
+                format!("{} found", plural(r.problems.len() as u64, "problem"))
+            }
+        );
+    }
+
     pub fn gc(&self, r: &GcReport) {
         if self.json {
             return self.emit(r);
@@ -123,6 +157,9 @@ impl Printer {
         }
         for b in &r.finished_destroys {
             println!("finished interrupted destroy of {b}");
+        }
+        for b in &r.kept_in_use {
+            println!("kept expired branch {b}: its checkout is open or has uncheckpointed changes");
         }
         println!(
             "gc: deleted {} ({} reclaimed); {} live in {} segments; {} waiting out the {} grace period",

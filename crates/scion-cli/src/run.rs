@@ -154,7 +154,11 @@ fn open_store(cli: &Cli, init: bool) -> Result<Opened> {
         options.holder = h.clone();
     }
     let scion = if init {
-        Scion::init(backend, &location, options)?
+        let min_grace = match &cli.command {
+            crate::cli::Command::Init { min_grace } => parse_duration(min_grace)?,
+            _ => scion_core::DEFAULT_MIN_GRACE,
+        };
+        Scion::init_with_min_grace(backend, &location, options, min_grace)?
     } else {
         Scion::open(backend, &location, options)?
     };
@@ -193,7 +197,7 @@ fn move_options(m: &crate::cli::MoveArgs) -> Result<MoveOptions> {
 fn run_command(cli: &Cli, open: &dyn Fn(&Cli, bool) -> Result<Scion>) -> Result<()> {
     let p = Printer { json: cli.json };
     match &cli.command {
-        Command::Init => {
+        Command::Init { .. } => {
             let s = open(cli, true)?;
             p.init(&s);
         }
@@ -410,10 +414,21 @@ fn run_command(cli: &Cli, open: &dyn Fn(&Cli, bool) -> Result<Scion>) -> Result<
                 ),
             }
         }
-        Command::Gc { grace } => {
+        Command::Verify => {
+            let s = open(cli, false)?;
+            let r = s.verify()?;
+            p.verify(&r);
+            if !r.ok() {
+                return Err(scion_core::CoreError::VerifyFailed {
+                    problems: r.problems.len(),
+                }
+                .into());
+            }
+        }
+        Command::Gc { grace, force } => {
             let grace = parse_duration(grace)?;
             let s = open(cli, false)?;
-            p.gc(&s.gc(grace)?);
+            p.gc(&s.gc(grace, *force)?);
         }
         Command::Compact { target, force } => {
             let b: BranchRef = target.parse()?;

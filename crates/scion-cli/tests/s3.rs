@@ -190,7 +190,13 @@ enum Fault {
     ServerError,
     CutBody,
     Stall,
+    /// Every other PUT of a ref reaches the store, but the client is told 500: its retry
+    /// then meets the precondition its own write changed (the lost-answer case).
+    LoseRefPutAnswers,
 }
+
+/// Flips on each ref PUT under [`Fault::LoseRefPutAnswers`]: odd ones lose their answer.
+static LOSE_NEXT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
 
 fn proxy(upstream: String, fault: Fault, every: usize) -> (String, Arc<AtomicUsize>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -276,6 +282,16 @@ fn serve(mut client: TcpStream, upstream: &str, fault: Option<Fault>) -> std::io
     let mut server = TcpStream::connect(upstream)?;
     server.write_all(&request)?;
     let response = read_message(&mut server)?;
+    if let Some(Fault::LoseRefPutAnswers) = fault {
+        let line = text.lines().next().unwrap_or("");
+        if line.starts_with("PUT ")
+            && line.contains("/refs/")
+            && LOSE_NEXT.fetch_xor(true, Ordering::SeqCst)
+        {
+            client.write_all(b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")?;
+            return Ok(());
+        }
+    }
     if let Some(Fault::CutBody) = fault {
         let head_end = response
             .windows(4)
@@ -368,4 +384,50 @@ fn faults_between_scion_and_the_store_fail_or_retry_cleanly() {
         }
         eprintln!("{fault:?} every {every}: exit codes {outcomes:?}");
     }
+}
+
+/// A ref write whose answer is lost (the write landed, the client saw a 500, its retry got
+/// 412) is a success, never a conflict that deletes the new version's data.
+#[test]
+fn ambiguous_cas_on_moto_through_a_fault_injecting_proxy() {
+    let real = endpoint();
+    let (s, mut env) = s3_session(&real);
+    seed(&s.path("shop.db"), 2000);
+    ok_env(&s, &env, &["init"]);
+    ok_env(&s, &env, &["create", "shop", "--from", "shop.db"]);
+    let direct = env.clone();
+    let (faulty, count) = proxy(real.clone(), Fault::LoseRefPutAnswers, 1);
+    for (k, v) in env.iter_mut() {
+        if *k == "SCION_S3_ENDPOINT" {
+            *v = faulty.clone();
+        }
+    }
+    for i in 0..4 {
+        let b = format!("t{i}");
+        ok_env(&s, &env, &["fork", "shop", &b]);
+        let path = ok_env(&s, &env, &["checkout", &format!("shop@{b}")]);
+        sqlite(
+            std::path::Path::new(path.trim()),
+            &format!("UPDATE items SET price = {} WHERE id <= 100", 1000 + i),
+        );
+        ok_env(&s, &env, &["checkpoint", &format!("shop@{b}"), "c"]);
+        ok_env(&s, &env, &["lease", "acquire", &format!("shop@{b}")]);
+        ok_env(&s, &env, &["lease", "release", &format!("shop@{b}")]);
+    }
+    assert!(
+        count.load(Ordering::SeqCst) > 0,
+        "requests went through the proxy"
+    );
+    // Straight to the store: every head holds its commit and the store verifies.
+    for i in 0..4 {
+        ok_env(
+            &s,
+            &direct,
+            &["export", &format!("shop@t{i}"), "v.db", "--force"],
+        );
+        let q = format!("SELECT count(*) FROM items WHERE price = {}", 1000 + i);
+        assert_eq!(sqlite(&s.path("v.db"), &q), "Integer(100)");
+    }
+    let out = ok_env(&s, &direct, &["verify"]);
+    assert!(out.trim_end().ends_with("ok"), "{out}");
 }

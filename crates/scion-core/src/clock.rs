@@ -16,15 +16,82 @@ pub fn parse_rfc3339(s: &str) -> Option<SystemTime> {
     humantime::parse_rfc3339(s).ok()
 }
 
-/// Parse a duration such as `30s`, `2h`, `1h30m`, `7d`.
+/// Parse a duration such as `30s`, `2h`, `1h30m`, `7d`; at most [`MAX_DURATION`].
 pub fn parse_duration(s: &str) -> Result<std::time::Duration, crate::CoreError> {
-    humantime::parse_duration(s).map_err(|e| crate::CoreError::InvalidDuration {
+    let d = humantime::parse_duration(s).map_err(|e| crate::CoreError::InvalidDuration {
         value: s.to_string(),
         reason: e.to_string(),
-    })
+    })?;
+    if d > MAX_DURATION {
+        return Err(crate::CoreError::InvalidDuration {
+            value: s.to_string(),
+            reason: "longer than the limit of 100 years".to_string(),
+        });
+    }
+    Ok(d)
 }
 
 /// `90` -> `1m 30s`.
 pub fn format_duration(secs: u64) -> String {
     humantime::format_duration(std::time::Duration::from_secs(secs)).to_string()
+}
+
+/// The longest duration scion accepts anywhere (TTLs, grace periods, leases): larger
+/// values are refused at parse time so no later arithmetic on a time can overflow.
+pub const MAX_DURATION: std::time::Duration = std::time::Duration::from_secs(100 * 365 * 86_400);
+
+/// An instant read from the store's clock ([`scion_store::Backend::now`]). Everything the
+/// store later compares with its own clock (TTLs, lease expiry, destroy claims, GC ages)
+/// is stamped with one of these, never with the caller's clock, so a host whose clock is
+/// off cannot make a fresh branch look expired or a live lease look dead.
+///
+/// Serialized as RFC 3339 with milliseconds, UTC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct StoreTime(SystemTime);
+
+impl StoreTime {
+    /// Wrap an instant that came from the store's clock.
+    pub fn from_store_clock(t: SystemTime) -> Self {
+        StoreTime(t)
+    }
+
+    pub fn as_system_time(self) -> SystemTime {
+        self.0
+    }
+
+    /// `self + d`, saturating at the far future instead of overflowing.
+    pub fn saturating_add(self, d: std::time::Duration) -> Self {
+        StoreTime(self.0.checked_add(d).unwrap_or(far_future()))
+    }
+
+    /// How long after `earlier` this is (zero if it is not later).
+    pub fn since(self, earlier: StoreTime) -> std::time::Duration {
+        self.0.duration_since(earlier.0).unwrap_or_default()
+    }
+}
+
+/// A time no stamp reaches: the year 9999.
+fn far_future() -> SystemTime {
+    UNIX_EPOCH + std::time::Duration::from_secs(253_402_300_799)
+}
+
+impl std::fmt::Display for StoreTime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&rfc3339(self.0))
+    }
+}
+
+impl serde::Serialize for StoreTime {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for StoreTime {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        parse_rfc3339(&s)
+            .map(StoreTime)
+            .ok_or_else(|| serde::de::Error::custom(format!("invalid time {s:?}")))
+    }
 }

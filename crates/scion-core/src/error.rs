@@ -78,6 +78,14 @@ pub enum CoreError {
     NoSuchTable { table: String },
     #[error("invalid duration {value:?}: {reason}")]
     InvalidDuration { value: String, reason: String },
+    #[error("a commit to {branch} took {took_secs} s, longer than half the store's minimum GC grace, and a GC removed part of it meanwhile; nothing was published: retry")]
+    CommitExpired { branch: String, took_secs: u64 },
+    #[error("a commit to {branch} was published, but a GC run with a grace below the store's minimum removed its data; the previous head was put back: retry, and keep `gc --grace` at or above the minimum")]
+    CommitLost { branch: String },
+    #[error("the store failed verification: {problems} problem(s)")]
+    VerifyFailed { problems: usize },
+    #[error("a grace of {grace} is below this store's minimum of {minimum}: a commit in flight could lose its data; pass --force only while nothing else writes to the store")]
+    GraceBelowMinimum { grace: String, minimum: String },
     #[error("segment id {id} is already taken in the store; retry the operation")]
     SegmentCollision { id: String },
     #[error(transparent)]
@@ -103,6 +111,8 @@ impl CoreError {
             CoreError::Store(e) => e.is_retryable(),
             CoreError::CheckoutBusy { .. }
             | CoreError::SegmentCollision { .. }
+            | CoreError::CommitExpired { .. }
+            | CoreError::CommitLost { .. }
             | CoreError::LeaseHeld { .. } => true,
             _ => false,
         }

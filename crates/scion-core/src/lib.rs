@@ -3,6 +3,7 @@
 
 pub mod checkout;
 pub mod clock;
+mod commit;
 pub mod diff;
 mod error;
 pub mod format;
@@ -12,6 +13,7 @@ pub mod names;
 pub mod ops;
 pub mod pagemap;
 pub mod progress;
+pub mod publish;
 pub mod reader;
 pub mod refs;
 mod scion;
@@ -20,6 +22,6 @@ pub mod writer;
 
 pub use checkout::{CheckoutAction, CheckoutReport, CheckoutState, ClonePolicy};
 pub use error::{CoreError, CoreResult};
-pub use manifest::{Manifest, MANIFEST_KEY, STORE_FORMAT_VERSION};
+pub use manifest::{Manifest, DEFAULT_MIN_GRACE, MANIFEST_KEY, STORE_FORMAT_VERSION};
 pub use names::{BranchName, BranchRef, CheckpointName, DbName, Target};
 pub use scion::{default_holder, ResolvedVersion, Scion, ScionOptions};

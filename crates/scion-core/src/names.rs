@@ -11,14 +11,18 @@ use crate::CoreError;
 
 pub const MAX_NAME_LEN: usize = 100;
 
+/// Branch names scion derives (a safety fork's `<branch>-pre-rollback`) may be this much
+/// longer than names people pick, so every branch can have its safety fork.
+pub const DERIVED_NAME_ROOM: usize = 16;
+
 /// Checkpoint names that resolve without an object: the version a branch was forked at,
 /// and the version `create` made.
 pub const RESERVED_CHECKPOINTS: [&str; 2] = ["fork", "init"];
 
-fn validate(kind: &'static str, s: &str) -> Result<(), CoreError> {
+fn validate(kind: &'static str, s: &str, max_len: usize) -> Result<(), CoreError> {
     let reason = if s.is_empty() {
         Some("is empty")
-    } else if s.len() > MAX_NAME_LEN {
+    } else if s.len() > max_len {
         Some("is longer than 100 characters")
     } else if !s.as_bytes()[0].is_ascii_lowercase() && !s.as_bytes()[0].is_ascii_digit() {
         Some("must start with a lowercase letter or a digit")
@@ -43,14 +47,14 @@ fn validate(kind: &'static str, s: &str) -> Result<(), CoreError> {
 }
 
 macro_rules! name_type {
-    ($(#[$doc:meta])* $ty:ident, $kind:literal) => {
+    ($(#[$doc:meta])* $ty:ident, $kind:literal, $max_len:expr) => {
         $(#[$doc])*
         #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
         pub struct $ty(String);
 
         impl $ty {
             pub fn new(s: &str) -> Result<Self, CoreError> {
-                validate($kind, s)?;
+                validate($kind, s, $max_len)?;
                 Ok(Self(s.to_string()))
             }
             pub fn as_str(&self) -> &str {
@@ -76,22 +80,31 @@ macro_rules! name_type {
 name_type!(
     /// A database in a store, e.g. `shop`.
     DbName,
-    "database"
+    "database",
+    MAX_NAME_LEN
 );
 name_type!(
     /// A branch of a database, e.g. `main`.
+    /// Names people pick are checked against [`MAX_NAME_LEN`] by [`BranchName::new_user`].
     BranchName,
-    "branch"
+    "branch",
+    MAX_NAME_LEN + DERIVED_NAME_ROOM
 );
 name_type!(
     /// A checkpoint on a branch, e.g. `v1`.
     CheckpointName,
-    "checkpoint"
+    "checkpoint",
+    MAX_NAME_LEN
 );
 
 impl BranchName {
     pub fn main() -> Self {
         Self("main".to_string())
+    }
+
+    /// Refuse a name for a new branch that leaves no room for its derived names.
+    pub fn check_new(&self) -> Result<(), CoreError> {
+        validate("branch", &self.0, MAX_NAME_LEN)
     }
 }
 
@@ -188,13 +201,24 @@ mod tests {
 
     #[test]
     fn invalid_names() {
-        let long = "a".repeat(101);
+        let long = "a".repeat(MAX_NAME_LEN + DERIVED_NAME_ROOM + 1);
         for n in [
             "", ".", "..", "a..b", "-x", ".x", "_x", "Main", "a/b", "a@b", "a b", "é", &long,
             "a\0b", "a\\b",
         ] {
             assert!(BranchName::new(n).is_err(), "{n:?} must be refused");
         }
+    }
+
+    #[test]
+    fn new_branch_names_leave_room_for_their_safety_forks() {
+        let longest = "a".repeat(MAX_NAME_LEN);
+        BranchName::new(&longest).unwrap().check_new().unwrap();
+        BranchName::new(&format!("{longest}-pre-rollback")).unwrap();
+        let too_long = BranchName::new(&"a".repeat(MAX_NAME_LEN + 1)).unwrap();
+        assert!(too_long.check_new().is_err());
+        assert!(DbName::new(&"a".repeat(MAX_NAME_LEN + 1)).is_err());
+        assert!(CheckpointName::new(&"a".repeat(MAX_NAME_LEN + 1)).is_err());
     }
 
     #[test]

@@ -5,12 +5,60 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::clock::StoreTime;
 use crate::error::{CoreError, CoreResult};
 use crate::format::Locator;
 use crate::names::{BranchName, BranchRef, CheckpointName, DbName};
 
-pub const REF_SCHEMA: u32 = 1;
+/// Ref schema 2 adds `nonce` and the typed `safety` mark (schema 1 kept the mark as the
+/// meta entry `scion.safety`; it is read into `safety`).
+pub const REF_SCHEMA: u32 = 2;
+/// Checkpoint schema 1; `nonce` is an optional field older readers ignore.
 pub const CHECKPOINT_SCHEMA: u32 = 1;
+
+/// A random tag that makes every ref, lease and checkpoint write unique, so a writer whose
+/// answer was lost can tell its own write from another writer's by re-reading the object.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Nonce(String);
+
+impl Nonce {
+    pub fn fresh() -> Self {
+        let mut b = [0u8; 8];
+        getrandom::fill(&mut b).expect("the OS random source is available");
+        Nonce(format!("{:016x}", u64::from_le_bytes(b)))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// Why a branch is a safety fork: the head another branch had before a rollback or a
+/// promote replaced it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SafetyKind {
+    PreRollback,
+    PrePromote,
+}
+
+impl SafetyKind {
+    /// The suffix of the safety fork's branch name.
+    pub fn suffix(self) -> &'static str {
+        match self {
+            SafetyKind::PreRollback => "pre-rollback",
+            SafetyKind::PrePromote => "pre-promote",
+        }
+    }
+}
+
+/// The mark on a safety fork: which operation kept it, for which branch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SafetyMark {
+    pub kind: SafetyKind,
+    pub of: String,
+}
 
 /// Where a branch came from, for people. Never followed on a read.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -42,9 +90,9 @@ pub struct Ref {
     pub parent: Option<Parent>,
     #[serde(default)]
     pub protected: bool,
-    pub created_at: String,
+    pub created_at: StoreTime,
     /// Last commit or touch; a TTL counts from here.
-    pub touched_at: String,
+    pub touched_at: StoreTime,
     /// Writer generation: every lease acquisition adds one, fencing earlier holders.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub epoch: u64,
@@ -55,9 +103,15 @@ pub struct Ref {
     pub ttl_secs: Option<u64>,
     /// Set by `destroy` before anything irreversible: the branch is going away.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub destroying_since: Option<String>,
+    pub destroying_since: Option<StoreTime>,
+    /// Set on safety forks only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub safety: Option<SafetyMark>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub meta: BTreeMap<String, String>,
+    /// Drawn afresh by every write of this ref.
+    #[serde(default, skip_serializing_if = "Nonce::is_empty")]
+    pub nonce: Nonce,
 }
 
 /// The exclusive, expiring right to move a branch's head.
@@ -65,16 +119,16 @@ pub struct Ref {
 pub struct Lease {
     pub holder: String,
     pub epoch: u64,
-    /// RFC 3339, judged against the store's clock.
-    pub expires: String,
+    /// Judged against the store's clock.
+    pub expires: StoreTime,
 }
 
 fn is_zero(v: &u64) -> bool {
     *v == 0
 }
 
-/// Meta key on safety forks: which operation kept them and for which branch.
-pub const SAFETY_META: &str = "scion.safety";
+/// Schema 1's meta key for the safety mark.
+const SAFETY_META_V1: &str = "scion.safety";
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Checkpoint {
@@ -82,19 +136,56 @@ pub struct Checkpoint {
     #[serde(with = "locator_text")]
     pub root: Locator,
     pub version: u64,
-    pub created_at: String,
+    pub created_at: StoreTime,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub meta: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Nonce::is_empty")]
+    pub nonce: Nonce,
 }
 
 impl Ref {
     pub fn decode(bytes: &[u8], key: &str) -> CoreResult<Self> {
-        decode_versioned(bytes, key, REF_SCHEMA)
+        let mut r: Ref = decode_versioned(bytes, key, REF_SCHEMA)?;
+        if let Some(mark) = r.meta.remove(SAFETY_META_V1) {
+            r.safety = parse_v1_safety_mark(&mark);
+        }
+        r.schema = REF_SCHEMA;
+        Ok(r)
+    }
+
+    /// The bytes of this ref as it will be written: a fresh nonce makes them unique.
+    pub fn encode_fresh(&mut self) -> Vec<u8> {
+        self.nonce = Nonce::fresh();
+        self.encode()
     }
 
     pub fn encode(&self) -> Vec<u8> {
         serde_json::to_vec(self).expect("refs always serialize")
     }
+
+    /// Whether `self` and `other` name the same head, held under the same lease epoch by
+    /// the same holder: what a commit based on `other` may still publish over.
+    pub fn same_head(&self, other: &Ref) -> bool {
+        self.root == other.root
+            && self.version == other.version
+            && self.epoch == other.epoch
+            && self.lease.as_ref().map(|l| &l.holder) == other.lease.as_ref().map(|l| &l.holder)
+            && self.destroying_since.is_none()
+    }
+}
+
+/// `"pre-rollback of main"` -> the typed mark.
+fn parse_v1_safety_mark(s: &str) -> Option<SafetyMark> {
+    let (kind, of) = s.split_once(" of ")?;
+    let kind = match kind {
+        "pre-rollback" => SafetyKind::PreRollback,
+        "pre-promote" => SafetyKind::PrePromote,
+        _ => return None,
+    };
+    Some(SafetyMark {
+        kind,
+        of: of.to_string(),
+    })
 }
 
 impl Checkpoint {
@@ -102,7 +193,8 @@ impl Checkpoint {
         decode_versioned(bytes, key, CHECKPOINT_SCHEMA)
     }
 
-    pub fn encode(&self) -> Vec<u8> {
+    pub fn encode_fresh(&mut self) -> Vec<u8> {
+        self.nonce = Nonce::fresh();
         serde_json::to_vec(self).expect("checkpoints always serialize")
     }
 }

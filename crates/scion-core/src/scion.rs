@@ -2,15 +2,15 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use scion_store::{Backend, ETag, PutMode, StoreError};
 
 use crate::checkout::ClonePolicy;
-use crate::clock::rfc3339;
+use crate::clock::{rfc3339, StoreTime};
 use crate::error::{CoreError, CoreResult};
 use crate::format::Locator;
-use crate::manifest::{Manifest, MANIFEST_KEY, STORE_FORMAT_VERSION};
+use crate::manifest::{Manifest, DEFAULT_MIN_GRACE, MANIFEST_KEY, STORE_FORMAT_VERSION};
 use crate::names::{BranchName, BranchRef, CheckpointName, DbName, Target};
 use crate::reader::FrameReader;
 use crate::refs::{
@@ -39,12 +39,27 @@ impl ScionOptions {
     }
 }
 
-/// `hostname/pid`: unique per process, readable by people.
+/// `hostname:boot:pidns/pid`: unique per process across hosts and containers that share
+/// a host name (the boot id tells hosts apart, the pid namespace containers), readable by
+/// people.
 pub fn default_holder() -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_string())
-        .unwrap_or_else(|_| "localhost".to_string());
-    format!("{host}/{}", std::process::id())
+    let read = |p: &str| std::fs::read_to_string(p).map(|s| s.trim().to_string());
+    let host = read("/proc/sys/kernel/hostname").unwrap_or_else(|_| "localhost".to_string());
+    let boot: String = read("/proc/sys/kernel/random/boot_id")
+        .unwrap_or_default()
+        .chars()
+        .filter(|c| c.is_ascii_hexdigit())
+        .take(8)
+        .collect();
+    let pidns = std::fs::read_link("/proc/self/ns/pid")
+        .ok()
+        .and_then(|l| {
+            let l = l.to_string_lossy().to_string();
+            let digits: String = l.chars().filter(|c| c.is_ascii_digit()).collect();
+            (!digits.is_empty()).then_some(digits)
+        })
+        .unwrap_or_default();
+    format!("{host}:{boot}:{pidns}/{}", std::process::id())
 }
 
 #[derive(Debug)]
@@ -64,16 +79,28 @@ pub struct ResolvedVersion {
 }
 
 impl Scion {
-    /// Create a new store. Fails if one exists at the location.
+    /// Create a new store with the default minimum GC grace. Fails if one exists at the
+    /// location.
     pub fn init(
         backend: Arc<dyn Backend>,
         location: &str,
         options: ScionOptions,
     ) -> CoreResult<Self> {
+        Self::init_with_min_grace(backend, location, options, DEFAULT_MIN_GRACE)
+    }
+
+    /// Create a new store whose `gc` refuses a grace below `min_grace` unless forced.
+    pub fn init_with_min_grace(
+        backend: Arc<dyn Backend>,
+        location: &str,
+        options: ScionOptions,
+        min_grace: Duration,
+    ) -> CoreResult<Self> {
         let manifest = Manifest {
             format: STORE_FORMAT_VERSION,
             store_id: random_id(),
-            created_at: rfc3339(SystemTime::now()),
+            created_at: rfc3339(backend.now()?),
+            min_grace_secs: Some(min_grace.as_secs()),
         };
         let body = serde_json::to_vec_pretty(&manifest).expect("manifest serializes");
         match backend.put(MANIFEST_KEY, &body, PutMode::Create) {
@@ -164,42 +191,20 @@ impl Scion {
         }
     }
 
-    /// Compare-and-swap a ref from the state `etag` names.
-    pub(crate) fn write_ref(&self, b: &BranchRef, r: &Ref, etag: &ETag) -> CoreResult<ETag> {
-        match self
-            .backend
-            .put(&ref_key(b), &r.encode(), PutMode::Update(etag.clone()))
-        {
-            Ok(e) => Ok(e),
-            Err(StoreError::Conflict { .. }) => Err(CoreError::Conflict {
-                branch: b.to_string(),
-            }),
-            Err(e) => Err(e.into()),
-        }
-    }
-
-    /// Apply an idempotent change to a ref, re-reading and retrying if another writer
-    /// moved it in between.
-    pub(crate) fn update_ref(
-        &self,
-        b: &BranchRef,
-        mut change: impl FnMut(&mut Ref) -> CoreResult<()>,
-    ) -> CoreResult<Ref> {
-        let mut tries = 0;
-        loop {
-            let (mut r, etag) = self.read_ref(b)?;
-            change(&mut r)?;
-            match self.write_ref(b, &r, &etag) {
-                Ok(_) => return Ok(r),
-                Err(CoreError::Conflict { .. }) if tries < 5 => tries += 1,
-                Err(e) => return Err(e),
-            }
-        }
-    }
-
     /// The store's clock (lease expiry and TTLs are judged by it, not the caller's).
     pub fn store_now(&self) -> CoreResult<SystemTime> {
         Ok(self.backend.now()?)
+    }
+
+    /// The store's clock, as a stamp to write into refs and checkpoints.
+    pub fn store_time(&self) -> CoreResult<StoreTime> {
+        Ok(StoreTime::from_store_clock(self.backend.now()?))
+    }
+
+    /// The shortest grace period `gc` may use on this store without `force`; commits that
+    /// take longer than half of it re-check their segments before publishing.
+    pub fn min_grace(&self) -> Duration {
+        self.manifest.min_grace()
     }
 
     pub fn holder(&self) -> &str {
@@ -264,17 +269,21 @@ impl Scion {
         root: Locator,
         version: u64,
     ) -> CoreResult<Checkpoint> {
-        let c = Checkpoint {
+        let mut c = Checkpoint {
             schema: crate::refs::CHECKPOINT_SCHEMA,
             root,
             version,
-            created_at: rfc3339(SystemTime::now()),
+            created_at: self.store_time()?,
             meta: Default::default(),
+            nonce: Default::default(),
         };
-        match self
-            .backend
-            .put(&checkpoint_key(b, name), &c.encode(), PutMode::Create)
-        {
+        let body = c.encode_fresh();
+        match crate::publish::put_exact(
+            self.backend.as_ref(),
+            &checkpoint_key(b, name),
+            &body,
+            PutMode::Create,
+        ) {
             Ok(_) => Ok(c),
             Err(StoreError::AlreadyExists { .. }) => Err(CoreError::CheckpointExists {
                 checkpoint: format!("{b}@{name}"),

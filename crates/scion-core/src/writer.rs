@@ -1,6 +1,7 @@
 //! Writes the frames of one commit (or import) into new segments, sealing a segment and
 //! starting another when it grows past a size bound, so memory stays bounded and no single
-//! object gets huge.
+//! object gets huge. A writer that stops part way leaves its sealed segments behind: they
+//! are unreachable, and GC removes them after the grace period (see [`crate::commit`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -33,27 +34,6 @@ pub struct VersionWriter<'a> {
     pub segments: Vec<SegmentId>,
     /// Nodes written by this writer, readable before their segment is sealed.
     nodes: HashMap<Locator, Node>,
-    finished: bool,
-}
-
-/// A writer dropped before `finish` (an error part way) removes the segments it already
-/// sealed: nothing can reference them, and a failed operation leaves nothing behind.
-impl Drop for VersionWriter<'_> {
-    fn drop(&mut self) {
-        if !self.finished {
-            discard_segments(self.backend.as_ref(), &self.segments);
-        }
-    }
-}
-
-/// Best-effort removal of segments that were never published. Anything missed is
-/// unreachable and left to GC.
-pub fn discard_segments(backend: &dyn Backend, segments: &[SegmentId]) {
-    for id in segments {
-        if let Err(e) = backend.delete(&id.key()) {
-            tracing::debug!("could not remove unpublished segment {id}: {e}");
-        }
-    }
 }
 
 impl<'a> VersionWriter<'a> {
@@ -69,7 +49,6 @@ impl<'a> VersionWriter<'a> {
             stats: WriteStats::default(),
             segments: Vec::new(),
             nodes: HashMap::new(),
-            finished: false,
         }
     }
 
@@ -119,7 +98,7 @@ impl<'a> VersionWriter<'a> {
         let builder = std::mem::replace(&mut self.current, new_builder());
         let id = builder.id();
         let bytes = builder.finish();
-        match self.backend.put(&id.key(), &bytes, PutMode::Create) {
+        match crate::publish::put_exact(self.backend.as_ref(), &id.key(), &bytes, PutMode::Create) {
             Ok(_) => {}
             Err(StoreError::AlreadyExists { .. }) => {
                 return Err(CoreError::SegmentCollision { id: id.to_string() })
@@ -140,7 +119,6 @@ impl<'a> VersionWriter<'a> {
     ) -> CoreResult<(Locator, WriteStats, Vec<SegmentId>)> {
         let (loc, _) = self.current.add(FrameKind::Root, 0, &root.encode());
         self.seal()?;
-        self.finished = true;
         Ok((loc, self.stats, std::mem::take(&mut self.segments)))
     }
 }

@@ -44,7 +44,9 @@ fn invariant_2_ref_moves_only_by_compare_and_swap() {
     // Another writer moves the branch between our read and our publish.
     let (r, etag) = e.scion.read_ref(&b).unwrap();
     let mut moved = r.clone();
-    moved.touched_at = "2000-01-01T00:00:00.000Z".into();
+    moved.touched_at = scion_core::clock::StoreTime::from_store_clock(
+        std::time::UNIX_EPOCH + std::time::Duration::from_secs(946_684_800),
+    );
     e.scion
         .backend()
         .put(

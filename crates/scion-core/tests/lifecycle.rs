@@ -144,7 +144,7 @@ fn gc_racing_forks_and_checkpoints_never_leaves_a_dangling_branch() {
         let gc = scope.spawn(move || {
             let mut runs = 0;
             while !stop2.load(std::sync::atomic::Ordering::SeqCst) {
-                gc_store.gc(Duration::from_millis(300)).unwrap();
+                gc_store.gc(Duration::from_millis(300), true).unwrap();
                 runs += 1;
             }
             runs
@@ -175,7 +175,7 @@ fn gc_racing_forks_and_checkpoints_never_leaves_a_dangling_branch() {
         assert!(gc.join().unwrap() > 0);
     });
     let s = e.reopen();
-    s.gc(Duration::ZERO).unwrap();
+    s.gc(Duration::ZERO, true).unwrap();
     for (branch, _) in s.list_branches(&DbName::new("shop").unwrap()).unwrap() {
         e.dump_target(&s, &format!("shop@{branch}"));
         e.dump_target(&s, &format!("shop@{branch}@fork"));
@@ -208,7 +208,7 @@ fn expired_branches_are_reaped_and_protected_or_leased_ones_never() {
         .lease_acquire(&br("shop@leased"), Duration::from_secs(60))
         .unwrap();
     std::thread::sleep(Duration::from_millis(2100));
-    let report = e.scion.gc(Duration::from_secs(3600)).unwrap();
+    let report = e.scion.gc(Duration::from_secs(3600), false).unwrap();
     assert_eq!(report.reaped, vec!["shop@short".to_string()]);
     let names: Vec<String> = e
         .scion
@@ -237,13 +237,13 @@ fn touch_restarts_the_ttl_clock() {
     std::thread::sleep(Duration::from_millis(1000));
     assert!(e
         .scion
-        .gc(Duration::from_secs(3600))
+        .gc(Duration::from_secs(3600), false)
         .unwrap()
         .reaped
         .is_empty());
     std::thread::sleep(Duration::from_millis(1200));
     assert_eq!(
-        e.scion.gc(Duration::from_secs(3600)).unwrap().reaped,
+        e.scion.gc(Duration::from_secs(3600), false).unwrap().reaped,
         vec!["shop@t".to_string()]
     );
 }

@@ -49,13 +49,7 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     fn head(&self, key: &str) -> StoreResult<ObjectMeta>;
 
     /// Whether an object exists; cheaper than `head` where the etag costs a read.
-    fn exists(&self, key: &str) -> StoreResult<bool> {
-        match self.head(key) {
-            Ok(_) => Ok(true),
-            Err(crate::StoreError::NotFound { .. }) => Ok(false),
-            Err(e) => Err(e),
-        }
-    }
+    fn exists(&self, key: &str) -> StoreResult<bool>;
 
     fn put(&self, key: &str, data: &[u8], mode: PutMode) -> StoreResult<ETag>;
 
@@ -69,20 +63,15 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     fn delete_if(&self, key: &str, etag: &ETag) -> StoreResult<()>;
 
     /// Remove many objects (missing ones are fine); batched where the store can.
-    fn delete_many(&self, keys: &[String]) -> StoreResult<()> {
-        for k in keys {
-            self.delete(k)?;
-        }
-        Ok(())
-    }
+    fn delete_many(&self, keys: &[String]) -> StoreResult<()>;
 
     /// A short human description ("local directory /x", "memory").
     fn describe(&self) -> String;
 
-    /// The store's clock. Lease expiry and GC ages are judged against it, not the caller's.
-    fn now(&self) -> StoreResult<SystemTime> {
-        Ok(SystemTime::now())
-    }
+    /// The store's clock. Lease expiry, TTLs and GC ages are judged against it, not the
+    /// caller's. Every wrapper must forward it: a wrapper that answered with its own clock
+    /// would make stamps and ages disagree.
+    fn now(&self) -> StoreResult<SystemTime>;
 }
 
 impl<B: Backend + ?Sized> Backend for std::sync::Arc<B> {
@@ -128,10 +117,12 @@ pub(crate) fn content_etag(data: &[u8]) -> ETag {
 
 pub(crate) fn check_range(key: &str, range: &Range<u64>, size: u64) -> StoreResult<()> {
     if range.start > range.end || range.end > size {
-        return Err(crate::StoreError::Other(format!(
-            "range {}..{} out of bounds for {key} ({size} bytes)",
-            range.start, range.end
-        )));
+        return Err(crate::StoreError::OutOfRange {
+            key: key.to_string(),
+            start: range.start,
+            end: range.end,
+            size,
+        });
     }
     Ok(())
 }
@@ -153,4 +144,22 @@ pub(crate) fn read_file_range(
         .and_then(|_| f.read_exact(&mut buf))
         .map_err(|e| crate::StoreError::io(key, e))?;
     Ok(buf)
+}
+
+#[cfg(feature = "s3")]
+/// `exists` through `head`, for backends where a head is already cheap.
+pub(crate) fn exists_by_head(b: &dyn Backend, key: &str) -> StoreResult<bool> {
+    match b.head(key) {
+        Ok(_) => Ok(true),
+        Err(crate::StoreError::NotFound { .. }) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// `delete_many` as one delete per key, for backends without a batch request.
+pub(crate) fn delete_each(b: &dyn Backend, keys: &[String]) -> StoreResult<()> {
+    for k in keys {
+        b.delete(k)?;
+    }
+    Ok(())
 }

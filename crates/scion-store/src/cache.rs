@@ -40,10 +40,12 @@ impl SegmentCache {
             .map(|name| self.dir.join(name))
     }
 
+    /// Keep a copy of `data` at `path`: written under a name no other process or thread
+    /// uses, synced, then renamed, so a reader never sees a partial copy.
     fn store_local(&self, path: &PathBuf, data: &[u8]) {
-        let tmp = path.with_extension("part");
+        let tmp = path.with_extension(format!("{}.{}.part", std::process::id(), unique()));
         let ok = fs::File::create(&tmp)
-            .and_then(|mut f| f.write_all(data))
+            .and_then(|mut f| f.write_all(data).and_then(|_| f.sync_all()))
             .and_then(|_| fs::rename(&tmp, path));
         if let Err(e) = ok {
             let _ = fs::remove_file(&tmp);
@@ -60,6 +62,11 @@ impl SegmentCache {
         self.store_local(path, &data);
         fs::File::open(path).map_err(|e| StoreError::io(key, e))
     }
+}
+
+fn unique() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 impl Backend for SegmentCache {

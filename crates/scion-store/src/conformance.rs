@@ -228,6 +228,19 @@ pub fn create_race(b: Arc<dyn Backend>) {
         .all(|e| matches!(e, StoreError::AlreadyExists { .. })));
 }
 
+/// The store's clock agrees with the times it stamps on objects it writes: stamps and ages
+/// are judged by one clock. A wrapper that answered with another clock fails here.
+pub fn clock_matches_object_times(b: Arc<dyn Backend>) {
+    b.put("clock", b"t", PutMode::Create).unwrap();
+    let written = b.head("clock").unwrap().last_modified;
+    let now = b.now().unwrap();
+    let apart = now.duration_since(written).unwrap_or_else(|e| e.duration());
+    assert!(
+        apart < std::time::Duration::from_secs(5),
+        "store clock {now:?} vs object time {written:?}"
+    );
+}
+
 /// One `#[test]` per conformance check for a backend factory expression.
 #[macro_export]
 macro_rules! conformance_tests {
@@ -236,7 +249,7 @@ macro_rules! conformance_tests {
             round_trip, existence, missing_objects, create_only_refuses_existing, compare_and_swap,
             compare_and_swap_on_missing_key, overwrite, list_ordering_and_prefixes,
             delete_is_idempotent, conditional_delete, ranged_reads, invalid_keys_refused,
-            compare_and_swap_race, create_race);
+            compare_and_swap_race, create_race, clock_matches_object_times);
     };
     (@each $factory:expr; $($check:ident),*) => {
         $(

@@ -23,6 +23,21 @@ pub enum StoreError {
         #[source]
         source: io::Error,
     },
+    /// A ranged read past the end of an object: the object is shorter than its reader
+    /// expected, which for immutable objects means damage, never a short read.
+    #[error("range {start}..{end} out of bounds for {key} ({size} bytes)")]
+    OutOfRange {
+        key: String,
+        start: u64,
+        end: u64,
+        size: u64,
+    },
+    /// The store refused the credentials (or has none): retrying cannot help.
+    #[error("the store refused access to {key}: {message}")]
+    Unauthorized { key: String, message: String },
+    /// The store is configured wrongly (bucket, endpoint, options): fix and retry.
+    #[error("store configuration: {0}")]
+    Config(String),
     #[error("store error: {0}")]
     Other(String),
 }

@@ -4,6 +4,7 @@
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 use crate::{Backend, ETag, ObjectMeta, PutMode, StoreError, StoreResult};
 
@@ -17,6 +18,19 @@ pub enum FaultPlan {
     /// Writes `0..n` take effect, then the "process" is gone: every later call, read or
     /// write, fails. With `n = 0` nothing is written at all.
     CrashAfter(usize),
+    /// Write number `n` takes effect, but its answer is lost and the caller gets `answer`
+    /// instead: what a client sees when a response times out, or when a proxy retries a
+    /// write that had landed and relays the store's precondition failure.
+    ApplyThenFail(usize, LostAnswer),
+}
+
+/// The error a write that did land reports under [`FaultPlan::ApplyThenFail`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LostAnswer {
+    /// `Conflict` for a compare-and-swap, `AlreadyExists` for a create-only put.
+    Precondition,
+    /// A transient failure (timeout, 5xx).
+    Transient,
 }
 
 #[derive(Debug)]
@@ -25,6 +39,10 @@ pub struct FaultyBackend {
     plan: FaultPlan,
     writes: AtomicUsize,
     crashed: AtomicBool,
+    /// Store clock minus the inner backend's, in milliseconds.
+    clock_offset_ms: i64,
+    /// Every mutating call attempted, as `put <key>` or `delete <key>`.
+    log: std::sync::Mutex<Vec<String>>,
 }
 
 impl FaultyBackend {
@@ -34,7 +52,21 @@ impl FaultyBackend {
             plan,
             writes: AtomicUsize::new(0),
             crashed: AtomicBool::new(false),
+            clock_offset_ms: 0,
+            log: Default::default(),
         }
+    }
+
+    /// Every mutating call attempted so far, in order: `put <key>` or `delete <key>`.
+    pub fn write_log(&self) -> Vec<String> {
+        self.log.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Report a store clock `offset_ms` ahead of (or, negative, behind) the inner
+    /// backend's: a host whose clock disagrees with its store's.
+    pub fn with_clock_offset_ms(mut self, offset_ms: i64) -> Self {
+        self.clock_offset_ms = offset_ms;
+        self
     }
 
     /// Mutating calls attempted so far (including the failed one).
@@ -60,22 +92,50 @@ impl FaultyBackend {
         Ok(())
     }
 
-    /// Decide the fate of the next write: `Ok(())` to perform it.
-    fn before_write(&self, key: &str) -> StoreResult<()> {
+    /// Perform the next write (`write`), or fail it, as the plan says.
+    fn write<T>(
+        &self,
+        key: &str,
+        conditional: Option<&PutMode>,
+        write: impl FnOnce() -> StoreResult<T>,
+    ) -> StoreResult<T> {
         self.check_read(key)?;
         let n = self.writes.fetch_add(1, Ordering::SeqCst);
+        let verb = if conditional.is_some() {
+            "put"
+        } else {
+            "delete"
+        };
+        self.log
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(format!("{verb} {key}"));
         match self.plan {
-            FaultPlan::None => Ok(()),
             FaultPlan::FailWrite(k) if k == n => Err(StoreError::Transient {
                 key: key.to_string(),
                 message: format!("injected failure of write #{n}"),
             }),
-            FaultPlan::FailWrite(_) => Ok(()),
             FaultPlan::CrashAfter(k) if n >= k => {
                 self.crashed.store(true, Ordering::SeqCst);
                 Err(Self::dead(key))
             }
-            FaultPlan::CrashAfter(_) => Ok(()),
+            FaultPlan::ApplyThenFail(k, answer) if k == n => {
+                write()?;
+                let key = key.to_string();
+                Err(match (answer, conditional) {
+                    (LostAnswer::Precondition, Some(PutMode::Create)) => {
+                        StoreError::AlreadyExists { key }
+                    }
+                    (LostAnswer::Precondition, Some(PutMode::Update(_))) => {
+                        StoreError::Conflict { key }
+                    }
+                    _ => StoreError::Transient {
+                        key,
+                        message: format!("injected lost answer of write #{n} (it landed)"),
+                    },
+                })
+            }
+            _ => write(),
         }
     }
 }
@@ -98,26 +158,32 @@ impl Backend for FaultyBackend {
         self.inner.exists(key)
     }
     fn put(&self, key: &str, data: &[u8], mode: PutMode) -> StoreResult<ETag> {
-        self.before_write(key)?;
-        self.inner.put(key, data, mode)
+        self.write(key, Some(&mode), || self.inner.put(key, data, mode.clone()))
     }
     fn list(&self, prefix: &str) -> StoreResult<Vec<ObjectMeta>> {
         self.check_read(prefix)?;
         self.inner.list(prefix)
     }
     fn delete(&self, key: &str) -> StoreResult<()> {
-        self.before_write(key)?;
-        self.inner.delete(key)
+        self.write(key, None, || self.inner.delete(key))
     }
     fn delete_if(&self, key: &str, etag: &ETag) -> StoreResult<()> {
-        self.before_write(key)?;
-        self.inner.delete_if(key, etag)
+        self.write(key, None, || self.inner.delete_if(key, etag))
     }
     fn delete_many(&self, keys: &[String]) -> StoreResult<()> {
-        self.before_write("(batch delete)")?;
-        self.inner.delete_many(keys)
+        self.write("(batch delete)", None, || self.inner.delete_many(keys))
     }
     fn describe(&self) -> String {
         format!("faulty({:?}) {}", self.plan, self.inner.describe())
+    }
+    fn now(&self) -> StoreResult<SystemTime> {
+        self.check_read("(clock)")?;
+        let t = self.inner.now()?;
+        let off = Duration::from_millis(self.clock_offset_ms.unsigned_abs());
+        Ok(if self.clock_offset_ms >= 0 {
+            t + off
+        } else {
+            t - off
+        })
     }
 }

@@ -24,7 +24,7 @@ pub use backend::{Backend, ETag, ObjectMeta, PutMode};
 pub use cache::SegmentCache;
 pub use counting::{CountingBackend, Counts};
 pub use error::{StoreError, StoreResult};
-pub use fault::{FaultPlan, FaultyBackend};
+pub use fault::{FaultPlan, FaultyBackend, LostAnswer};
 pub use key::validate_key;
 pub use local::LocalBackend;
 pub use memory::MemoryBackend;

@@ -323,8 +323,17 @@ impl Backend for LocalBackend {
         }
     }
 
+    fn delete_many(&self, keys: &[String]) -> StoreResult<()> {
+        crate::backend::delete_each(self, keys)
+    }
+
     fn describe(&self) -> String {
         format!("local directory {}", self.root.display())
+    }
+
+    /// The local clock: file mtimes, which GC ages are measured by, come from it too.
+    fn now(&self) -> StoreResult<SystemTime> {
+        Ok(SystemTime::now())
     }
 }
 

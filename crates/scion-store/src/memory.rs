@@ -135,7 +135,20 @@ impl Backend for MemoryBackend {
         }
     }
 
+    fn exists(&self, key: &str) -> StoreResult<bool> {
+        validate_key(key)?;
+        Ok(self.lock().contains_key(key))
+    }
+
+    fn delete_many(&self, keys: &[String]) -> StoreResult<()> {
+        crate::backend::delete_each(self, keys)
+    }
+
     fn describe(&self) -> String {
         "memory".to_string()
+    }
+
+    fn now(&self) -> StoreResult<SystemTime> {
+        Ok(SystemTime::now())
     }
 }

@@ -143,6 +143,15 @@ fn map_err(key: &str, e: object_store::Error) -> StoreError {
         E::NotModified { .. } => StoreError::Conflict {
             key: key.to_string(),
         },
+        E::Unauthenticated { source, .. } | E::PermissionDenied { source, .. } => {
+            StoreError::Unauthorized {
+                key: key.to_string(),
+                message: source.to_string(),
+            }
+        }
+        E::UnknownConfigurationKey { key: k, .. } => {
+            StoreError::Config(format!("unknown configuration key {k}"))
+        }
         // Timeouts, resets and 5xx that outlived object_store's retries.
         other => transient(key, other),
     }
@@ -194,7 +203,7 @@ impl S3Backend {
             });
         let store = b
             .build()
-            .map_err(|e| StoreError::Other(format!("S3 configuration: {e}")))?;
+            .map_err(|e| StoreError::Config(format!("S3: {e}")))?;
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
@@ -469,6 +478,10 @@ impl Backend for S3Backend {
             });
         }
         self.delete(key)
+    }
+
+    fn exists(&self, key: &str) -> StoreResult<bool> {
+        crate::backend::exists_by_head(self, key)
     }
 
     fn delete_many(&self, keys: &[String]) -> StoreResult<()> {

@@ -53,8 +53,17 @@ impl Backend for IgnoresPreconditions {
     fn delete_if(&self, key: &str, _etag: &ETag) -> StoreResult<()> {
         self.0.delete(key)
     }
+    fn exists(&self, key: &str) -> StoreResult<bool> {
+        self.0.exists(key)
+    }
+    fn delete_many(&self, keys: &[String]) -> StoreResult<()> {
+        self.0.delete_many(keys)
+    }
     fn describe(&self) -> String {
         "a store that ignores preconditions".into()
+    }
+    fn now(&self) -> StoreResult<std::time::SystemTime> {
+        self.0.now()
     }
 }
 

@@ -285,7 +285,7 @@ fn run_workflow(
     };
     if opts.gc_after {
         let start = Instant::now();
-        let gc = scion.gc(Duration::ZERO)?;
+        let gc = scion.gc(Duration::ZERO, true)?;
         storage.gc_secs = Some(start.elapsed().as_secs_f64());
         storage.reclaimed_bytes = Some(gc.reclaimed_bytes);
         storage.after_gc = Some(dir_bytes(&dir));

@@ -233,8 +233,12 @@ impl Sidecar {
     }
 }
 
+/// Write through a temp file no other process or thread uses, then rename: concurrent
+/// writers of one record never see or remove each other's half-written file.
 fn write_atomic(path: &Path, data: &[u8]) -> CoreResult<()> {
-    let tmp = sidecar_path(path, ".tmp");
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = sidecar_path(path, &format!(".{}.{n}.tmp", std::process::id()));
     let res = File::create(&tmp)
         .and_then(|mut f| f.write_all(data))
         .and_then(|_| fs::rename(&tmp, path));

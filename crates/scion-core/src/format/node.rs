@@ -10,7 +10,7 @@ const MAX_FANOUT_BITS: u8 = 10;
 /// One slot's content: the frame, and for a page stored as a delta, the full frame of
 /// the same page it applies to. Bases are listed in the node so that reachability (GC)
 /// never has to read page frames.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Slot {
     pub loc: Locator,
     pub base: Option<Locator>,

@@ -1,20 +1,18 @@
 //! `checkpoint`: commit what changed in a branch's checkout and bind a name to the result.
 
 use std::collections::BTreeMap;
-use std::time::SystemTime;
 
-use scion_store::{PutMode, StoreError};
 use serde::Serialize;
 
 use crate::checkout::{scan, Fingerprint, Sidecar};
-use crate::clock::rfc3339;
+use crate::commit::Commit;
 use crate::error::{CoreError, CoreResult};
 use crate::format::{decode_frame, page_contribution, page_hash, FrameKind, RootRecord, Slot};
 use crate::names::{BranchRef, CheckpointName};
 use crate::ops::lease::OPERATION_LEASE;
 use crate::pagemap::{depth_for, lookup, TreeUpdate};
-use crate::refs::{ref_key, Lease};
-use crate::writer::{VersionWriter, WriteStats};
+use crate::refs::Lease;
+use crate::writer::WriteStats;
 use crate::Scion;
 
 /// At most this many pages of one commit are stored as deltas: each costs a read of its
@@ -79,15 +77,15 @@ impl Scion {
         let (r, etag) = if held_before {
             (r, etag)
         } else {
-            let now = self.store_now()?;
+            let now = self.store_time()?;
             let mut leased = r.clone();
             leased.epoch += 1;
             leased.lease = Some(Lease {
                 holder: self.options.holder.clone(),
                 epoch: leased.epoch,
-                expires: rfc3339(now + OPERATION_LEASE),
+                expires: now.saturating_add(OPERATION_LEASE),
             });
-            let etag = self.write_ref(b, &leased, &etag)?;
+            let etag = self.write_ref(b, &mut leased, &etag)?;
             (leased, etag)
         };
         let mut lease_guard = OperationLease {
@@ -97,7 +95,8 @@ impl Scion {
         };
         let old = self.reader.root(&r.root)?;
         let committed = super::with_fresh_ids(|| {
-            let mut writer = VersionWriter::new(&self.backend);
+            let mut commit = Commit::begin(self)?;
+            let writer = &mut commit.writer;
             let mut changes: BTreeMap<u32, Option<Slot>> = BTreeMap::new();
             let mut zero = None;
             let mut deltas = 0;
@@ -160,7 +159,7 @@ impl Scion {
                 fanout_bits: old.fanout_bits,
                 limit: info.page_count,
             };
-            let node = update.apply(&mut writer, top, old_depth, new_depth, &changes)?;
+            let node = update.apply(writer, top, old_depth, new_depth, &changes)?;
             let record = RootRecord {
                 fanout_bits: old.fanout_bits,
                 depth: if node.is_some() { new_depth } else { 0 },
@@ -171,17 +170,17 @@ impl Scion {
                 node,
             };
             let pages = changes.len() as u64;
-            let (root, stats, segments) = writer.finish(&record)?;
-            Ok((Some((root, record, stats, pages, segments)), hashes))
+            Ok((Some((commit.seal(record)?, pages)), hashes))
         })?;
         let (commit, hashes) = committed;
-        let Some((root, record, stats, pages_changed, segments)) = commit else {
+        let Some((sealed, pages_changed)) = commit else {
             sidecar.fingerprint = fingerprint;
             sidecar.stamp_ns = stamp;
             sidecar.store(&path)?;
             return bind_head(WriteStats::default());
         };
         let version = r.version + 1;
+        let (root, record, stats) = (sealed.root, sealed.record, sealed.stats);
         let new_sidecar = Sidecar {
             page_size: record.page_size,
             root,
@@ -192,29 +191,25 @@ impl Scion {
         };
         // Adopted by the next load only if the ref below really moves to `root`.
         new_sidecar.store_pending(&path)?;
-        let mut next = r.clone();
-        if !held_before {
-            next.lease = None;
-        }
-        next.root = root;
-        next.version = version;
-        next.page_size = record.page_size;
-        next.page_count = record.page_count;
-        next.touched_at = rfc3339(SystemTime::now());
-        match self
-            .backend
-            .put(&ref_key(b), &next.encode(), PutMode::Update(etag))
-        {
-            Ok(_) => {}
-            Err(StoreError::Conflict { .. }) => {
-                // Lost the race: the new version was never published, so its segments go.
-                crate::writer::discard_segments(self.backend.as_ref(), &segments);
-                Sidecar::load(&path, &r.root)?;
-                return Err(CoreError::Conflict {
-                    branch: b.to_string(),
-                });
+        let touched = self.store_time()?;
+        let published = self.publish_head(b, &r, etag, Some(&sealed), |next| {
+            if !held_before {
+                next.lease = None;
             }
-            Err(e) => return Err(e.into()),
+            next.root = root;
+            next.version = version;
+            next.page_size = record.page_size;
+            next.page_count = record.page_count;
+            next.touched_at = touched;
+        });
+        if let Err(e) = published {
+            // The pending record is adopted only if the head really names the new version
+            // (an unknown outcome is decided by the ref, not by the error). Unpublished
+            // segments are left to GC.
+            if let Ok((head, _)) = self.read_ref(b) {
+                Sidecar::load(&path, &head.root)?;
+            }
+            return Err(e);
         }
         lease_guard.armed = false;
         new_sidecar.store(&path)?;

@@ -1,19 +1,16 @@
 //! `create`: a new database, empty or imported from an existing SQLite file.
 
 use std::path::Path;
-use std::time::SystemTime;
 
-use scion_store::{PutMode, StoreError};
 use serde::Serialize;
 
-use crate::clock::rfc3339;
+use crate::commit::{Commit, Sealed};
 use crate::error::{CoreError, CoreResult};
 use crate::format::{page_contribution, page_hash, FrameKind, Locator, RootRecord};
 use crate::names::{BranchName, BranchRef, DbName};
 use crate::pagemap::{self, DEFAULT_FANOUT_BITS};
-use crate::refs::{ref_key, refs_prefix, Ref, REF_SCHEMA};
+use crate::refs::{refs_prefix, Ref, REF_SCHEMA};
 use crate::sqlite_io::{self, change_counter};
-use crate::writer::{VersionWriter, WriteStats};
 use crate::Scion;
 
 #[derive(Debug, Clone, Serialize)]
@@ -26,22 +23,11 @@ pub struct CreateReport {
     pub store_bytes: u64,
 }
 
-/// A version written to the store but not yet published by any ref.
-pub(crate) struct ImportedVersion {
-    pub root: Locator,
-    pub record: RootRecord,
-    pub stats: WriteStats,
-    pub segments: Vec<crate::format::SegmentId>,
-}
-
 /// Read `path`'s committed state (through SQLite, in one read transaction) and write it
-/// to the store as a complete version.
-pub(crate) fn import_file(
-    scion: &Scion,
-    path: &Path,
-    read_only: bool,
-) -> CoreResult<ImportedVersion> {
-    let mut writer = VersionWriter::new(&scion.backend);
+/// to the store as a complete version, sealed but not yet published.
+pub(crate) fn import_file(scion: &Scion, path: &Path, read_only: bool) -> CoreResult<Sealed> {
+    let mut commit = Commit::begin(scion)?;
+    let writer = &mut commit.writer;
     let mut pages: Vec<Option<Locator>> = Vec::new();
     let mut checksum = 0u64;
     let mut zero_hash = None;
@@ -62,7 +48,7 @@ pub(crate) fn import_file(
             pages.push(Some(loc));
             Ok(())
         })?;
-    let (node, depth) = pagemap::build(&mut writer, &pages, DEFAULT_FANOUT_BITS)?;
+    let (node, depth) = pagemap::build(writer, &pages, DEFAULT_FANOUT_BITS)?;
     let record = RootRecord {
         fanout_bits: DEFAULT_FANOUT_BITS,
         depth: if node.is_some() { depth } else { 0 },
@@ -78,13 +64,7 @@ pub(crate) fn import_file(
             reason: "every page is zero".to_string(),
         });
     }
-    let (root, stats, segments) = writer.finish(&record)?;
-    Ok(ImportedVersion {
-        root,
-        record,
-        stats,
-        segments,
-    })
+    commit.seal(record)
 }
 
 impl Scion {
@@ -107,9 +87,9 @@ impl Scion {
             }
         };
         let imported = super::with_fresh_ids(|| import_file(self, &source, read_only))?;
-        let now = rfc3339(SystemTime::now());
+        let now = self.store_time()?;
         let main = BranchRef::new(db.clone(), BranchName::main());
-        let r = Ref {
+        let mut r = Ref {
             schema: REF_SCHEMA,
             root: imported.root,
             version: 1,
@@ -120,24 +100,22 @@ impl Scion {
             init_root: imported.root,
             parent: None,
             protected: true,
-            created_at: now.clone(),
+            created_at: now,
             touched_at: now,
             epoch: 0,
             lease: None,
             ttl_secs: None,
             destroying_since: None,
+            safety: None,
             meta: Default::default(),
+            nonce: Default::default(),
         };
-        match self
-            .backend
-            .put(&ref_key(&main), &r.encode(), PutMode::Create)
-        {
+        match self.publish_new_ref(&main, &imported, &mut r) {
             Ok(_) => {}
-            Err(StoreError::AlreadyExists { .. }) => {
-                crate::writer::discard_segments(self.backend.as_ref(), &imported.segments);
-                return Err(CoreError::DatabaseExists { db: db.to_string() });
+            Err(CoreError::BranchExists { .. }) => {
+                return Err(CoreError::DatabaseExists { db: db.to_string() })
             }
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(e),
         }
         Ok(CreateReport {
             db: db.to_string(),

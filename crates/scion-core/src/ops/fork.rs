@@ -1,12 +1,8 @@
 //! `fork`: a new branch at an existing version. One small create-only write; no page is
 //! copied, whatever the database's size.
 
-use std::time::SystemTime;
-
-use scion_store::{PutMode, StoreError};
 use serde::Serialize;
 
-use crate::clock::rfc3339;
 use crate::error::{CoreError, CoreResult};
 use crate::names::{BranchName, BranchRef, CheckpointName, Target};
 use crate::refs::{ref_key, Parent, Ref, REF_SCHEMA};
@@ -39,6 +35,7 @@ impl Scion {
         at: Option<&CheckpointName>,
         ttl: Option<std::time::Duration>,
     ) -> CoreResult<ForkReport> {
+        new.check_new()?;
         let target = Target {
             branch: source.clone(),
             checkpoint: at.cloned(),
@@ -56,8 +53,8 @@ impl Scion {
         } else {
             self.reader.root(&version.root)?.page_count
         };
-        let now = rfc3339(SystemTime::now());
-        let r = Ref {
+        let now = self.store_time()?;
+        let mut r = Ref {
             schema: REF_SCHEMA,
             root: version.root,
             version: version.version,
@@ -72,37 +69,31 @@ impl Scion {
                 checkpoint: at.map(|c| c.to_string()),
             }),
             protected: false,
-            created_at: now.clone(),
+            created_at: now,
             touched_at: now,
             epoch: 0,
             lease: None,
             ttl_secs: ttl.map(|d| d.as_secs().max(1)),
             destroying_since: None,
+            safety: None,
             meta: Default::default(),
+            nonce: Default::default(),
         };
         let new_ref = BranchRef::new(source.db.clone(), new.clone());
-        let body = r.encode();
-        match self.backend.put(&ref_key(&new_ref), &body, PutMode::Create) {
-            Ok(_) => {
-                // A GC that found the version unreachable (its source destroyed meanwhile)
-                // may have swept it: never leave a branch pointing at deleted data.
-                if !self.backend.exists(&version.root.segment.key())? {
-                    let _ = self.backend.delete(&ref_key(&new_ref));
-                    return Err(CoreError::Conflict {
-                        branch: new_ref.to_string(),
-                    });
-                }
-                Ok(ForkReport {
-                    branch: new_ref.to_string(),
-                    from: target.to_string(),
-                    version: version.version,
-                    ref_bytes: body.len() as u64,
-                })
-            }
-            Err(StoreError::AlreadyExists { .. }) => Err(CoreError::BranchExists {
+        let etag = self.create_ref(&new_ref, &mut r)?;
+        // A GC that found the version unreachable (its source destroyed meanwhile) may have
+        // swept it: never leave a branch pointing at deleted data.
+        if !self.backend.exists(&version.root.segment.key())? {
+            let _ = self.backend.delete_if(&ref_key(&new_ref), &etag);
+            return Err(CoreError::Conflict {
                 branch: new_ref.to_string(),
-            }),
-            Err(e) => Err(e.into()),
+            });
         }
+        Ok(ForkReport {
+            branch: new_ref.to_string(),
+            from: target.to_string(),
+            version: version.version,
+            ref_bytes: r.encode().len() as u64,
+        })
     }
 }

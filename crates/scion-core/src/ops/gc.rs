@@ -14,12 +14,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::checkout::{CheckoutState, Sidecar};
 use crate::clock::{parse_rfc3339, rfc3339};
+use crate::commit::Commit;
 use crate::error::{CoreError, CoreResult};
 use crate::format::{FrameKind, Locator, SegmentId};
 use crate::names::BranchRef;
 use crate::ops::lease::is_live;
 use crate::pagemap::{self, DEFAULT_FANOUT_BITS};
-use crate::writer::VersionWriter;
 use crate::Scion;
 
 pub const GC_STATE_KEY: &str = "gc/state";
@@ -46,6 +46,8 @@ pub struct SpaceReport {
 pub struct GcReport {
     pub grace_secs: u64,
     pub reaped: Vec<String>,
+    /// Expired, but not reaped: the checkout is open or holds uncheckpointed changes.
+    pub kept_in_use: Vec<String>,
     pub finished_destroys: Vec<String>,
     pub live_segments: usize,
     pub live_bytes: u64,
@@ -54,6 +56,9 @@ pub struct GcReport {
     /// Unreachable, but not yet for a full grace period.
     pub waiting_segments: usize,
     pub waiting_bytes: u64,
+    /// Temp files of interrupted checkouts and exports, older than the grace.
+    pub temp_files_removed: usize,
+    pub temp_bytes_removed: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -146,10 +151,19 @@ impl Scion {
         })
     }
 
-    /// Reap expired branches, finish interrupted destroys, then mark and sweep.
-    pub fn gc(&self, grace: Duration) -> CoreResult<GcReport> {
+    /// Reap expired branches, finish interrupted destroys, then mark and sweep. A grace
+    /// below the store's minimum needs `force`: a commit slower than half of it could
+    /// otherwise lose a segment it is about to publish.
+    pub fn gc(&self, grace: Duration, force: bool) -> CoreResult<GcReport> {
+        if grace < self.min_grace() && !force {
+            return Err(CoreError::GraceBelowMinimum {
+                grace: crate::clock::format_duration(grace.as_secs()),
+                minimum: crate::clock::format_duration(self.min_grace().as_secs()),
+            });
+        }
         let now = self.store_now()?;
         let mut reaped = Vec::new();
+        let mut kept_in_use = Vec::new();
         let mut finished_destroys = Vec::new();
         for db in self.list_databases()? {
             for m in self.backend.list(&crate::refs::refs_prefix(&db))? {
@@ -164,19 +178,32 @@ impl Scion {
                     }
                     Err(e) => return Err(e),
                 };
-                if let Some(since) = r.destroying_since.as_deref().and_then(parse_rfc3339) {
-                    if since + STALE_CLAIM < now {
+                if let Some(since) = r.destroying_since {
+                    if since.saturating_add(STALE_CLAIM).as_system_time() < now {
                         self.finish_destroy(&b, &etag)?;
                         finished_destroys.push(b.to_string());
                     }
                     continue;
                 }
-                if expired(&r, now) && self.reap(&b, &r, &etag)?.is_some() {
+                if !expired(&r, now) {
+                    continue;
+                }
+                // An expired branch whose checkout is open or holds changes is still in
+                // use: its file is never deleted under a connection or with unsaved work.
+                let path = self.checkout_path(&b);
+                let in_use = path.exists() && crate::sqlite_io::in_use(&path)?;
+                let state = self.inspect(&path, &r.root)?.state;
+                if in_use || matches!(state, CheckoutState::Dirty | CheckoutState::Unknown) {
+                    kept_in_use.push(b.to_string());
+                    continue;
+                }
+                if self.reap(&b, &r, &etag)?.is_some() {
                     reaped.push(b.to_string());
                 }
             }
         }
 
+        let marked_at = self.store_now()?;
         let live = self.mark()?;
         let (mut state, state_etag) = match self.backend.get(GC_STATE_KEY) {
             Ok((bytes, etag)) => (
@@ -193,6 +220,12 @@ impl Scion {
             ),
             Err(e) => return Err(e.into()),
         };
+        // The mark saw refs as they were when it started. A commit that published after
+        // that is safe only while the sweep follows within half the grace (commits older
+        // than that re-check before publishing): a slower mark deletes nothing.
+        let now = self.store_now()?;
+        let mark_took = now.duration_since(marked_at).unwrap_or_default();
+        let sweep_allowed = force || mark_took.saturating_mul(2) <= grace;
         let mut next = BTreeMap::new();
         let mut doomed: Vec<String> = Vec::new();
         let (mut deleted, mut reclaimed, mut waiting, mut waiting_bytes, mut live_bytes) =
@@ -210,8 +243,8 @@ impl Scion {
                 .remove(&id.to_string())
                 .and_then(|s| parse_rfc3339(&s))
                 .unwrap_or(now);
-            let old_enough = |t: SystemTime| t + grace <= now;
-            if old_enough(since) && old_enough(m.last_modified) {
+            let old_enough = |t: SystemTime| t.checked_add(grace).is_some_and(|t| t <= now);
+            if sweep_allowed && old_enough(since) && old_enough(m.last_modified) {
                 doomed.push(m.key.clone());
                 deleted += 1;
                 reclaimed += m.size;
@@ -225,13 +258,26 @@ impl Scion {
         for chunk in doomed.chunks(1000) {
             self.backend.delete_many(chunk)?;
         }
+        // Leftovers of interrupted checkouts and exports: older than the grace, nothing is
+        // still writing them.
+        let (mut temp_files_removed, mut temp_bytes_removed) = (0, 0);
+        for (path, size) in super::verify::temp_leftovers(&self.options.checkouts_dir)? {
+            let age = std::fs::metadata(&path)
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| SystemTime::now().duration_since(t).ok());
+            if age.is_some_and(|a| a >= grace) && std::fs::remove_file(&path).is_ok() {
+                temp_files_removed += 1;
+                temp_bytes_removed += size;
+            }
+        }
         state.unreachable_since = next;
         let body = serde_json::to_vec(&state).expect("gc state serializes");
         let mode = match state_etag {
             Some(e) => PutMode::Update(e),
             None => PutMode::Create,
         };
-        match self.backend.put(GC_STATE_KEY, &body, mode) {
+        match crate::publish::put_exact(self.backend.as_ref(), GC_STATE_KEY, &body, mode) {
             // Another gc ran at the same time: its record is as good as ours.
             Ok(_) | Err(StoreError::Conflict { .. } | StoreError::AlreadyExists { .. }) => {}
             Err(e) => return Err(e.into()),
@@ -239,6 +285,7 @@ impl Scion {
         Ok(GcReport {
             grace_secs: grace.as_secs(),
             reaped,
+            kept_in_use,
             finished_destroys,
             live_segments: live.len(),
             live_bytes,
@@ -246,6 +293,8 @@ impl Scion {
             reclaimed_bytes: reclaimed,
             waiting_segments: waiting,
             waiting_bytes,
+            temp_files_removed,
+            temp_bytes_removed,
         })
     }
 
@@ -254,6 +303,27 @@ impl Scion {
     pub fn compact(&self, b: &BranchRef, force: bool) -> CoreResult<CompactReport> {
         let (r, etag) = self.read_ref(b)?;
         self.check_not_leased(b, &r, force)?;
+        // Compaction moves the head: changes never checkpointed would be stranded in a
+        // file made from the old version, as with promote.
+        let path = self.checkout_path(b);
+        let state = self.inspect(&path, &r.root)?.state;
+        if !force {
+            match state {
+                CheckoutState::Dirty => {
+                    return Err(CoreError::DirtyCheckout {
+                        path,
+                        branch: b.to_string(),
+                    })
+                }
+                CheckoutState::Unknown => {
+                    return Err(CoreError::UnknownCheckout {
+                        path,
+                        branch: b.to_string(),
+                    })
+                }
+                _ => {}
+            }
+        }
         let root = self.reader.root(&r.root)?;
         let leaves = pagemap::leaves(&self.reader, root.node, root.depth, root.fanout_bits)?;
         let segments_before = leaves
@@ -261,8 +331,9 @@ impl Scion {
             .map(|(_, s)| s.loc.segment)
             .collect::<HashSet<_>>()
             .len();
-        let (new_root, stats) = super::with_fresh_ids(|| {
-            let mut writer = VersionWriter::new(&self.backend);
+        let sealed = super::with_fresh_ids(|| {
+            let mut commit = Commit::begin(self)?;
+            let writer = &mut commit.writer;
             let mut pages: Vec<Option<Locator>> = vec![None; root.page_count as usize];
             // Chunks of the page-ordered leaf list: reads coalesce within a chunk, memory
             // stays bounded, and pages are written in page order.
@@ -278,21 +349,20 @@ impl Scion {
                     pages[pgno as usize - 1] = Some(loc);
                 }
             }
-            let (node, depth) = pagemap::build(&mut writer, &pages, DEFAULT_FANOUT_BITS)?;
+            let (node, depth) = pagemap::build(writer, &pages, DEFAULT_FANOUT_BITS)?;
             let mut record = root;
             record.node = node;
             record.depth = if node.is_some() { depth } else { 0 };
             record.fanout_bits = DEFAULT_FANOUT_BITS;
-            let (loc, stats, _) = writer.finish(&record)?;
-            Ok((loc, stats))
+            commit.seal(record)
         })?;
-        let mut next = r.clone();
-        next.root = new_root;
-        next.version = r.version + 1;
-        self.write_ref(b, &next, &etag)?;
+        let (new_root, stats) = (sealed.root, sealed.stats);
+        let (next, _) = self.publish_head(b, &r, etag, Some(&sealed), |next| {
+            next.root = new_root;
+            next.version = r.version + 1;
+        })?;
         // A clean checkout holds the same bytes: point its record at the new root.
-        let path = self.checkout_path(b);
-        if self.inspect(&path, &r.root)?.state == CheckoutState::Clean {
+        if state == CheckoutState::Clean {
             if let Some(mut s) = Sidecar::load(&path, &r.root)? {
                 s.root = new_root;
                 s.version = next.version;
@@ -315,5 +385,8 @@ pub fn expired(r: &crate::refs::Ref, now: SystemTime) -> bool {
     if r.protected || r.lease.as_ref().is_some_and(|l| is_live(l, now)) {
         return false;
     }
-    parse_rfc3339(&r.touched_at).is_some_and(|t| t + Duration::from_secs(ttl) < now)
+    r.touched_at
+        .saturating_add(Duration::from_secs(ttl))
+        .as_system_time()
+        < now
 }

@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 
-use crate::clock::{parse_rfc3339, rfc3339};
+use crate::clock::StoreTime;
 use crate::error::{CoreError, CoreResult};
 use crate::names::BranchRef;
 use crate::refs::{Lease, Ref};
@@ -20,28 +20,30 @@ pub struct LeaseInfo {
     pub branch: String,
     pub holder: String,
     pub epoch: u64,
-    pub expires: String,
+    pub expires: StoreTime,
     pub live: bool,
 }
 
-/// Whether `lease` is still in force at `now`.
+/// Whether `lease` is still in force at `now` (the store's clock).
 pub fn is_live(lease: &Lease, now: SystemTime) -> bool {
-    parse_rfc3339(&lease.expires).is_some_and(|t| t > now)
+    lease.expires.as_system_time() > now
 }
 
-/// A holder named `host/pid` (the default) whose process no longer exists on this host
-/// holds nothing: a killed command must not block its branch until the lease expires.
-/// Any other holder name (set with `--holder`) is trusted until expiry.
+/// A holder named like the default (`host:boot:pidns/pid`) whose process no longer exists
+/// holds nothing: a killed command must not block its branch until the lease expires. Only
+/// a holder from this very boot and pid namespace can be judged so; holders on other hosts
+/// or containers (even with the same host name) and names set with `--holder` are trusted
+/// until expiry.
 fn holder_is_dead(holder: &str) -> bool {
-    let Some((host, pid)) = holder.rsplit_once('/') else {
+    let Some((place, pid)) = holder.rsplit_once('/') else {
         return false;
     };
     let Ok(pid) = pid.parse::<u32>() else {
         return false;
     };
-    let this_host = crate::scion::default_holder();
-    let this_host = this_host.rsplit_once('/').map(|(h, _)| h).unwrap_or("");
-    host == this_host && !std::path::Path::new(&format!("/proc/{pid}")).exists()
+    let this = crate::scion::default_holder();
+    let this_place = this.rsplit_once('/').map(|(p, _)| p).unwrap_or("");
+    place == this_place && !std::path::Path::new(&format!("/proc/{pid}")).exists()
 }
 
 impl Scion {
@@ -58,7 +60,7 @@ impl Scion {
                 return Err(CoreError::LeaseHeld {
                     branch: b.to_string(),
                     holder: l.holder.clone(),
-                    expires: l.expires.clone(),
+                    expires: l.expires.to_string(),
                 });
             }
         }
@@ -76,14 +78,14 @@ impl Scion {
     /// Take (or renew) the lease on `b` for `ttl`. Refused while another holder's lease is
     /// live. Every acquisition bumps the epoch, fencing any earlier holder.
     pub fn lease_acquire(&self, b: &BranchRef, ttl: Duration) -> CoreResult<LeaseInfo> {
-        let now = self.store_now()?;
+        let now = self.store_time()?;
         let r = self.update_ref(b, |r| {
             self.check_not_leased(b, r, false)?;
             r.epoch += 1;
             r.lease = Some(Lease {
                 holder: self.options.holder.clone(),
                 epoch: r.epoch,
-                expires: rfc3339(now + ttl),
+                expires: now.saturating_add(ttl),
             });
             Ok(())
         })?;

@@ -1,17 +1,18 @@
 //! Moving and removing branches: rollback, promote, destroy, protect, touch, and deleting
 //! checkpoints. Each head move is one compare-and-swap of a root pointer; no page is copied.
 
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
-use scion_store::{PutMode, StoreError};
+use scion_store::StoreError;
 use serde::Serialize;
 
 use crate::checkout::{CheckoutState, Sidecar};
-use crate::clock::rfc3339;
 use crate::error::{CoreError, CoreResult};
 use crate::format::Locator;
 use crate::names::{BranchName, BranchRef, CheckpointName, Target};
-use crate::refs::{checkpoint_key, checkpoints_prefix, ref_key, Parent, Ref, SAFETY_META};
+use crate::refs::{
+    checkpoint_key, checkpoints_prefix, ref_key, Parent, Ref, SafetyKind, SafetyMark,
+};
 use crate::sqlite_io::{self, sidecar_path};
 use crate::Scion;
 
@@ -40,6 +41,9 @@ pub struct MoveReport {
     /// The checkout was refreshed (path) or had uncheckpointed changes discarded.
     pub checkout: Option<String>,
     pub discarded_changes: bool,
+    /// What went wrong after the head moved (the move itself stands).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -74,7 +78,7 @@ impl Scion {
             etag,
             target.root,
             format!("{b}@{to}"),
-            "pre-rollback",
+            SafetyKind::PreRollback,
             opts,
         )
     }
@@ -101,7 +105,7 @@ impl Scion {
             etag,
             src.root,
             source.to_string(),
-            "pre-promote",
+            SafetyKind::PrePromote,
             opts,
         )
     }
@@ -114,7 +118,7 @@ impl Scion {
         etag: scion_store::ETag,
         root: Locator,
         to: String,
-        backup_suffix: &str,
+        kind: SafetyKind,
         opts: &MoveOptions,
     ) -> CoreResult<MoveReport> {
         self.check_not_leased(b, &r, opts.force)?;
@@ -131,27 +135,67 @@ impl Scion {
             return Err(CoreError::CheckoutBusy { path });
         }
         let page_count = self.reader.root(&root)?.page_count;
-        let safety_fork = if opts.no_backup {
-            None
-        } else {
-            Some(self.keep_safety_fork(
-                b,
-                &r,
-                backup_suffix,
-                opts.backup_ttl.unwrap_or(DEFAULT_BACKUP_TTL),
-            )?)
-        };
-        let mut next = r.clone();
-        next.root = root;
-        next.version = r.version + 1;
-        next.page_count = page_count;
-        next.touched_at = rfc3339(SystemTime::now());
-        self.write_ref(b, &next, &etag)?;
+        // The abandoned head is kept as a safety fork. A new fork is created before the
+        // head moves (a move that then loses its race leaves a harmless fork of the head);
+        // an earlier safety fork is replaced only once the move is certain, so a move that
+        // loses its race never destroys an older backup.
+        let ttl = opts.backup_ttl.unwrap_or(DEFAULT_BACKUP_TTL);
+        let mut pending_replace = None;
+        let mut safety_fork = None;
+        if !opts.no_backup {
+            let (fork, mut keep) = self.safety_fork_ref(b, &r, kind, ttl)?;
+            match self.create_ref(&fork, &mut keep) {
+                Ok(_) => safety_fork = Some(fork.to_string()),
+                Err(CoreError::BranchExists { .. }) => {
+                    // A branch of that name that is not a safety fork is never replaced:
+                    // refuse before anything moves.
+                    if self.read_ref_any(&fork)?.0.safety.is_none() {
+                        return Err(CoreError::BranchExists {
+                            branch: fork.to_string(),
+                        });
+                    }
+                    pending_replace = Some((fork, keep));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let touched = self.store_time()?;
+        let (next, _) = self.publish_head(b, &r, etag, None, |next| {
+            next.root = root;
+            next.version = r.version + 1;
+            next.page_count = page_count;
+            next.touched_at = touched;
+        })?;
+        let mut warnings = Vec::new();
+        if let Some((fork, keep)) = pending_replace {
+            match self.replace_safety_fork(&fork, keep) {
+                Ok(()) => safety_fork = Some(fork.to_string()),
+                Err(e) => warnings.push(format!(
+                    "the replaced head (version {}) was not kept as a safety fork: {e}",
+                    r.version
+                )),
+            }
+        }
         let mut checkout = None;
+        let mut discarded_changes = false;
         if state != CheckoutState::None {
-            // The file is clean, stale or being discarded by force: refresh it.
-            let report = self.checkout(b, true)?;
-            checkout = Some(report.path.display().to_string());
+            // Refreshed with the caller's force, judged afresh: a write that landed in the
+            // file while the head moved is never discarded without force.
+            match self.checkout(b, opts.force) {
+                Ok(report) => {
+                    discarded_changes = matches!(
+                        report.discarded,
+                        Some(CheckoutState::Dirty | CheckoutState::Unknown)
+                    );
+                    checkout = Some(report.path.display().to_string());
+                }
+                Err(e @ (CoreError::DirtyCheckout { .. } | CoreError::UnknownCheckout { .. })) => {
+                    warnings.push(format!(
+                        "the checkout was left as it is, with changes made while the head moved ({e}); export them, then `scion checkout {b} --force`"
+                    ));
+                }
+                Err(e) => return Err(e),
+            }
         }
         Ok(MoveReport {
             branch: b.to_string(),
@@ -160,22 +204,23 @@ impl Scion {
             abandoned_version: r.version,
             safety_fork,
             checkout,
-            discarded_changes: matches!(state, CheckoutState::Dirty | CheckoutState::Unknown),
+            discarded_changes,
+            warnings,
         })
     }
 
-    /// Keep `r`'s head as `<branch>-<suffix>`, replacing an earlier one (one rolling slot).
-    fn keep_safety_fork(
+    /// The safety fork that keeps `r`'s head as `<branch>-<suffix>`.
+    fn safety_fork_ref(
         &self,
         b: &BranchRef,
         r: &Ref,
-        suffix: &str,
+        kind: SafetyKind,
         ttl: Duration,
-    ) -> CoreResult<String> {
-        let name = BranchName::new(&format!("{}-{suffix}", b.branch))?;
+    ) -> CoreResult<(BranchRef, Ref)> {
+        let name = BranchName::new(&format!("{}-{}", b.branch, kind.suffix()))?;
         let fork = BranchRef::new(b.db.clone(), name);
-        let now = rfc3339(SystemTime::now());
-        let mut keep = Ref {
+        let now = self.store_time()?;
+        let keep = Ref {
             schema: r.schema,
             root: r.root,
             version: r.version,
@@ -190,70 +235,85 @@ impl Scion {
                 checkpoint: None,
             }),
             protected: false,
-            created_at: now.clone(),
+            created_at: now,
             touched_at: now,
             epoch: 0,
             lease: None,
-            ttl_secs: Some(ttl.as_secs()),
+            ttl_secs: Some(ttl.as_secs().max(1)),
             destroying_since: None,
+            safety: Some(SafetyMark {
+                kind,
+                of: b.branch.to_string(),
+            }),
             meta: Default::default(),
+            nonce: Default::default(),
         };
-        keep.meta
-            .insert(SAFETY_META.to_string(), format!("{suffix} of {}", b.branch));
-        let key = ref_key(&fork);
-        for _ in 0..5 {
-            let mode = match self.backend.get(&key) {
-                Ok((bytes, etag)) => {
-                    let old = Ref::decode(&bytes, &key)?;
-                    if !old.meta.contains_key(SAFETY_META) {
-                        // A branch of that name that is not a safety fork is never replaced.
-                        return Err(CoreError::BranchExists {
-                            branch: fork.to_string(),
-                        });
-                    }
-                    PutMode::Update(etag)
-                }
-                Err(StoreError::NotFound { .. }) => PutMode::Create,
-                Err(e) => return Err(e.into()),
-            };
-            match self.backend.put(&key, &keep.encode(), mode) {
-                Ok(_) => return Ok(fork.to_string()),
-                Err(StoreError::Conflict { .. } | StoreError::AlreadyExists { .. }) => continue,
-                Err(e) => return Err(e.into()),
+        Ok((fork, keep))
+    }
+
+    /// Replace an earlier safety fork (one rolling slot per kind). A branch of that name
+    /// that is not a safety fork, is leased by a live holder, or is being destroyed is
+    /// never replaced.
+    fn replace_safety_fork(&self, fork: &BranchRef, keep: Ref) -> CoreResult<()> {
+        self.update_ref_with(fork, true, |old| {
+            if old.safety.is_none() {
+                return Err(CoreError::BranchExists {
+                    branch: fork.to_string(),
+                });
             }
-        }
-        Err(CoreError::Conflict {
-            branch: fork.to_string(),
-        })
+            if old.destroying_since.is_some() {
+                return Err(CoreError::BeingDestroyed {
+                    branch: fork.to_string(),
+                });
+            }
+            self.check_not_leased(fork, old, false)?;
+            *old = keep.clone();
+            Ok(())
+        })?;
+        Ok(())
     }
 
     /// Remove a branch: its ref, its checkpoints and its local checkout files. Its data
     /// goes at the next `gc` that finds it unreachable.
     pub fn destroy(&self, b: &BranchRef, force: bool) -> CoreResult<DestroyReport> {
-        let mut tries = 0;
-        let claimed_etag = loop {
-            let (mut r, etag) = self.read_ref_any(b)?;
-            if r.destroying_since.is_none() {
-                if (r.protected || b.branch.as_str() == "main") && !force {
-                    return Err(CoreError::Protected {
-                        branch: b.to_string(),
-                        action: "destroying it",
-                    });
-                }
-                self.check_not_leased(b, &r, force)?;
-                let path = self.checkout_path(b);
-                if path.exists() && sqlite_io::in_use(&path)? && !force {
+        let now = self.store_time()?;
+        let (_, claimed_etag) = self.update_ref_with(b, true, |r| {
+            if r.destroying_since.is_some() {
+                // Finishing an interrupted destroy.
+                return Ok(());
+            }
+            if (r.protected || b.branch.as_str() == "main") && !force {
+                return Err(CoreError::Protected {
+                    branch: b.to_string(),
+                    action: "destroying it",
+                });
+            }
+            self.check_not_leased(b, r, force)?;
+            let path = self.checkout_path(b);
+            if !force {
+                if path.exists() && sqlite_io::in_use(&path)? {
                     return Err(CoreError::CheckoutBusy { path });
                 }
-                // Claim first: from here on no operation moves or reads this branch.
-                r.destroying_since = Some(rfc3339(SystemTime::now()));
+                match self.inspect(&path, &r.root)?.state {
+                    CheckoutState::Dirty => {
+                        return Err(CoreError::DirtyCheckout {
+                            path,
+                            branch: b.to_string(),
+                        })
+                    }
+                    CheckoutState::Unknown => {
+                        return Err(CoreError::UnknownCheckout {
+                            path,
+                            branch: b.to_string(),
+                        })
+                    }
+                    _ => {}
+                }
             }
-            match self.write_ref(b, &r, &etag) {
-                Ok(e) => break e,
-                Err(CoreError::Conflict { .. }) if tries < 5 => tries += 1,
-                Err(e) => return Err(e),
-            }
-        };
+            // Claim first: from here on no operation moves or reads this branch.
+            r.destroying_since = Some(now);
+            Ok(())
+        })?;
         self.finish_destroy(b, &claimed_etag)
     }
 
@@ -266,8 +326,8 @@ impl Scion {
         etag: &scion_store::ETag,
     ) -> CoreResult<Option<DestroyReport>> {
         let mut claimed = r.clone();
-        claimed.destroying_since = Some(rfc3339(SystemTime::now()));
-        match self.write_ref(b, &claimed, etag) {
+        claimed.destroying_since = Some(self.store_time()?);
+        match self.write_ref(b, &mut claimed, etag) {
             Ok(e) => self.finish_destroy(b, &e).map(Some),
             Err(CoreError::Conflict { .. }) => Ok(None),
             Err(e) => Err(e),
@@ -343,9 +403,9 @@ impl Scion {
     /// Reset the branch's activity clock, and set (`Some(Some(d))`) or clear
     /// (`Some(None)`) its TTL.
     pub fn touch(&self, b: &BranchRef, ttl: Option<Option<Duration>>) -> CoreResult<Ref> {
-        let now = rfc3339(self.store_now()?);
+        let now = self.store_time()?;
         self.update_ref(b, |r| {
-            r.touched_at = now.clone();
+            r.touched_at = now;
             if let Some(t) = ttl {
                 r.ttl_secs = t.map(|d| d.as_secs().max(1));
             }

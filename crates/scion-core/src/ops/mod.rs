@@ -8,6 +8,7 @@ pub mod gc;
 pub mod lease;
 pub mod lifecycle;
 pub mod status;
+pub mod verify;
 
 /// Retry a whole write operation when its freshly drawn segment id turned out taken.
 pub(crate) fn with_fresh_ids<T>(

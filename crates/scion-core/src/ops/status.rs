@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 use crate::checkout::{probe_clone, CheckoutState, CloneCapability, ClonePolicy};
-use crate::clock::parse_rfc3339;
+use crate::clock::StoreTime;
 use crate::error::CoreResult;
 use crate::names::{BranchRef, DbName};
 use crate::ops::gc::SpaceReport;
@@ -20,20 +20,23 @@ pub struct BranchStatus {
     pub checkpoints: usize,
     pub checkout: CheckoutState,
     pub parent: Option<String>,
-    pub created_at: String,
-    pub touched_at: String,
+    pub created_at: StoreTime,
+    pub touched_at: StoreTime,
     pub ttl_secs: Option<u64>,
     /// Seconds until `gc` may reap the branch (negative: overdue); `None` without a TTL.
     pub ttl_left_secs: Option<i64>,
     pub lease: Option<LeaseStatus>,
     /// Set on safety forks: which operation kept them, for which branch.
     pub safety: Option<String>,
+    /// What could not be inspected for this branch (the rest of the report stands).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct LeaseStatus {
     pub holder: String,
-    pub expires: String,
+    pub expires: StoreTime,
     pub live: bool,
 }
 
@@ -64,6 +67,11 @@ impl Scion {
                 .backend
                 .list(&crate::refs::checkpoints_prefix(&b))?
                 .len();
+            // One damaged checkout must not hide every other branch.
+            let (checkout, problem) = match self.checkout_state(&b, &r.root) {
+                Ok(state) => (state, None),
+                Err(e) => (CheckoutState::Unknown, Some(e.to_string())),
+            };
             out.push(BranchStatus {
                 branch: b.branch.to_string(),
                 version: r.version,
@@ -71,28 +79,34 @@ impl Scion {
                 page_count: r.page_count,
                 protected: r.protected,
                 checkpoints,
-                checkout: self.checkout_state(&b, &r.root)?,
+                checkout,
                 parent: r.parent.as_ref().map(|p| match &p.checkpoint {
                     Some(c) => format!("{}@{}@{}", db, p.branch, c),
                     None => format!("{}@{} v{}", db, p.branch, p.version),
                 }),
-                created_at: r.created_at.clone(),
-                touched_at: r.touched_at.clone(),
+                created_at: r.created_at,
+                touched_at: r.touched_at,
                 ttl_secs: r.ttl_secs,
-                ttl_left_secs: r.ttl_secs.and_then(|ttl| {
-                    let touched = parse_rfc3339(&r.touched_at)?;
-                    let deadline = touched + std::time::Duration::from_secs(ttl);
-                    Some(match deadline.duration_since(now) {
-                        Ok(d) => d.as_secs() as i64,
-                        Err(e) => -(e.duration().as_secs() as i64),
-                    })
+                ttl_left_secs: r.ttl_secs.map(|ttl| {
+                    let deadline = r
+                        .touched_at
+                        .saturating_add(std::time::Duration::from_secs(ttl))
+                        .as_system_time();
+                    match deadline.duration_since(now) {
+                        Ok(d) => i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+                        Err(e) => -i64::try_from(e.duration().as_secs()).unwrap_or(i64::MAX),
+                    }
                 }),
                 lease: r.lease.as_ref().map(|l| LeaseStatus {
                     holder: l.holder.clone(),
-                    expires: l.expires.clone(),
+                    expires: l.expires,
                     live: is_live(l, now),
                 }),
-                safety: r.meta.get(crate::refs::SAFETY_META).cloned(),
+                safety: r
+                    .safety
+                    .as_ref()
+                    .map(|m| format!("{} of {}", m.kind.suffix(), m.of)),
+                problem,
             });
         }
         Ok(out)

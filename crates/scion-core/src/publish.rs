@@ -1,0 +1,116 @@
+//! Every conditional write the engine makes (refs, leases, checkpoints, segments) goes
+//! through [`put_exact`], and every ref compare-and-swap through [`Scion::write_ref`],
+//! [`Scion::create_ref`] or the one retry policy in [`Scion::update_ref_with`].
+//!
+//! A conditional write can land while its answer is lost: a timeout after the store
+//! applied it, or a proxy that retries a write which had landed and relays the store's
+//! `412`. Read naively, that "conflict" makes a writer delete data it has just published.
+//! Every object written here is unique (refs and checkpoints carry a fresh nonce, segments
+//! a random id), so after any precondition failure or transient error the writer re-reads
+//! the object: if it holds exactly the bytes this call wrote, the write succeeded.
+
+use scion_store::{Backend, ETag, PutMode, StoreError, StoreResult};
+
+use crate::error::{CoreError, CoreResult};
+use crate::names::BranchRef;
+use crate::refs::{ref_key, Ref};
+use crate::Scion;
+
+/// How often a read-modify-write of a ref is retried after another writer moved it.
+pub const REF_CAS_TRIES: u32 = 8;
+
+/// Write `body` to `key` under `mode`, deciding an ambiguous answer by what the store
+/// holds afterwards. Returns the etag of the state this call wrote.
+pub fn put_exact(
+    backend: &dyn Backend,
+    key: &str,
+    body: &[u8],
+    mode: PutMode,
+) -> StoreResult<ETag> {
+    let err = match backend.put(key, body, mode) {
+        Ok(etag) => return Ok(etag),
+        Err(e @ (StoreError::Conflict { .. } | StoreError::AlreadyExists { .. })) => e,
+        Err(e) if e.is_retryable() => e,
+        Err(e) => return Err(e),
+    };
+    match backend.get(key) {
+        Ok((held, etag)) if held == body => {
+            tracing::debug!("{key}: the write landed although its answer said {err}");
+            Ok(etag)
+        }
+        // Not ours (or gone): the original answer stands.
+        Ok(_) | Err(StoreError::NotFound { .. }) => Err(err),
+        // Cannot tell: report the original failure, which the caller treats as unknown.
+        Err(_) => Err(err),
+    }
+}
+
+impl Scion {
+    /// Create a branch's ref. `AlreadyExists` comes back as [`CoreError::BranchExists`].
+    pub(crate) fn create_ref(&self, b: &BranchRef, r: &mut Ref) -> CoreResult<ETag> {
+        let body = r.encode_fresh();
+        match put_exact(self.backend.as_ref(), &ref_key(b), &body, PutMode::Create) {
+            Ok(e) => Ok(e),
+            Err(StoreError::AlreadyExists { .. }) => Err(CoreError::BranchExists {
+                branch: b.to_string(),
+            }),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Compare-and-swap a ref from the state `etag` names. `r` gets the nonce written.
+    pub(crate) fn write_ref(&self, b: &BranchRef, r: &mut Ref, etag: &ETag) -> CoreResult<ETag> {
+        let body = r.encode_fresh();
+        match put_exact(
+            self.backend.as_ref(),
+            &ref_key(b),
+            &body,
+            PutMode::Update(etag.clone()),
+        ) {
+            Ok(e) => Ok(e),
+            Err(StoreError::Conflict { .. }) => Err(CoreError::Conflict {
+                branch: b.to_string(),
+            }),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Apply an idempotent change to a live branch's ref, re-reading and re-applying when
+    /// another writer moved it in between.
+    pub(crate) fn update_ref(
+        &self,
+        b: &BranchRef,
+        change: impl FnMut(&mut Ref) -> CoreResult<()>,
+    ) -> CoreResult<Ref> {
+        self.update_ref_with(b, false, change).map(|(r, _)| r)
+    }
+
+    /// The one retry policy for read-modify-write of a ref: read, change, compare-and-swap;
+    /// on a conflict, wait a little and start over from a fresh read, at most
+    /// [`REF_CAS_TRIES`] times. `change` may refuse by returning an error, which ends the
+    /// loop. With `claimed`, refs that a destroy has claimed are read too.
+    pub(crate) fn update_ref_with(
+        &self,
+        b: &BranchRef,
+        claimed: bool,
+        mut change: impl FnMut(&mut Ref) -> CoreResult<()>,
+    ) -> CoreResult<(Ref, ETag)> {
+        let mut tries = 0;
+        loop {
+            let (mut r, etag) = if claimed {
+                self.read_ref_any(b)?
+            } else {
+                self.read_ref(b)?
+            };
+            change(&mut r)?;
+            match self.write_ref(b, &mut r, &etag) {
+                Ok(etag) => return Ok((r, etag)),
+                Err(CoreError::Conflict { .. }) if tries + 1 < REF_CAS_TRIES => {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(u64::from(tries) * 2));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}

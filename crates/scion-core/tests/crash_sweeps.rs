@@ -1,0 +1,336 @@
+//! Crash sweeps over every operation that writes: each write of the operation in turn is
+//! made to crash the process (it and everything after it never happen), to fail (no
+//! effect), or to land while its answer is lost (the caller sees a precondition failure
+//! or a transient error). After every round the store passes `verify`, every head and
+//! checkpoint exports, an operation that reported success really happened, and a write
+//! that landed is never reported as failed.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use scion_core::ops::lifecycle::MoveOptions;
+use scion_core::{CoreResult, DbName, Scion};
+use scion_store::{FaultPlan, FaultyBackend, LocalBackend, LostAnswer};
+
+fn faulty(e: &Env, plan: FaultPlan) -> (Arc<FaultyBackend>, Scion) {
+    let f = Arc::new(FaultyBackend::new(
+        Arc::new(LocalBackend::open(e.store_dir()).unwrap()),
+        plan,
+    ));
+    let s = e.reopen_with(f.clone());
+    (f, s)
+}
+
+fn plans(k: usize) -> [FaultPlan; 4] {
+    [
+        FaultPlan::CrashAfter(k),
+        FaultPlan::FailWrite(k),
+        FaultPlan::ApplyThenFail(k, LostAnswer::Precondition),
+        FaultPlan::ApplyThenFail(k, LostAnswer::Transient),
+    ]
+}
+
+/// Every head and checkpoint exports, and `verify` finds nothing wrong.
+fn store_is_whole(e: &Env, what: &str) {
+    let s = e.reopen();
+    let report = s.verify().unwrap();
+    assert!(report.ok(), "{what}: verify found {:?}", report.problems);
+    for db in s.list_databases().unwrap() {
+        for (branch, _) in s.list_branches(&db).unwrap() {
+            let b = format!("{db}@{branch}");
+            e.dump_target(&s, &b);
+            for (cp, _) in s.list_checkpoints(&b.parse().unwrap()).unwrap() {
+                e.dump_target(&s, &format!("{b}@{cp}"));
+            }
+        }
+    }
+}
+
+/// Run `op` once cleanly to learn its writes, then once per write and fault. `check` gets
+/// the store after each round and whether the operation reported success. Returns the
+/// number of rounds.
+fn sweep(
+    name: &str,
+    setup: impl Fn() -> Env,
+    op: impl Fn(&Scion) -> CoreResult<()>,
+    check: impl Fn(&Env, bool),
+) -> usize {
+    let e = setup();
+    let (f, s) = faulty(&e, FaultPlan::None);
+    op(&s).unwrap_or_else(|err| panic!("{name}: fault-free run failed: {err}"));
+    check(&e, true);
+    let log = f.write_log();
+    assert!(!log.is_empty(), "{name} writes something");
+    let mut rounds = 0;
+    for (k, write) in log.iter().enumerate() {
+        for plan in plans(k) {
+            let what = format!("{name}: {plan:?} at write #{k} ({write})");
+            let e = setup();
+            let (_, s) = faulty(&e, plan);
+            let result = op(&s);
+            if matches!(plan, FaultPlan::ApplyThenFail(..)) && write.starts_with("put ") {
+                assert!(
+                    result.is_ok(),
+                    "{what}: a write that landed was reported as failed: {:?}",
+                    result.err()
+                );
+            }
+            eprintln!("round: {what}");
+            store_is_whole(&e, &what);
+            check(&e, result.is_ok());
+            rounds += 1;
+        }
+    }
+    eprintln!("crash sweep {name}: {} writes, {rounds} rounds", log.len());
+    rounds
+}
+
+fn shop() -> Env {
+    let e = env();
+    create_shop(&e, 200);
+    e
+}
+
+/// `shop` with a fork `work` holding checkpoints `c1` (price 1) and `c2` (price 2).
+fn shop_with_history() -> Env {
+    let e = shop();
+    e.scion
+        .fork(&br("shop"), &"work".parse().unwrap(), None)
+        .unwrap();
+    let p = e.scion.checkout(&br("shop@work"), false).unwrap().path;
+    exec(&p, "UPDATE items SET price = 1;");
+    e.scion
+        .checkpoint(&br("shop@work"), &"c1".parse().unwrap())
+        .unwrap();
+    exec(&p, "UPDATE items SET price = 2;");
+    e.scion
+        .checkpoint(&br("shop@work"), &"c2".parse().unwrap())
+        .unwrap();
+    e
+}
+
+fn prices(e: &Env, target: &str) -> String {
+    let s = e.reopen();
+    let out = e.path(&format!("prices-{}.db", unique()));
+    s.export(&target.parse().unwrap(), &out, false).unwrap();
+    let c = rusqlite::Connection::open(&out).unwrap();
+    c.query_row("SELECT group_concat(DISTINCT price) FROM items", [], |r| {
+        r.get(0)
+    })
+    .unwrap()
+}
+
+#[test]
+fn crash_sweep_create() {
+    let rounds = sweep(
+        "create",
+        || {
+            let e = env();
+            seed(&e.path("src.db"), 300);
+            e
+        },
+        |s| {
+            s.create(&DbName::new("shop").unwrap(), Some(&common_src(s)))
+                .map(drop)
+        },
+        |e, ok| {
+            let dbs = e.reopen().list_databases().unwrap();
+            if ok {
+                assert_eq!(dbs.len(), 1, "a reported create exists");
+            }
+        },
+    );
+    assert!(rounds >= 8);
+}
+
+/// The import source beside the store of `s`.
+fn common_src(s: &Scion) -> std::path::PathBuf {
+    s.checkouts_dir()
+        .parent()
+        .and_then(|store| store.parent())
+        .unwrap()
+        .join("src.db")
+}
+
+#[test]
+fn crash_sweep_checkpoint() {
+    sweep(
+        "checkpoint",
+        || {
+            let e = shop();
+            let p = e.scion.checkout(&br("shop"), false).unwrap().path;
+            exec(&p, "UPDATE items SET price = 777777 WHERE id % 3 = 0;");
+            e
+        },
+        |s| s.checkpoint(&br("shop"), &"v1".parse().unwrap()).map(drop),
+        |e, ok| {
+            let head = prices(e, "shop");
+            if ok {
+                assert!(head.contains("777777"), "a reported commit is never lost");
+            }
+            let s = e.reopen();
+            let (r, _) = s.read_ref(&br("shop")).unwrap();
+            let state = s.checkout_state(&br("shop"), &r.root).unwrap();
+            let expect = if head.contains("777777") {
+                scion_core::CheckoutState::Clean
+            } else {
+                scion_core::CheckoutState::Dirty
+            };
+            assert_eq!(state, expect, "the checkout's record follows the head");
+        },
+    );
+}
+
+#[test]
+fn crash_sweep_fork() {
+    sweep(
+        "fork",
+        shop,
+        |s| s.fork(&br("shop"), &"f".parse().unwrap(), None).map(drop),
+        |e, ok| {
+            if ok {
+                e.reopen().read_ref(&br("shop@f")).unwrap();
+            }
+        },
+    );
+}
+
+#[test]
+fn crash_sweep_rollback() {
+    sweep(
+        "rollback",
+        shop_with_history,
+        |s| {
+            s.rollback(
+                &br("shop@work"),
+                &"c1".parse().unwrap(),
+                &MoveOptions::default(),
+            )
+            .map(drop)
+        },
+        |e, ok| {
+            let head = prices(e, "shop@work");
+            assert!(head == "1.0" || head == "2.0", "old or new head: {head}");
+            if ok {
+                assert_eq!(head, "1.0");
+                assert_eq!(prices(e, "shop@work-pre-rollback"), "2.0");
+            }
+        },
+    );
+}
+
+#[test]
+fn crash_sweep_promote() {
+    sweep(
+        "promote",
+        shop_with_history,
+        |s| {
+            let force = MoveOptions {
+                force: true,
+                ..Default::default()
+            };
+            s.promote(&br("shop@work"), &"main".parse().unwrap(), &force)
+                .map(drop)
+        },
+        |e, ok| {
+            if ok {
+                assert_eq!(prices(e, "shop"), "2.0");
+            }
+        },
+    );
+}
+
+#[test]
+fn crash_sweep_destroy() {
+    sweep(
+        "destroy",
+        shop_with_history,
+        |s| s.destroy(&br("shop@work"), false).map(drop),
+        |e, ok| {
+            let s = e.reopen();
+            if ok {
+                assert!(s.read_ref(&br("shop@work")).is_err());
+            }
+            // An interrupted destroy is finished by the next one.
+            if s.read_ref_any(&br("shop@work")).is_ok() {
+                s.destroy(&br("shop@work"), true).unwrap();
+            }
+            assert!(s.list_checkpoints(&br("shop@work")).is_err());
+        },
+    );
+}
+
+#[test]
+fn crash_sweep_gc() {
+    sweep(
+        "gc",
+        || {
+            let e = shop_with_history();
+            e.scion.destroy(&br("shop@work"), true).unwrap();
+            e
+        },
+        |s| s.gc(Duration::ZERO, true).map(drop),
+        |e, ok| {
+            if ok {
+                assert_eq!(e.reopen().verify().unwrap().unreachable_segments, 0);
+            }
+        },
+    );
+}
+
+#[test]
+fn crash_sweep_compact() {
+    sweep(
+        "compact",
+        shop_with_history,
+        |s| s.compact(&br("shop@work"), false).map(drop),
+        |e, _| assert_eq!(prices(e, "shop@work"), "2.0"),
+    );
+}
+
+#[test]
+fn crash_sweep_protect_touch_and_lease() {
+    let mut rounds = sweep(
+        "protect",
+        shop,
+        |s| s.set_protected(&br("shop"), false),
+        |e, ok| {
+            if ok {
+                assert!(!e.reopen().read_ref(&br("shop")).unwrap().0.protected);
+            }
+        },
+    );
+    rounds += sweep(
+        "touch",
+        shop,
+        |s| {
+            s.touch(&br("shop"), Some(Some(Duration::from_secs(3600))))
+                .map(drop)
+        },
+        |e, ok| {
+            if ok {
+                assert_eq!(
+                    e.reopen().read_ref(&br("shop")).unwrap().0.ttl_secs,
+                    Some(3600)
+                );
+            }
+        },
+    );
+    rounds += sweep(
+        "lease",
+        shop,
+        |s| {
+            s.lease_acquire(&br("shop"), Duration::from_secs(30))
+                .map(drop)
+        },
+        |e, ok| {
+            if ok {
+                assert!(e.reopen().read_ref(&br("shop")).unwrap().0.lease.is_some());
+            }
+        },
+    );
+    assert_eq!(rounds, 12, "one write each, four faults each");
+}
