@@ -236,6 +236,12 @@ impl Printer {
         if let Some(state) = r.discarded {
             eprintln!("discarded the {state} checkout of {} (--force)", r.branch);
         }
+        if r.dirty && !self.json {
+            eprintln!(
+                "dirty: the working copy of {} has changes not yet checkpointed",
+                r.branch
+            );
+        }
         if self.json {
             return self.emit(r);
         }

@@ -129,8 +129,12 @@ fn exit_codes_are_stable() {
     assert_eq!(s.run(&["checkout", "shop@none"]).code, 3);
     let p = s.ok(&["checkout", "shop"]);
     sqlite(std::path::Path::new(p.trim()), "DELETE FROM items");
+    assert_eq!(s.ok(&["checkout", "shop"]), p, "the working copy again");
+    s.ok(&["fork", "shop", "f"]);
+    let f = s.ok(&["checkout", "shop@f"]);
+    sqlite(std::path::Path::new(f.trim()), "DELETE FROM items");
     assert_eq!(
-        s.run(&["checkout", "shop"]).code,
+        s.run(&["destroy", "shop@f"]).code,
         6,
         "dirty checkout refused"
     );
@@ -242,7 +246,7 @@ fn lifecycle_session() {
             &["destroy", "shop@try"],
             &["destroy", "shop@try"],
             &["branches", "shop"],
-            &["gc", "--grace", "0"],
+            &["gc", "--grace", "0", "--force"],
             &["gc"],
         ],
     );

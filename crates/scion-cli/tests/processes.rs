@@ -112,12 +112,12 @@ fn kill_9_during_gc_leaves_a_consistent_store() {
             s.ok(&["checkpoint", &format!("shop@{b}"), "c"]);
             s.ok(&["destroy", &format!("shop@{b}")]);
         }
-        let mut child = spawn(&s, &["gc", "--grace", "0"]);
+        let mut child = spawn(&s, &["gc", "--grace", "0", "--force"]);
         std::thread::sleep(Duration::from_millis(3 + round * 4));
         let _ = child.kill();
         let _ = child.wait();
         verify_all(&s);
-        s.ok(&["gc", "--grace", "0"]);
+        s.ok(&["gc", "--grace", "0", "--force"]);
         let v: serde_json::Value = serde_json::from_str(&s.ok(&["--json", "status"])).unwrap();
         assert_eq!(
             v["space"]["reclaimable_bytes"], 0,

@@ -411,8 +411,28 @@ fn ambiguous_cas_on_moto_through_a_fault_injecting_proxy() {
             &format!("UPDATE items SET price = {} WHERE id <= 100", 1000 + i),
         );
         ok_env(&s, &env, &["checkpoint", &format!("shop@{b}"), "c"]);
-        ok_env(&s, &env, &["lease", "acquire", &format!("shop@{b}")]);
-        ok_env(&s, &env, &["lease", "release", &format!("shop@{b}")]);
+        ok_env(
+            &s,
+            &env,
+            &[
+                "--holder",
+                "agent",
+                "lease",
+                "acquire",
+                &format!("shop@{b}"),
+            ],
+        );
+        ok_env(
+            &s,
+            &env,
+            &[
+                "--holder",
+                "agent",
+                "lease",
+                "release",
+                &format!("shop@{b}"),
+            ],
+        );
     }
     assert!(
         count.load(Ordering::SeqCst) > 0,

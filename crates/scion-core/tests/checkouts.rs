@@ -33,7 +33,7 @@ fn a_clean_current_checkout_is_reused_without_reading_the_store() {
 }
 
 #[test]
-fn uncheckpointed_changes_are_refused_then_discarded_with_force() {
+fn a_dirty_checkout_of_the_current_head_is_the_working_copy_then_discarded_with_force() {
     let e = env();
     create_shop(&e, 100);
     let b = br("shop");
@@ -47,12 +47,16 @@ fn uncheckpointed_changes_are_refused_then_discarded_with_force() {
             .unwrap(),
         CheckoutState::Dirty
     );
-    let err = e.scion.checkout(&b, false).unwrap_err();
-    assert!(matches!(err, CoreError::DirtyCheckout { .. }), "{err}");
-    assert!(
-        dump(&path).contains("changed"),
-        "refusal left the file alone"
+    // The working copy: its path again, untouched, reported dirty.
+    let again = e.scion.checkout(&b, false).unwrap();
+    assert_eq!(again.path, path);
+    assert!(again.dirty);
+    assert!(dump(&path).contains("changed"), "the file was left alone");
+    exec(
+        &path,
+        "UPDATE items SET name = 'changed twice' WHERE id = 4;",
     );
+    assert!(e.scion.checkout(&b, false).unwrap().dirty);
     let report = e.scion.checkout(&b, true).unwrap();
     assert_eq!(report.discarded, Some(CheckoutState::Dirty));
     assert_eq!(dump(&path), clean);
@@ -383,4 +387,36 @@ fn long_operations_report_progress() {
         .map(|(_, n)| n)
         .sum();
     assert_eq!(advanced, pages, "every page written is reported once");
+}
+
+#[test]
+fn a_dirty_checkout_of_a_head_that_moved_is_refused() {
+    let e = env();
+    create_shop(&e, 100);
+    let b = br("shop");
+    let path = e.scion.checkout(&b, false).unwrap().path;
+    exec(&path, "UPDATE items SET name = 'mine' WHERE id = 3;");
+    e.scion.fork(&b, &"other".parse().unwrap(), None).unwrap();
+    let p2 = e.scion.checkout(&br("shop@other"), false).unwrap().path;
+    exec(&p2, "DELETE FROM items WHERE id > 50;");
+    e.scion
+        .checkpoint(&br("shop@other"), &"c".parse().unwrap())
+        .unwrap();
+    // Another process moves main's head underneath the file.
+    let (r, etag) = e.scion.read_ref(&b).unwrap();
+    let (o, _) = e.scion.read_ref(&br("shop@other")).unwrap();
+    let mut moved = r.clone();
+    moved.root = o.root;
+    moved.version += 1;
+    e.scion
+        .backend()
+        .put(
+            "refs/shop/main",
+            &moved.encode(),
+            scion_store::PutMode::Update(etag),
+        )
+        .unwrap();
+    let err = e.scion.checkout(&b, false).unwrap_err();
+    assert!(matches!(err, CoreError::DirtyCheckout { .. }), "{err}");
+    assert!(dump(&path).contains("mine"), "refusal left the file alone");
 }

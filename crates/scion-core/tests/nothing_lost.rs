@@ -378,7 +378,19 @@ fn status_reports_a_damaged_checkout_per_branch() {
 
 #[test]
 fn gc_sweeps_temp_leftovers_older_than_the_grace() {
+    // Temp files are swept once older than both the grace and the store's minimum grace.
     let e = env();
+    let s = Scion::init_with_min_grace(
+        Arc::new(LocalBackend::open(e.path("store0")).unwrap()),
+        "store0",
+        scion_core::ScionOptions::new(e.path("store0/checkouts"), scion_core::ClonePolicy::Auto),
+        Duration::ZERO,
+    )
+    .unwrap();
+    let e = Env {
+        dir: e.dir,
+        scion: s,
+    };
     create_shop(&e, 20);
     let dir = e.scion.checkouts_dir().join("shop");
     std::fs::create_dir_all(&dir).unwrap();
@@ -386,6 +398,9 @@ fn gc_sweeps_temp_leftovers_older_than_the_grace() {
     std::fs::write(&leftover, vec![0u8; 4096]).unwrap();
     let report = e.scion.verify().unwrap();
     assert_eq!(report.temp_files.len(), 1);
+    let kept = e.scion.gc(Duration::from_secs(3600), false).unwrap();
+    assert_eq!(kept.temp_files_removed, 0, "younger than the grace");
+    assert!(leftover.exists());
     assert_eq!(report.temp_bytes, 4096);
     let gc = e.scion.gc(Duration::ZERO, true).unwrap();
     assert_eq!(gc.temp_files_removed, 1);

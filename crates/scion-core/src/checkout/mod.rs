@@ -73,11 +73,17 @@ pub struct CheckoutReport {
     pub action: CheckoutAction,
     /// What an overwritten file held (with `force`), if anything was discarded.
     pub discarded: Option<CheckoutState>,
+    /// The file is the branch's working copy: made from the current head, with changes
+    /// not yet checkpointed (returned as it is, never overwritten without `force`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub dirty: bool,
 }
 
 /// Result of comparing a file against its sidecar.
 pub(crate) struct Inspection {
     pub state: CheckoutState,
+    /// The file was made from the head it was compared with (its sidecar names it).
+    pub current: bool,
 }
 
 /// Hash every page of the file's committed state; `on_changed` sees each page that
@@ -146,6 +152,7 @@ impl Scion {
                             version: v.version,
                             action: CheckoutAction::Reused,
                             discarded: None,
+                            dirty: false,
                         });
                     }
                 }
@@ -184,6 +191,7 @@ impl Scion {
             version: v.version,
             action: CheckoutAction::Materialized,
             discarded: None,
+            dirty: false,
         })
     }
 
@@ -192,11 +200,13 @@ impl Scion {
         if !path.exists() {
             return Ok(Inspection {
                 state: CheckoutState::None,
+                current: false,
             });
         }
         let Some(mut sidecar) = Sidecar::load(path, head)? else {
             return Ok(Inspection {
                 state: CheckoutState::Unknown,
+                current: false,
             });
         };
         let stamp = now_ns();
@@ -219,7 +229,10 @@ impl Scion {
             (true, false) => CheckoutState::Stale,
             (false, _) => CheckoutState::Dirty,
         };
-        Ok(Inspection { state })
+        Ok(Inspection {
+            state,
+            current: sidecar.root == *head,
+        })
     }
 
     /// Checkout state of a branch, for status.
@@ -228,7 +241,9 @@ impl Scion {
     }
 
     /// Make the checkout of `b` hold its head and return its path. A clean, current file
-    /// is reused as is. A file with changes never checkpointed is refused unless `force`.
+    /// is reused as is, and so is the working copy: a file made from the current head with
+    /// changes not yet checkpointed (reported `dirty`). A file with changes made from an
+    /// older head (stale and dirty), or without a record, is refused unless `force`.
     pub fn checkout(&self, b: &BranchRef, force: bool) -> CoreResult<CheckoutReport> {
         let (r, _) = self.read_ref(b)?;
         let path = self.checkout_path(b);
@@ -241,6 +256,17 @@ impl Scion {
                     version: r.version,
                     action: CheckoutAction::Reused,
                     discarded: None,
+                    dirty: false,
+                })
+            }
+            CheckoutState::Dirty if inspection.current && !force => {
+                return Ok(CheckoutReport {
+                    branch: b.to_string(),
+                    path,
+                    version: r.version,
+                    action: CheckoutAction::Reused,
+                    discarded: None,
+                    dirty: true,
                 })
             }
             CheckoutState::None | CheckoutState::Stale => None,
@@ -265,6 +291,7 @@ impl Scion {
             version: r.version,
             action,
             discarded,
+            dirty: false,
         })
     }
 

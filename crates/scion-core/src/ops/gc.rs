@@ -258,15 +258,22 @@ impl Scion {
         for chunk in doomed.chunks(1000) {
             self.backend.delete_many(chunk)?;
         }
-        // Leftovers of interrupted checkouts and exports: older than the grace, nothing is
-        // still writing them.
+        // Leftovers of interrupted checkouts: nothing still writes a temp file whose inode
+        // changed longer ago than both the grace and the store's minimum grace. The change
+        // time is used because a checkout sets its temp file's mtime into the past.
+        let temp_age = grace.max(self.min_grace());
         let (mut temp_files_removed, mut temp_bytes_removed) = (0, 0);
         for (path, size) in super::verify::temp_leftovers(&self.options.checkouts_dir)? {
-            let age = std::fs::metadata(&path)
-                .and_then(|m| m.modified())
-                .ok()
-                .and_then(|t| SystemTime::now().duration_since(t).ok());
-            if age.is_some_and(|a| a >= grace) && std::fs::remove_file(&path).is_ok() {
+            use std::os::unix::fs::MetadataExt;
+            let changed = std::fs::metadata(&path).ok().map(|m| {
+                std::time::UNIX_EPOCH
+                    + Duration::new(
+                        m.ctime().max(0) as u64,
+                        m.ctime_nsec().clamp(0, 999_999_999) as u32,
+                    )
+            });
+            let age = changed.and_then(|t| SystemTime::now().duration_since(t).ok());
+            if age.is_some_and(|a| a >= temp_age) && std::fs::remove_file(&path).is_ok() {
                 temp_files_removed += 1;
                 temp_bytes_removed += size;
             }
