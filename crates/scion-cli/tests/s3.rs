@@ -408,7 +408,7 @@ fn ambiguous_cas_on_moto_through_a_fault_injecting_proxy() {
         let path = ok_env(&s, &env, &["checkout", &format!("shop@{b}")]);
         sqlite(
             std::path::Path::new(path.trim()),
-            &format!("UPDATE items SET price = {} WHERE id <= 100", 1000 + i),
+            &format!("UPDATE items SET price = {} WHERE id <= 100", 1_000_000 + i),
         );
         ok_env(&s, &env, &["checkpoint", &format!("shop@{b}"), "c"]);
         ok_env(
@@ -445,7 +445,7 @@ fn ambiguous_cas_on_moto_through_a_fault_injecting_proxy() {
             &direct,
             &["export", &format!("shop@t{i}"), "v.db", "--force"],
         );
-        let q = format!("SELECT count(*) FROM items WHERE price = {}", 1000 + i);
+        let q = format!("SELECT count(*) FROM items WHERE price = {}", 1_000_000 + i);
         assert_eq!(sqlite(&s.path("v.db"), &q), "Integer(100)");
     }
     let out = ok_env(&s, &direct, &["verify"]);

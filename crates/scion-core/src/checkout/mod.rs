@@ -79,6 +79,22 @@ pub struct CheckoutReport {
     pub dirty: bool,
 }
 
+/// Refuse an operation that would strand or delete a checkout holding changes never
+/// checkpointed (dirty) or changes scion cannot account for (unknown).
+pub(crate) fn refuse_unsaved(state: CheckoutState, path: &Path, b: &BranchRef) -> CoreResult<()> {
+    match state {
+        CheckoutState::Dirty => Err(CoreError::DirtyCheckout {
+            path: path.to_path_buf(),
+            branch: b.to_string(),
+        }),
+        CheckoutState::Unknown => Err(CoreError::UnknownCheckout {
+            path: path.to_path_buf(),
+            branch: b.to_string(),
+        }),
+        _ => Ok(()),
+    }
+}
+
 /// Result of comparing a file against its sidecar.
 pub(crate) struct Inspection {
     pub state: CheckoutState,

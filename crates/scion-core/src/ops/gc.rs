@@ -315,21 +315,7 @@ impl Scion {
         let path = self.checkout_path(b);
         let state = self.inspect(&path, &r.root)?.state;
         if !force {
-            match state {
-                CheckoutState::Dirty => {
-                    return Err(CoreError::DirtyCheckout {
-                        path,
-                        branch: b.to_string(),
-                    })
-                }
-                CheckoutState::Unknown => {
-                    return Err(CoreError::UnknownCheckout {
-                        path,
-                        branch: b.to_string(),
-                    })
-                }
-                _ => {}
-            }
+            crate::checkout::refuse_unsaved(state, &path, b)?;
         }
         let root = self.reader.root(&r.root)?;
         let leaves = pagemap::leaves(&self.reader, root.node, root.depth, root.fanout_bits)?;

@@ -294,21 +294,7 @@ impl Scion {
                 if path.exists() && sqlite_io::in_use(&path)? {
                     return Err(CoreError::CheckoutBusy { path });
                 }
-                match self.inspect(&path, &r.root)?.state {
-                    CheckoutState::Dirty => {
-                        return Err(CoreError::DirtyCheckout {
-                            path,
-                            branch: b.to_string(),
-                        })
-                    }
-                    CheckoutState::Unknown => {
-                        return Err(CoreError::UnknownCheckout {
-                            path,
-                            branch: b.to_string(),
-                        })
-                    }
-                    _ => {}
-                }
+                crate::checkout::refuse_unsaved(self.inspect(&path, &r.root)?.state, &path, b)?;
             }
             // Claim first: from here on no operation moves or reads this branch.
             r.destroying_since = Some(now);
