@@ -411,28 +411,10 @@ fn ambiguous_cas_on_moto_through_a_fault_injecting_proxy() {
             &format!("UPDATE items SET price = {} WHERE id <= 100", 1_000_000 + i),
         );
         ok_env(&s, &env, &["checkpoint", &format!("shop@{b}"), "c"]);
-        ok_env(
-            &s,
-            &env,
-            &[
-                "--holder",
-                "agent",
-                "lease",
-                "acquire",
-                &format!("shop@{b}"),
-            ],
-        );
-        ok_env(
-            &s,
-            &env,
-            &[
-                "--holder",
-                "agent",
-                "lease",
-                "release",
-                &format!("shop@{b}"),
-            ],
-        );
+        for step in ["acquire", "release"] {
+            let target = format!("shop@{b}");
+            ok_env(&s, &env, &["--holder", "agent", "lease", step, &target]);
+        }
     }
     assert!(
         count.load(Ordering::SeqCst) > 0,

@@ -22,8 +22,10 @@ pub const RESERVED_CHECKPOINTS: [&str; 2] = ["fork", "init"];
 fn validate(kind: &'static str, s: &str, max_len: usize) -> Result<(), CoreError> {
     let reason = if s.is_empty() {
         Some("is empty")
-    } else if s.len() > max_len {
+    } else if s.len() > max_len && max_len == MAX_NAME_LEN {
         Some("is longer than 100 characters")
+    } else if s.len() > max_len {
+        Some("is longer than 116 characters (100 for names you pick, plus room for a safety fork's suffix)")
     } else if !s.as_bytes()[0].is_ascii_lowercase() && !s.as_bytes()[0].is_ascii_digit() {
         Some("must start with a lowercase letter or a digit")
     } else if !s
@@ -85,7 +87,8 @@ name_type!(
 );
 name_type!(
     /// A branch of a database, e.g. `main`.
-    /// Names people pick are checked against [`MAX_NAME_LEN`] by [`BranchName::new_user`].
+    /// Names people pick for new branches are checked against [`MAX_NAME_LEN`] by
+    /// [`BranchName::check_new`].
     BranchName,
     "branch",
     MAX_NAME_LEN + DERIVED_NAME_ROOM

@@ -24,9 +24,7 @@ pub struct Nonce(String);
 
 impl Nonce {
     pub fn fresh() -> Self {
-        let mut b = [0u8; 8];
-        getrandom::fill(&mut b).expect("the OS random source is available");
-        Nonce(format!("{:016x}", u64::from_le_bytes(b)))
+        Nonce(random_hex(8))
     }
 
     pub fn is_empty(&self) -> bool {
@@ -58,6 +56,20 @@ impl SafetyKind {
 pub struct SafetyMark {
     pub kind: SafetyKind,
     pub of: String,
+}
+
+/// `pre-rollback of main`: how people read the mark (and how schema 1 stored it).
+impl std::fmt::Display for SafetyMark {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} of {}", self.kind.suffix(), self.of)
+    }
+}
+
+/// `bytes` random bytes from the OS, as lowercase hex.
+pub(crate) fn random_hex(bytes: usize) -> String {
+    let mut b = vec![0u8; bytes];
+    getrandom::fill(&mut b).expect("the OS random source is available");
+    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 /// Where a branch came from, for people. Never followed on a read.
@@ -174,14 +186,12 @@ impl Ref {
     }
 }
 
-/// `"pre-rollback of main"` -> the typed mark.
+/// `"pre-rollback of main"` -> the typed mark (the inverse of its `Display`).
 fn parse_v1_safety_mark(s: &str) -> Option<SafetyMark> {
     let (kind, of) = s.split_once(" of ")?;
-    let kind = match kind {
-        "pre-rollback" => SafetyKind::PreRollback,
-        "pre-promote" => SafetyKind::PrePromote,
-        _ => return None,
-    };
+    let kind = [SafetyKind::PreRollback, SafetyKind::PrePromote]
+        .into_iter()
+        .find(|k| k.suffix() == kind)?;
     Some(SafetyMark {
         kind,
         of: of.to_string(),

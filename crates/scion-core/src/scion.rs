@@ -43,6 +43,13 @@ impl ScionOptions {
 /// a host name (the boot id tells hosts apart, the pid namespace containers), readable by
 /// people.
 pub fn default_holder() -> String {
+    static PLACE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let place = PLACE.get_or_init(holder_place);
+    format!("{place}/{}", std::process::id())
+}
+
+/// `hostname:boot:pidns`: where this process runs, read once.
+fn holder_place() -> String {
     let read = |p: &str| std::fs::read_to_string(p).map(|s| s.trim().to_string());
     let host = read("/proc/sys/kernel/hostname").unwrap_or_else(|_| "localhost".to_string());
     let boot: String = read("/proc/sys/kernel/random/boot_id")
@@ -59,7 +66,7 @@ pub fn default_holder() -> String {
             (!digits.is_empty()).then_some(digits)
         })
         .unwrap_or_default();
-    format!("{host}:{boot}:{pidns}/{}", std::process::id())
+    format!("{host}:{boot}:{pidns}")
 }
 
 #[derive(Debug)]
@@ -98,7 +105,7 @@ impl Scion {
     ) -> CoreResult<Self> {
         let manifest = Manifest {
             format: STORE_FORMAT_VERSION,
-            store_id: random_id(),
+            store_id: crate::refs::random_hex(16),
             created_at: rfc3339(backend.now()?),
             min_grace_secs: Some(min_grace.as_secs()),
         };
@@ -368,10 +375,4 @@ impl Scion {
         });
         Ok(out)
     }
-}
-
-fn random_id() -> String {
-    let mut b = [0u8; 16];
-    getrandom::fill(&mut b).expect("the OS random source is available");
-    b.iter().map(|x| format!("{x:02x}")).collect()
 }

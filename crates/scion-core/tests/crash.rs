@@ -19,20 +19,6 @@ fn faulty(e: &Env, plan: FaultPlan) -> (Arc<FaultyBackend>, scion_core::Scion) {
     (f, s)
 }
 
-/// Every branch head and checkpoint exports (every frame verified).
-fn all_versions_verify(e: &Env) {
-    let s = e.reopen();
-    for db in s.list_databases().unwrap() {
-        for (branch, _) in s.list_branches(&db).unwrap() {
-            let b = format!("{db}@{branch}");
-            e.dump_target(&s, &b);
-            for (cp, _) in s.list_checkpoints(&b.parse().unwrap()).unwrap() {
-                e.dump_target(&s, &format!("{b}@{cp}"));
-            }
-        }
-    }
-}
-
 fn plans(writes: usize) -> Vec<FaultPlan> {
     (0..writes)
         .flat_map(|n| [FaultPlan::CrashAfter(n), FaultPlan::FailWrite(n)])
@@ -99,7 +85,7 @@ fn fork_stopped_after_each_write() {
     e.scion
         .fork(&br("shop"), &"f".parse().unwrap(), None)
         .unwrap();
-    all_versions_verify(&e);
+    export_every_version(&e);
 }
 
 #[test]
@@ -151,7 +137,7 @@ fn checkpoint_stopped_after_each_write() {
                 "{plan:?}: the changes are still there to checkpoint"
             );
         }
-        all_versions_verify(&e);
+        export_every_version(&e);
         // A retry of the same checkpoint finishes the job.
         match s.checkpoint(&br("shop"), &"v1".parse().unwrap()) {
             Ok(_) => {}

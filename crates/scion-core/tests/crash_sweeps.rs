@@ -38,15 +38,7 @@ fn store_is_whole(e: &Env, what: &str) {
     let s = e.reopen();
     let report = s.verify().unwrap();
     assert!(report.ok(), "{what}: verify found {:?}", report.problems);
-    for db in s.list_databases().unwrap() {
-        for (branch, _) in s.list_branches(&db).unwrap() {
-            let b = format!("{db}@{branch}");
-            e.dump_target(&s, &b);
-            for (cp, _) in s.list_checkpoints(&b.parse().unwrap()).unwrap() {
-                e.dump_target(&s, &format!("{b}@{cp}"));
-            }
-        }
-    }
+    export_every_version(e);
 }
 
 /// Run `op` once cleanly to learn its writes, then once per write and fault. `check` gets

@@ -492,6 +492,12 @@ fn run_in(e: Env, ops: Vec<Op>) {
             assert_eq!(dump(&e.scion.checkout_path(&b.scion)), dump(&b.working));
         }
     }
+    let report = e.scion.verify().unwrap();
+    assert!(
+        report.ok(),
+        "verify after the sequence: {:?}",
+        report.problems
+    );
 }
 
 /// Equal dumps, or a short report of the first difference (dumps can be long).

@@ -406,3 +406,32 @@ fn gc_sweeps_temp_leftovers_older_than_the_grace() {
     assert_eq!(gc.temp_files_removed, 1);
     assert!(!leftover.exists());
 }
+
+#[test]
+fn verify_reports_each_damaged_segment_once() {
+    let e = env();
+    create_shop(&e, 2000);
+    assert!(e.scion.verify().unwrap().ok());
+    let segments: Vec<_> = std::fs::read_dir(e.store_dir().join("segments"))
+        .unwrap()
+        .map(|d| d.unwrap().path())
+        .collect();
+    assert_eq!(segments.len(), 1);
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&segments[0])
+        .unwrap();
+    f.set_len(f.metadata().unwrap().len() / 2).unwrap();
+    let report = e.scion.verify().unwrap();
+    assert!(!report.ok());
+    let damaged: Vec<_> = report
+        .problems
+        .iter()
+        .filter(|p| p.object.starts_with("segments/"))
+        .collect();
+    assert!(
+        !damaged.is_empty() && damaged.len() <= 2,
+        "one problem for the segment (and at most one for the uncountable garbage): {:?}",
+        report.problems
+    );
+}

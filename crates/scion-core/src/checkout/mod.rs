@@ -264,27 +264,18 @@ impl Scion {
         let (r, _) = self.read_ref(b)?;
         let path = self.checkout_path(b);
         let inspection = self.inspect(&path, &r.root)?;
+        let working_copy = inspection.state == CheckoutState::Dirty && inspection.current;
+        if inspection.state == CheckoutState::Clean || (working_copy && !force) {
+            return Ok(CheckoutReport {
+                branch: b.to_string(),
+                path,
+                version: r.version,
+                action: CheckoutAction::Reused,
+                discarded: None,
+                dirty: working_copy,
+            });
+        }
         let discarded = match inspection.state {
-            CheckoutState::Clean => {
-                return Ok(CheckoutReport {
-                    branch: b.to_string(),
-                    path,
-                    version: r.version,
-                    action: CheckoutAction::Reused,
-                    discarded: None,
-                    dirty: false,
-                })
-            }
-            CheckoutState::Dirty if inspection.current && !force => {
-                return Ok(CheckoutReport {
-                    branch: b.to_string(),
-                    path,
-                    version: r.version,
-                    action: CheckoutAction::Reused,
-                    discarded: None,
-                    dirty: true,
-                })
-            }
             CheckoutState::None | CheckoutState::Stale => None,
             CheckoutState::Dirty if !force => {
                 return Err(CoreError::DirtyCheckout {

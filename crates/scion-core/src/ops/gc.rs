@@ -56,7 +56,8 @@ pub struct GcReport {
     /// Unreachable, but not yet for a full grace period.
     pub waiting_segments: usize,
     pub waiting_bytes: u64,
-    /// Temp files of interrupted checkouts and exports, older than the grace.
+    /// Temp files of interrupted checkouts and downloads, older than both the grace and
+    /// the store's minimum grace.
     pub temp_files_removed: usize,
     pub temp_bytes_removed: u64,
 }
@@ -259,23 +260,16 @@ impl Scion {
             self.backend.delete_many(chunk)?;
         }
         // Leftovers of interrupted checkouts: nothing still writes a temp file whose inode
-        // changed longer ago than both the grace and the store's minimum grace. The change
-        // time is used because a checkout sets its temp file's mtime into the past.
+        // changed longer ago than both the grace and the store's minimum grace.
         let temp_age = grace.max(self.min_grace());
         let (mut temp_files_removed, mut temp_bytes_removed) = (0, 0);
-        for (path, size) in super::verify::temp_leftovers(&self.options.checkouts_dir)? {
-            use std::os::unix::fs::MetadataExt;
-            let changed = std::fs::metadata(&path).ok().map(|m| {
-                std::time::UNIX_EPOCH
-                    + Duration::new(
-                        m.ctime().max(0) as u64,
-                        m.ctime_nsec().clamp(0, 999_999_999) as u32,
-                    )
-            });
-            let age = changed.and_then(|t| SystemTime::now().duration_since(t).ok());
-            if age.is_some_and(|a| a >= temp_age) && std::fs::remove_file(&path).is_ok() {
+        for t in super::verify::temp_leftovers(&self.options.checkouts_dir)? {
+            let age = SystemTime::now()
+                .duration_since(t.changed)
+                .unwrap_or_default();
+            if age >= temp_age && std::fs::remove_file(&t.path).is_ok() {
                 temp_files_removed += 1;
-                temp_bytes_removed += size;
+                temp_bytes_removed += t.size;
             }
         }
         state.unreachable_since = next;

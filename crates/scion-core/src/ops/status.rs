@@ -102,10 +102,7 @@ impl Scion {
                     expires: l.expires,
                     live: is_live(l, now),
                 }),
-                safety: r
-                    .safety
-                    .as_ref()
-                    .map(|m| format!("{} of {}", m.kind.suffix(), m.of)),
+                safety: r.safety.as_ref().map(ToString::to_string),
                 problem,
             });
         }

@@ -4,8 +4,9 @@
 //! segments and leftover temp files are listed with their bytes: they are garbage for
 //! `gc`, not damage.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use scion_store::StoreError;
 use serde::Serialize;
@@ -121,6 +122,7 @@ impl Scion {
             }
         }
         let slots: Vec<(Slot, u32)> = slots.into_iter().collect();
+        let mut damaged: BTreeMap<String, (usize, String)> = BTreeMap::new();
         for batch in slots.chunks(VERIFY_BATCH) {
             let mut frames = 0;
             match self.reader.for_each_page(batch.to_vec(), |_| {
@@ -128,18 +130,30 @@ impl Scion {
                 Ok(())
             }) {
                 Ok(()) => report.frames += frames,
-                // The batch failed at its first bad frame: find each bad one.
+                // The batch failed at its first bad frame: find each bad one, and report
+                // each damaged segment once, with how many pages it fails.
                 Err(_) => {
                     for (slot, pgno) in batch {
                         match self.reader.page(slot, *pgno) {
                             Ok(_) => report.frames += 1,
-                            Err(e) => problem(&slot.loc.segment.key(), format!("page {pgno}: {e}")),
+                            Err(e) => {
+                                damaged
+                                    .entry(slot.loc.segment.key())
+                                    .or_insert_with(|| (0, format!("page {pgno}: {e}")))
+                                    .0 += 1
+                            }
                         }
                     }
                 }
             }
         }
 
+        for (segment, (pages, first)) in damaged {
+            problem(
+                &segment,
+                format!("{pages} page(s) fail to verify; first: {first}"),
+            );
+        }
         // Garbage is counted only when every root could be read (a mark that cannot read
         // a root would call its segments unreachable).
         match self.space() {
@@ -149,22 +163,33 @@ impl Scion {
             }
             Err(e) => problem("segments/", format!("garbage not counted: {e}")),
         }
-        for (path, bytes) in temp_leftovers(&self.options.checkouts_dir)? {
-            report.temp_files.push(path.display().to_string());
-            report.temp_bytes += bytes;
+        for t in temp_leftovers(&self.options.checkouts_dir)? {
+            report.temp_files.push(t.path.display().to_string());
+            report.temp_bytes += t.size;
         }
         report.problems = problems;
         Ok(report)
     }
 }
 
-/// Whether a file name is one scion's interrupted operations leave behind.
-pub(crate) fn is_temp_leftover(name: &str) -> bool {
-    name.ends_with(".tmp") || name.ends_with(".part") || name.contains(".scion-export.")
+/// Whether a file name is one scion's interrupted checkouts (`.tmp`) or segment-cache
+/// downloads (`.part`) leave behind.
+fn is_temp_leftover(name: &str) -> bool {
+    name.ends_with(".tmp") || name.ends_with(".part")
 }
 
-/// Temp files under `dir` (recursively), with their sizes.
-pub(crate) fn temp_leftovers(dir: &Path) -> CoreResult<Vec<(PathBuf, u64)>> {
+/// A temp file found in the checkout tree.
+pub(crate) struct TempFile {
+    pub path: PathBuf,
+    pub size: u64,
+    /// When its inode last changed (a checkout sets its temp file's mtime into the past,
+    /// so the mtime says nothing about whether it is still being written).
+    pub changed: SystemTime,
+}
+
+/// Temp files under `dir` (recursively).
+pub(crate) fn temp_leftovers(dir: &Path) -> CoreResult<Vec<TempFile>> {
+    use std::os::unix::fs::MetadataExt;
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
@@ -178,10 +203,19 @@ pub(crate) fn temp_leftovers(dir: &Path) -> CoreResult<Vec<(PathBuf, u64)>> {
             if meta.is_dir() {
                 stack.push(entry.path());
             } else if is_temp_leftover(&entry.file_name().to_string_lossy()) {
-                out.push((entry.path(), meta.len()));
+                let changed = UNIX_EPOCH
+                    + Duration::new(
+                        u64::try_from(meta.ctime()).unwrap_or(0),
+                        u32::try_from(meta.ctime_nsec()).unwrap_or(0),
+                    );
+                out.push(TempFile {
+                    path: entry.path(),
+                    size: meta.len(),
+                    changed,
+                });
             }
         }
     }
-    out.sort();
+    out.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(out)
 }

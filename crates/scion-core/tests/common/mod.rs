@@ -178,6 +178,21 @@ fn xxh(b: &[u8]) -> u64 {
     })
 }
 
+/// Every branch head and checkpoint of the store exports (every frame verified, and the
+/// whole-database checksum of each version).
+pub fn export_every_version(e: &Env) {
+    let s = e.reopen();
+    for db in s.list_databases().unwrap() {
+        for (branch, _) in s.list_branches(&db).unwrap() {
+            let b = format!("{db}@{branch}");
+            e.dump_target(&s, &b);
+            for (cp, _) in s.list_checkpoints(&b.parse().unwrap()).unwrap() {
+                e.dump_target(&s, &format!("{b}@{cp}"));
+            }
+        }
+    }
+}
+
 /// Database `shop`, imported from a seeded file of `rows` rows.
 pub fn create_shop(e: &Env, rows: usize) {
     let src = e.path("shop.db");
