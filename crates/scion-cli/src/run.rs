@@ -107,11 +107,12 @@ fn open_store(cli: &Cli, init: bool) -> Result<Opened> {
     let policy: ClonePolicy = cli.clone.parse().map_err(anyhow::Error::msg)?;
     // The counter sits right on the store, so --stats counts real requests (a segment
     // served from the local cache is not one).
-    let (backend, counter, location, checkouts): (
+    let (backend, counter, location, checkouts, store_dir): (
         Arc<dyn Backend>,
         Arc<CountingBackend>,
         String,
         PathBuf,
+        Option<PathBuf>,
     ) = match parse_spec(&cli.store)? {
         StoreSpec::Local(dir) => {
             let location = dir.display().to_string();
@@ -121,7 +122,8 @@ fn open_store(cli: &Cli, init: bool) -> Result<Opened> {
             let b =
                 LocalBackend::open(&dir).with_context(|| format!("opening store {location}"))?;
             let counter = Arc::new(CountingBackend::new(Arc::new(b)));
-            (counter.clone(), counter, location, dir.join("checkouts"))
+            let checkouts = dir.join("checkouts");
+            (counter.clone(), counter, location, checkouts, Some(dir))
         }
         StoreSpec::S3(loc) => {
             let location = format!("s3://{}/{}", loc.bucket, loc.prefix);
@@ -144,10 +146,11 @@ fn open_store(cli: &Cli, init: bool) -> Result<Opened> {
             }
             let cached =
                 SegmentCache::new(counter.clone(), checkouts.join(".segments"), "segments/")?;
-            (Arc::new(cached), counter, location, checkouts)
+            (Arc::new(cached), counter, location, checkouts, None)
         }
     };
     let mut options = ScionOptions::new(checkouts, policy);
+    options.store_dir = store_dir;
     options.progress =
         scion_core::progress::ProgressSink(Arc::new(crate::progress::Bar::default()));
     if let Some(h) = &cli.holder {

@@ -254,3 +254,56 @@ fn lifecycle_session() {
     let ro = s.path(".scion/checkouts-ro/shop/try@zeroed.db");
     assert!(!ro.exists(), "destroy removed the read-only checkout too");
 }
+
+#[test]
+fn a_locked_from_source_exits_9_and_a_hot_journal_says_what_to_do() {
+    let s = prepared(3000);
+    s.ok(&["init"]);
+    // Another process (this test) is in the middle of writing the source, with a cache so
+    // small that changed pages already reached the file.
+    let c = rusqlite::Connection::open(s.path("shop.db")).unwrap();
+    c.execute_batch(
+        "PRAGMA journal_mode=DELETE; PRAGMA cache_size=2; PRAGMA locking_mode=EXCLUSIVE;
+         BEGIN EXCLUSIVE; UPDATE items SET name = name || 'changed';",
+    )
+    .unwrap();
+    let r = s.run(&["create", "shop", "--from", "shop.db"]);
+    assert_eq!(r.code, 9, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("locked by another connection"),
+        "{}",
+        r.stderr
+    );
+    // A crash in the middle of that write leaves a hot journal.
+    std::fs::copy(s.path("shop.db"), s.path("crashed.db")).unwrap();
+    std::fs::copy(s.path("shop.db-journal"), s.path("crashed.db-journal")).unwrap();
+    c.execute_batch("ROLLBACK").unwrap();
+    drop(c);
+    let r = s.run(&["create", "crashed", "--from", "crashed.db"]);
+    assert_eq!(r.code, 6, "{}", r.stderr);
+    assert_eq!(
+        r.stderr.matches("hot journal").count(),
+        1,
+        "said once: {}",
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains("hint: open it once with `sqlite3"),
+        "{}",
+        r.stderr
+    );
+    s.ok(&["create", "shop", "--from", "shop.db"]);
+}
+
+#[test]
+fn export_into_the_store_is_refused() {
+    let s = prepared(10);
+    s.ok(&["init"]);
+    s.ok(&["create", "shop", "--from", "shop.db"]);
+    let manifest = s.path(".scion/scion.json");
+    let before = std::fs::read(&manifest).unwrap();
+    let r = s.run(&["export", "shop", ".scion/scion.json", "--force"]);
+    assert_eq!(r.code, 8, "{}", r.stderr);
+    assert_eq!(std::fs::read(&manifest).unwrap(), before);
+    s.ok(&["status"]);
+}

@@ -126,3 +126,79 @@ fn kill_9_during_gc_leaves_a_consistent_store() {
         verify_all(&s);
     }
 }
+
+#[test]
+fn eight_processes_checking_out_forking_and_listing_the_same_branches() {
+    // The pattern of a harness with many workers reconnecting to each other's branches:
+    // every command must succeed, whatever the others are doing at the same moment.
+    let s = Session::new();
+    seed(&s.path("shop.db"), 2000);
+    s.ok(&["init"]);
+    s.ok(&["create", "shop", "--from", "shop.db"]);
+    let shared = ["a", "b", "c"];
+    for b in shared {
+        s.ok(&["fork", "shop", b]);
+    }
+    const WORKERS: usize = 8;
+    const ROUNDS: usize = 12;
+    let failures = std::sync::Mutex::new(Vec::new());
+    let runs = std::sync::atomic::AtomicUsize::new(0);
+    let barrier = std::sync::Barrier::new(WORKERS);
+    std::thread::scope(|scope| {
+        for w in 0..WORKERS {
+            let (s, failures, runs, barrier) = (&s, &failures, &runs, &barrier);
+            scope.spawn(move || {
+                for round in 0..ROUNDS {
+                    let target = format!("shop@{}", shared[(w + round) % shared.len()]);
+                    let mine = format!("w{w}r{round}");
+                    // A branch nobody has checked out yet, which all eight check out at
+                    // once: eight writers of one checkout file.
+                    let fresh = format!("fresh{round}");
+                    if w == 0 {
+                        s.ok(&["fork", "shop", &fresh]);
+                    }
+                    barrier.wait();
+                    let fresh = format!("shop@{fresh}");
+                    let steps: [Vec<&str>; 6] = [
+                        vec!["checkout", &fresh],
+                        vec!["checkout", &target],
+                        vec!["fork", &target, &mine],
+                        vec!["checkout", "--json", &target],
+                        vec!["--json", "branches", "shop"],
+                        vec!["status"],
+                    ];
+                    for args in &steps {
+                        runs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let out = s.cmd(args).output().unwrap();
+                        if !out.status.success() {
+                            failures.lock().unwrap().push(format!(
+                                "{args:?}: exit {:?}: {}",
+                                out.status.code(),
+                                String::from_utf8_lossy(&out.stderr)
+                            ));
+                        }
+                    }
+                    // Every worker reads what the others checked out.
+                    let path = s.ok(&["checkout", &target]);
+                    let n = sqlite(
+                        std::path::Path::new(path.trim()),
+                        "SELECT count(*) FROM items",
+                    );
+                    if n.trim() != "Integer(2000)" {
+                        failures.lock().unwrap().push(format!("{target}: {n} rows"));
+                    }
+                }
+            });
+        }
+    });
+    let failures = failures.into_inner().unwrap();
+    let runs = runs.into_inner();
+    assert!(
+        failures.is_empty(),
+        "{} of {runs} commands failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    assert_eq!(runs, WORKERS * ROUNDS * 6);
+    s.ok(&["verify"]);
+}

@@ -53,10 +53,20 @@ pub enum CoreError {
     StaleCheckout { path: PathBuf, branch: String },
     #[error("checkout {path} is open in another connection")]
     CheckoutBusy { path: PathBuf },
+    #[error("{path} has SQLite journal files beside it ({files}); a new database there would take in their contents")]
+    JournalLeftovers { path: PathBuf, files: String },
+    #[error("refusing to write {path}: it is inside {tree}, which scion manages")]
+    InsideStore { path: PathBuf, tree: PathBuf },
+    #[error("{path} is locked by another connection (a write in progress); it was not read")]
+    SourceBusy { path: PathBuf },
+    #[error("{path} has a hot journal ({path}-journal): a transaction was interrupted and must be rolled back before the file can be read")]
+    HotJournal { path: PathBuf },
     #[error("{path} is not a usable SQLite database: {reason}")]
     NotSqlite { path: PathBuf, reason: String },
     #[error("{path} already exists")]
     OutputExists { path: PathBuf },
+    #[error("{path} is a directory; give the path of the file to write")]
+    OutputIsDirectory { path: PathBuf },
     #[error("clone policy is 'always' but {reason}; refusing to make a full copy")]
     CloneUnsupported { reason: String },
     #[error("corrupt store data in {object}: {reason}")]
@@ -110,12 +120,42 @@ impl CoreError {
         match self {
             CoreError::Store(e) => e.is_retryable(),
             CoreError::CheckoutBusy { .. }
+            | CoreError::SourceBusy { .. }
             | CoreError::SegmentCollision { .. }
             | CoreError::CommitExpired { .. }
             | CoreError::CommitLost { .. }
             | CoreError::LeaseHeld { .. } => true,
             _ => false,
         }
+    }
+
+    /// A database SQLite refuses to read as one (garbage bytes, a damaged file).
+    pub(crate) fn is_unreadable_database(&self) -> bool {
+        match self {
+            CoreError::NotSqlite { .. } => true,
+            CoreError::Sqlite {
+                source: rusqlite::Error::SqliteFailure(e, _),
+                ..
+            } => matches!(
+                e.code,
+                rusqlite::ErrorCode::NotADatabase | rusqlite::ErrorCode::DatabaseCorrupt
+            ),
+            _ => false,
+        }
+    }
+
+    /// SQLite said another connection holds a lock it needs.
+    pub(crate) fn is_sqlite_busy(&self) -> bool {
+        matches!(
+            self,
+            CoreError::Sqlite {
+                source: rusqlite::Error::SqliteFailure(e, _),
+                ..
+            } if matches!(
+                e.code,
+                rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+            )
+        )
     }
 
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {

@@ -178,26 +178,6 @@ pub fn materialize(
     Ok(Materialized { root, hashes })
 }
 
-/// Materialize into a new temp file in `dir` (named `prefix…`), to be renamed into place by
-/// the caller; dropped (and removed) if anything fails before that.
-pub fn materialize_to_temp(
-    reader: &FrameReader,
-    root_loc: &Locator,
-    dir: &Path,
-    prefix: &str,
-    mode: JournalMode,
-    progress: &dyn Progress,
-) -> CoreResult<(tempfile::NamedTempFile, Materialized)> {
-    std::fs::create_dir_all(dir).map_err(|e| CoreError::io(dir, e))?;
-    let tmp = tempfile::Builder::new()
-        .prefix(prefix)
-        .suffix(".tmp")
-        .tempfile_in(dir)
-        .map_err(|e| CoreError::io(dir, e))?;
-    let m = materialize(reader, root_loc, tmp.as_file(), tmp.path(), mode, progress)?;
-    Ok((tmp, m))
-}
-
 /// Split frames sorted by location into runs that are adjacent in one segment.
 fn plan_batches(full: &[(u32, Slot)]) -> Vec<std::ops::Range<usize>> {
     let mut out = Vec::new();
@@ -223,15 +203,34 @@ fn plan_batches(full: &[(u32, Slot)]) -> Vec<std::ops::Range<usize>> {
     out
 }
 
+/// Decode one run of adjacent frames; a run that fails verification is read again from
+/// the store once (a local copy may be what is damaged).
 fn decode_batch(
     reader: &FrameReader,
     items: &[(u32, Slot)],
     page_size: usize,
-    mut pages: Vec<u8>,
+    pages: Vec<u8>,
 ) -> CoreResult<Batch> {
     let start = items[0].1.loc;
     let end = items.last().unwrap().1.loc.end();
     let run = reader.run(&start, end - start.offset)?;
+    match decode_run(&run, items, page_size, pages) {
+        Ok(batch) => Ok(batch),
+        Err((_, pages)) => {
+            reader.evict(start.segment);
+            let run = reader.run(&start, end - start.offset)?;
+            decode_run(&run, items, page_size, pages).map_err(|(e, _)| e)
+        }
+    }
+}
+
+fn decode_run(
+    run: &[u8],
+    items: &[(u32, Slot)],
+    page_size: usize,
+    mut pages: Vec<u8>,
+) -> Result<Batch, (CoreError, Vec<u8>)> {
+    let start = items[0].1.loc;
     // Only growth is zeroed; a recycled buffer's old bytes are all overwritten below.
     pages.resize(items.len() * page_size, 0);
     let mut hashes = Vec::with_capacity(items.len());
@@ -239,15 +238,19 @@ fn decode_batch(
     for (k, (i, slot)) in items.iter().enumerate() {
         let lo = (slot.loc.offset - start.offset) as usize;
         let frame = &run[lo..lo + slot.loc.len as usize];
-        let h = decode_frame_into(
+        let decoded = decode_frame_into(
             frame,
             FrameKind::Page,
             *i as u64 + 1,
             &mut pages[k * page_size..(k + 1) * page_size],
-        )
-        .map_err(|e| {
-            CoreError::corrupt(format!("{} at {}", slot.loc.segment.key(), slot.loc), e.0)
-        })?;
+        );
+        let h = match decoded {
+            Ok(h) => h,
+            Err(e) => {
+                let key = format!("{} at {}", slot.loc.segment.key(), slot.loc);
+                return Err((CoreError::corrupt(key, e.0), pages));
+            }
+        };
         hashes.push(h);
         idx.push(*i);
     }

@@ -43,7 +43,7 @@ impl FrameReader {
     fn fetch(&self, loc: &Locator, len: u64) -> CoreResult<Vec<u8>> {
         let key = loc.segment.key();
         self.backend
-            .get_range(&key, loc.offset..loc.offset + len)
+            .get_range(&key, loc.offset..loc.offset.saturating_add(len))
             .map_err(|e| match e {
                 StoreError::NotFound { key } => {
                     CoreError::corrupt(key, "segment is missing from the store")
@@ -53,10 +53,25 @@ impl FrameReader {
             })
     }
 
+    /// Drop any local copy of a segment a read found damaged, so the next read of it goes
+    /// to the store. Best effort: a failure only means the retry reads the same copy.
+    pub(crate) fn evict(&self, segment: crate::format::SegmentId) {
+        if let Err(e) = self.backend.evict(&segment.key()) {
+            tracing::debug!("could not drop the local copy of {}: {e}", segment.key());
+        }
+    }
+
     fn read_one(&self, loc: &Locator, kind: FrameKind, key: u64) -> CoreResult<(Vec<u8>, u64)> {
         let bytes = self.fetch(loc, loc.len as u64)?;
-        decode_frame(&bytes, kind, key)
-            .map_err(|e| CoreError::corrupt(format!("{} at {loc}", loc.segment.key()), e.0))
+        match decode_frame(&bytes, kind, key) {
+            Ok(x) => Ok(x),
+            Err(_) => {
+                // A damaged local copy is read again from the store, once.
+                self.evict(loc.segment);
+                let bytes = self.fetch(loc, loc.len as u64)?;
+                decode_frame(&bytes, kind, key).map_err(|e| frame_error(loc, e))
+            }
+        }
     }
 
     pub fn root(&self, loc: &Locator) -> CoreResult<RootRecord> {
@@ -119,10 +134,10 @@ impl FrameReader {
         key_of: impl Fn(&T) -> u64,
         mut f: impl FnMut(PageFrame<'_, T>) -> CoreResult<()>,
     ) -> CoreResult<()> {
-        self.for_each_raw(items, |loc, tag, bytes| {
+        self.for_each_verified(items, |loc, tag, bytes| {
             let (raw, hash) =
-                decode_frame(bytes, kind, key_of(tag)).map_err(|e| frame_error(loc, e))?;
-            f(PageFrame { tag, raw, hash })
+                decode_frame(bytes, kind, key_of(tag)).map_err(|e| Step::damaged(loc, e))?;
+            f(PageFrame { tag, raw, hash }).map_err(Step::Failed)
         })
     }
 
@@ -140,42 +155,44 @@ impl FrameReader {
             .into_iter()
             .map(|(s, pgno)| (s.loc, (pgno, s.base)))
             .collect();
-        self.for_each_raw(items, |loc, (pgno, base), bytes| {
+        self.for_each_verified(items, |loc, (pgno, base), bytes| {
             if let Some(base) = base {
                 deltas.push((*base, (*pgno, bytes.to_vec(), *loc)));
                 return Ok(());
             }
             if is_delta_frame(bytes) {
-                return Err(CoreError::corrupt(
+                return Err(Step::Failed(CoreError::corrupt(
                     format!("{} at {loc}", loc.segment.key()),
                     "delta frame without a base in its node",
-                ));
+                )));
             }
             let (raw, hash) = decode_frame(bytes, FrameKind::Page, *pgno as u64)
-                .map_err(|e| frame_error(loc, e))?;
+                .map_err(|e| Step::damaged(loc, e))?;
             f(PageFrame {
                 tag: pgno,
                 raw,
                 hash,
             })
+            .map_err(Step::Failed)
         })?;
-        self.for_each_raw(deltas, |base_loc, (pgno, delta, delta_loc), bytes| {
+        self.for_each_verified(deltas, |base_loc, (pgno, delta, delta_loc), bytes| {
             if is_delta_frame(bytes) {
-                return Err(CoreError::corrupt(
+                return Err(Step::Failed(CoreError::corrupt(
                     format!("{} at {base_loc}", base_loc.segment.key()),
                     "a delta's base is itself a delta",
-                ));
+                )));
             }
             let (base, _) = decode_frame(bytes, FrameKind::Page, *pgno as u64)
-                .map_err(|e| frame_error(base_loc, e))?;
+                .map_err(|e| Step::damaged(base_loc, e))?;
             let (raw, hash) =
                 decode_frame_with_base(delta, FrameKind::Page, *pgno as u64, Some(&base))
-                    .map_err(|e| frame_error(delta_loc, e))?;
+                    .map_err(|e| Step::Failed(frame_error(delta_loc, e)))?;
             f(PageFrame {
                 tag: pgno,
                 raw,
                 hash,
             })
+            .map_err(Step::Failed)
         })
     }
 
@@ -202,8 +219,21 @@ impl FrameReader {
     /// Fetch the raw bytes of each frame, coalescing adjacent frames of one segment.
     pub fn for_each_raw<T>(
         &self,
-        mut items: Vec<(Locator, T)>,
+        items: Vec<(Locator, T)>,
         mut f: impl FnMut(&Locator, &T, &[u8]) -> CoreResult<()>,
+    ) -> CoreResult<()> {
+        self.for_each_verified(items, |loc, tag, bytes| {
+            f(loc, tag, bytes).map_err(Step::Failed)
+        })
+    }
+
+    /// `for_each_raw`, where `f` tells a frame that failed verification (before it did
+    /// anything with it) from any other failure: the run holding a damaged frame is read
+    /// again from the store, once, and `f` sees that frame again.
+    fn for_each_verified<T>(
+        &self,
+        mut items: Vec<(Locator, T)>,
+        mut f: impl FnMut(&Locator, &T, &[u8]) -> Result<(), Step>,
     ) -> CoreResult<()> {
         items.sort_by_key(|(l, _)| (l.segment, l.offset));
         let mut i = 0;
@@ -219,14 +249,42 @@ impl FrameReader {
                 end = items[j].0.end();
                 j += 1;
             }
-            let run = self.fetch(&start, end - start.offset)?;
+            let mut run = self.fetch(&start, end - start.offset)?;
+            let mut fetched_again = false;
             for (loc, tag) in &items[i..j] {
                 let lo = (loc.offset - start.offset) as usize;
-                f(loc, tag, &run[lo..lo + loc.len as usize])?;
+                match f(loc, tag, &run[lo..lo + loc.len as usize]) {
+                    Ok(()) => {}
+                    Err(Step::Damaged(_)) if !fetched_again => {
+                        self.evict(start.segment);
+                        run = self.fetch(&start, end - start.offset)?;
+                        fetched_again = true;
+                        f(loc, tag, &run[lo..lo + loc.len as usize]).map_err(Step::into_error)?;
+                    }
+                    Err(e) => return Err(e.into_error()),
+                }
             }
             i = j;
         }
         Ok(())
+    }
+}
+
+/// How a callback of `for_each_verified` failed.
+enum Step {
+    /// The frame's bytes failed verification; nothing was done with them.
+    Damaged(CoreError),
+    Failed(CoreError),
+}
+
+impl Step {
+    fn damaged(loc: &Locator, e: crate::format::DecodeError) -> Step {
+        Step::Damaged(frame_error(loc, e))
+    }
+    fn into_error(self) -> CoreError {
+        match self {
+            Step::Damaged(e) | Step::Failed(e) => e,
+        }
     }
 }
 

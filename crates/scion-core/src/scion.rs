@@ -21,6 +21,8 @@ use crate::refs::{
 #[derive(Debug, Clone)]
 pub struct ScionOptions {
     pub checkouts_dir: PathBuf,
+    /// The local directory holding the store, if it is one (exports never write there).
+    pub store_dir: Option<PathBuf>,
     pub clone_policy: ClonePolicy,
     /// Who this process is when it takes or checks leases (`host/pid` unless set).
     pub holder: String,
@@ -32,6 +34,7 @@ impl ScionOptions {
     pub fn new(checkouts_dir: PathBuf, clone_policy: ClonePolicy) -> Self {
         Self {
             checkouts_dir,
+            store_dir: None,
             clone_policy,
             holder: default_holder(),
             progress: Default::default(),

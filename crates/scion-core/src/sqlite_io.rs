@@ -14,8 +14,8 @@ const MAGIC: &[u8; 16] = b"SQLite format 3\0";
 
 /// SQLite's lock bytes (os_unix.c): every open WAL-mode connection holds a read lock on the
 /// database file's shared range and on the `-shm` dead-man-switch byte.
-const SHARED_FIRST: i64 = 0x4000_0000 + 2;
-const SHARED_SIZE: i64 = 510;
+pub(crate) const SHARED_FIRST: i64 = 0x4000_0000 + 2;
+pub(crate) const SHARED_SIZE: i64 = 510;
 const SHM_DMS: i64 = 128;
 
 /// Bytes 18 and 19 of page 1 are the read/write format versions: 1 for rollback journal,
@@ -191,28 +191,38 @@ pub fn read_snapshot(
 /// Must not be called while this process has its own SQLite connection on the file:
 /// closing the probe descriptor would drop that connection's POSIX locks.
 pub fn in_use(path: &Path) -> CoreResult<bool> {
-    let probe = |p: &Path, start: i64, len: i64| -> CoreResult<bool> {
-        let f = match File::open(p) {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
-            Err(e) => return Err(CoreError::io(p, e)),
-        };
-        // SAFETY: an all-zero flock is a valid value to fill in; F_GETLK only reads the
-        // descriptor's lock table and writes into `fl`.
-        let mut fl: libc::flock = unsafe { std::mem::zeroed() };
-        fl.l_type = libc::F_WRLCK as _;
-        fl.l_whence = libc::SEEK_SET as _;
-        fl.l_start = start as _;
-        fl.l_len = len as _;
-        let rc = unsafe { libc::fcntl(f.as_raw_fd(), libc::F_GETLK, &mut fl) };
-        if rc != 0 {
-            return Err(CoreError::io(p, std::io::Error::last_os_error()));
-        }
-        Ok(fl.l_type as i32 != libc::F_UNLCK)
+    Ok(probe_lock(path, SHARED_FIRST, SHARED_SIZE)?
+        || wal_index_in_use(path)?
+        || probe_lock(path, 0x4000_0000, 2)?)
+}
+
+/// Whether a connection holds the `-shm` file beside `path`: one still attached to a WAL
+/// there, even if the database file itself was deleted under it.
+pub fn wal_index_in_use(path: &Path) -> CoreResult<bool> {
+    probe_lock(&sidecar_path(path, "-shm"), SHM_DMS, 1)
+}
+
+/// Whether a SQLite connection in another process holds a lock on the range.
+fn probe_lock(p: &Path, start: i64, len: i64) -> CoreResult<bool> {
+    let f = match File::open(p) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(CoreError::io(p, e)),
     };
-    Ok(probe(path, SHARED_FIRST, SHARED_SIZE)?
-        || probe(&sidecar_path(path, "-shm"), SHM_DMS, 1)?
-        || probe(path, 0x4000_0000, 2)?)
+    // SAFETY: an all-zero flock is a valid value to fill in; F_GETLK only reads the
+    // descriptor's lock table and writes into `fl`.
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = libc::F_WRLCK as _;
+    fl.l_whence = libc::SEEK_SET as _;
+    fl.l_start = start as _;
+    fl.l_len = len as _;
+    let rc = unsafe { libc::fcntl(f.as_raw_fd(), libc::F_GETLK, &mut fl) };
+    if rc != 0 {
+        return Err(CoreError::io(p, std::io::Error::last_os_error()));
+    }
+    // An open-file-description lock (no pid) is another scion inspecting or replacing the
+    // file, not a SQLite connection.
+    Ok(fl.l_type as i32 != libc::F_UNLCK && !(fl.l_pid == -1 && cfg!(target_os = "linux")))
 }
 
 /// `path` with `suffix` appended to its file name (`x.db` + `-wal` = `x.db-wal`).

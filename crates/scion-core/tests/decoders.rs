@@ -37,7 +37,7 @@ fn sample_sidecar() -> Sidecar {
             size: 8192,
             mtime_ns: 5,
             inode: 6,
-            change_counter: 0,
+            boot: 0,
             wal_size: 0,
             wal_mtime_ns: 0,
         },
@@ -150,4 +150,52 @@ fn encodings_round_trip() {
     assert_eq!(RootRecord::decode(&root.encode()).unwrap(), root);
     let l = loc(0xdead_beef, 12345, 678);
     assert_eq!(l.to_string().parse::<Locator>().unwrap(), l);
+}
+
+fn root_with(depth: u8, fanout_bits: u8, node: Option<Locator>) -> Vec<u8> {
+    RootRecord {
+        fanout_bits,
+        depth,
+        page_size: 4096,
+        page_count: 3,
+        change_counter: 0,
+        db_checksum: 0,
+        node,
+    }
+    .encode()
+}
+
+#[test]
+fn root_depth_beyond_what_the_fanout_needs_is_refused() {
+    for fanout_bits in 1..=10u8 {
+        let need = 32u8.div_ceil(fanout_bits);
+        let ok = root_with(need, fanout_bits, Some(loc(1, 0, 10)));
+        assert!(
+            RootRecord::decode(&ok).is_ok(),
+            "fan-out 2^{fanout_bits}, depth {need}"
+        );
+        for depth in [need + 1, 200, 255] {
+            let bad = root_with(depth, fanout_bits, Some(loc(1, 0, 10)));
+            assert!(
+                RootRecord::decode(&bad).is_err(),
+                "fan-out 2^{fanout_bits}, depth {depth}"
+            );
+        }
+    }
+}
+
+#[test]
+fn locators_whose_end_overflows_are_refused() {
+    let bad = Locator {
+        segment: scion_core::format::SegmentId(1),
+        offset: u64::MAX - 3,
+        len: 10,
+    };
+    assert!(RootRecord::decode(&root_with(1, 8, Some(bad))).is_err());
+    let text = format!("{:016x}:{}:{}", 1, u64::MAX - 3, 10);
+    assert!(text.parse::<Locator>().is_err());
+    assert!(format!("{:016x}:{}:{}", 1, u64::MAX - 10, 10)
+        .parse::<Locator>()
+        .is_ok());
+    assert_eq!(bad.end(), u64::MAX, "end() saturates instead of panicking");
 }

@@ -107,7 +107,7 @@ fn binary_encodings_are_pinned() {
             size: 8192,
             mtime_ns: 1_700_000_000_000_000_000,
             inode: 42,
-            change_counter: 0,
+            boot: 0,
             wal_size: 0,
             wal_mtime_ns: 0,
         },

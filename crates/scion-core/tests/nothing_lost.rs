@@ -93,6 +93,9 @@ impl Backend for Interleave {
     fn delete_many(&self, keys: &[String]) -> StoreResult<()> {
         self.inner.delete_many(keys)
     }
+    fn evict(&self, key: &str) -> StoreResult<()> {
+        self.inner.evict(key)
+    }
     fn describe(&self) -> String {
         "interleave".into()
     }
@@ -302,7 +305,7 @@ fn compact_refuses_uncheckpointed_changes() {
 }
 
 #[test]
-fn gc_ttl_reap_skips_branches_whose_checkout_is_dirty() {
+fn gc_ttl_reap_skips_and_touches_branches_whose_checkout_is_dirty() {
     let e = env();
     create_shop(&e, 50);
     e.scion
@@ -313,13 +316,22 @@ fn gc_ttl_reap_skips_branches_whose_checkout_is_dirty() {
             Some(Duration::from_secs(1)),
         )
         .unwrap();
-    let p = e.scion.checkout(&br("shop@agent"), false).unwrap().path;
+    let b = br("shop@agent");
+    let p = e.scion.checkout(&b, false).unwrap().path;
     exec(&p, "INSERT INTO items(name, price) VALUES ('unsaved', 1);");
+    let before = e.scion.read_ref(&b).unwrap().0.touched_at;
     std::thread::sleep(Duration::from_millis(2100));
     let report = e.scion.gc(Duration::ZERO, true).unwrap();
     assert!(report.reaped.is_empty());
     assert_eq!(report.kept_in_use, vec!["shop@agent".to_string()]);
     assert!(dump(&p).contains("unsaved"));
+    // Writes to a checkout count as TTL activity: gc saw the work and touched the branch.
+    let after = e.scion.read_ref(&b).unwrap().0.touched_at;
+    assert!(after > before);
+    // Asking for the working copy is activity too.
+    std::thread::sleep(Duration::from_millis(1100));
+    assert!(e.scion.checkout(&b, false).unwrap().dirty);
+    assert!(e.scion.read_ref(&b).unwrap().0.touched_at > after);
 }
 
 #[test]

@@ -72,6 +72,11 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// caller's. Every wrapper must forward it: a wrapper that answered with its own clock
     /// would make stamps and ages disagree.
     fn now(&self) -> StoreResult<SystemTime>;
+
+    /// Drop any local copy of `key`, so the next read fetches it from the store again:
+    /// a reader found the copy damaged. A store without local copies does nothing; a
+    /// wrapper forwards the call.
+    fn evict(&self, key: &str) -> StoreResult<()>;
 }
 
 impl<B: Backend + ?Sized> Backend for std::sync::Arc<B> {
@@ -107,6 +112,9 @@ impl<B: Backend + ?Sized> Backend for std::sync::Arc<B> {
     }
     fn now(&self) -> StoreResult<SystemTime> {
         (**self).now()
+    }
+    fn evict(&self, key: &str) -> StoreResult<()> {
+        (**self).evict(key)
     }
 }
 

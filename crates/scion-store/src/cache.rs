@@ -45,7 +45,19 @@ impl SegmentCache {
     fn store_local(&self, path: &PathBuf, data: &[u8]) {
         let tmp = path.with_extension(format!("{}.{}.part", std::process::id(), unique()));
         let ok = fs::File::create(&tmp)
-            .and_then(|mut f| f.write_all(data).and_then(|_| f.sync_all()))
+            .and_then(|mut f| {
+                f.write_all(data)?;
+                f.sync_all()?;
+                // Only a copy of exactly the object's size is ever kept.
+                let written = f.metadata()?.len();
+                if written != data.len() as u64 {
+                    return Err(std::io::Error::other(format!(
+                        "wrote {written} bytes of {}",
+                        data.len()
+                    )));
+                }
+                Ok(())
+            })
             .and_then(|_| fs::rename(&tmp, path));
         if let Err(e) = ok {
             let _ = fs::remove_file(&tmp);
@@ -79,7 +91,20 @@ impl Backend for SegmentCache {
             return self.inner.get_range(key, range);
         };
         let mut f = self.local(key, &path)?;
-        read_file_range(&mut f, key, range)
+        match read_file_range(&mut f, key, range.clone()) {
+            // A local copy shorter than the range asked for is damaged (segments are
+            // immutable and readers ask only for ranges that exist): fetch it again, once.
+            Err(StoreError::OutOfRange { .. } | StoreError::Io { .. }) => {
+                tracing::debug!(
+                    "segment cache: {} is damaged; fetching it again",
+                    path.display()
+                );
+                let _ = fs::remove_file(&path);
+                let mut f = self.local(key, &path)?;
+                read_file_range(&mut f, key, range)
+            }
+            other => other,
+        }
     }
 
     fn head(&self, key: &str) -> StoreResult<ObjectMeta> {
@@ -124,6 +149,17 @@ impl Backend for SegmentCache {
 
     fn describe(&self) -> String {
         self.inner.describe()
+    }
+
+    fn evict(&self, key: &str) -> StoreResult<()> {
+        if let Some(path) = self.cached(key) {
+            match fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(StoreError::io(key, e)),
+            }
+        }
+        self.inner.evict(key)
     }
 
     fn now(&self) -> StoreResult<std::time::SystemTime> {

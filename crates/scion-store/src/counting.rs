@@ -114,6 +114,9 @@ impl Backend for CountingBackend {
         bump(&self.deletes, 1);
         self.inner.delete_many(keys)
     }
+    fn evict(&self, key: &str) -> StoreResult<()> {
+        self.inner.evict(key)
+    }
     fn describe(&self) -> String {
         self.inner.describe()
     }

@@ -173,6 +173,9 @@ impl Backend for FaultyBackend {
     fn delete_many(&self, keys: &[String]) -> StoreResult<()> {
         self.write("(batch delete)", None, || self.inner.delete_many(keys))
     }
+    fn evict(&self, key: &str) -> StoreResult<()> {
+        self.inner.evict(key)
+    }
     fn describe(&self) -> String {
         format!("faulty({:?}) {}", self.plan, self.inner.describe())
     }

@@ -327,6 +327,11 @@ impl Backend for LocalBackend {
         crate::backend::delete_each(self, keys)
     }
 
+    fn evict(&self, _key: &str) -> StoreResult<()> {
+        // Every read goes to the store itself: there is no local copy to drop.
+        Ok(())
+    }
+
     fn describe(&self) -> String {
         format!("local directory {}", self.root.display())
     }

@@ -144,6 +144,11 @@ impl Backend for MemoryBackend {
         crate::backend::delete_each(self, keys)
     }
 
+    fn evict(&self, _key: &str) -> StoreResult<()> {
+        // Every read goes to the store itself: there is no local copy to drop.
+        Ok(())
+    }
+
     fn describe(&self) -> String {
         "memory".to_string()
     }

@@ -504,6 +504,11 @@ impl Backend for S3Backend {
         })
     }
 
+    fn evict(&self, _key: &str) -> StoreResult<()> {
+        // Every read goes to the store itself: there is no local copy to drop.
+        Ok(())
+    }
+
     fn describe(&self) -> String {
         format!(
             "S3 store s3://{}/{}",

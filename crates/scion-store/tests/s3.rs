@@ -59,6 +59,9 @@ impl Backend for IgnoresPreconditions {
     fn delete_many(&self, keys: &[String]) -> StoreResult<()> {
         self.0.delete_many(keys)
     }
+    fn evict(&self, key: &str) -> StoreResult<()> {
+        self.0.evict(key)
+    }
     fn describe(&self) -> String {
         "a store that ignores preconditions".into()
     }

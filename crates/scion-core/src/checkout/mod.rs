@@ -3,6 +3,8 @@
 //! the version it was made from.
 
 mod clone;
+mod files;
+mod lock;
 mod sidecar;
 
 use std::fs;
@@ -12,14 +14,15 @@ use std::time::{Duration, SystemTime};
 use serde::Serialize;
 
 pub use clone::{probe as probe_clone, CloneCapability, ClonePolicy, CopyKind};
+pub(crate) use files::{DbFiles, Expect, Install};
 pub use sidecar::{Fingerprint, Sidecar, SIDECAR_FORMAT_VERSION};
 
 use crate::error::{CoreError, CoreResult};
 use crate::format::{page_hash, Locator};
-use crate::materialize::{materialize, materialize_to_temp, JournalMode};
+use crate::materialize::{materialize, JournalMode};
 use crate::names::BranchRef;
 use crate::refs::Ref;
-use crate::sqlite_io::{self, normalize_page1, sidecar_path, SnapshotInfo};
+use crate::sqlite_io::{self, normalize_page1, SnapshotInfo};
 use crate::Scion;
 pub use sidecar::now_ns;
 
@@ -95,11 +98,23 @@ pub(crate) fn refuse_unsaved(state: CheckoutState, path: &Path, b: &BranchRef) -
     }
 }
 
+/// How many times a checkout judges a file that keeps changing under it before giving up.
+const JUDGE_TRIES: usize = 8;
+
 /// Result of comparing a file against its sidecar.
 pub(crate) struct Inspection {
     pub state: CheckoutState,
     /// The file was made from the head it was compared with (its sidecar names it).
     pub current: bool,
+    /// The file as it was when judged (None: no file); a replacement goes ahead only if
+    /// it is still so.
+    pub seen: Option<Fingerprint>,
+}
+
+impl Inspection {
+    pub(crate) fn expect(&self) -> Expect {
+        Expect::from_seen(self.seen)
+    }
 }
 
 /// Hash every page of the file's committed state; `on_changed` sees each page that
@@ -137,14 +152,19 @@ impl Scion {
 
     /// Where read-only historical checkouts of `db` live.
     pub fn read_only_dir(&self, db: &crate::names::DbName) -> PathBuf {
-        let base = self.options.checkouts_dir.clone();
+        self.read_only_root().join(db.as_str())
+    }
+
+    /// The tree of read-only checkouts: a sibling of the checkouts tree (`checkouts-ro`).
+    pub(crate) fn read_only_root(&self) -> PathBuf {
+        let base = &self.options.checkouts_dir;
         let name = format!(
             "{}-ro",
             base.file_name()
                 .and_then(|n| n.to_str())
                 .unwrap_or("checkouts")
         );
-        base.with_file_name(name).join(db.as_str())
+        base.with_file_name(name)
     }
 
     /// Materialize a checkpoint (or any version a target names) as a read-only file
@@ -174,11 +194,13 @@ impl Scion {
                 }
             }
         }
-        let (tmp, m) = materialize_to_temp(
+        let files = DbFiles::checkout(path.clone());
+        let tmp = files.temp()?;
+        let m = materialize(
             &self.reader,
             &v.root,
-            &dir,
-            ".ro.",
+            tmp.as_file(),
+            tmp.path(),
             JournalMode::Rollback,
             &*self.options.progress,
         )?;
@@ -188,19 +210,16 @@ impl Scion {
         tmp.as_file()
             .set_modified(SystemTime::now() - Duration::from_secs(2))
             .map_err(|e| CoreError::io(tmp.path(), e))?;
-        Sidecar::remove(&path)?;
-        tmp.persist(&path)
-            .map_err(|e| CoreError::io(&path, e.error))?;
-        let stamp = now_ns();
-        Sidecar {
+        let record = Sidecar {
             page_size: m.root.page_size,
             root: v.root,
             version: v.version,
-            fingerprint: Fingerprint::of(&path)?.unwrap_or_default(),
-            stamp_ns: stamp,
+            fingerprint: Fingerprint::default(),
+            stamp_ns: 0,
             hashes: m.hashes,
-        }
-        .store(&path)?;
+        };
+        // Read-only files hold no changes of anyone's: whatever is there is replaced.
+        files.install(tmp, Expect::Anything, Some(record))?;
         Ok(CheckoutReport {
             branch: t.to_string(),
             path,
@@ -211,26 +230,52 @@ impl Scion {
         })
     }
 
-    /// Compare the checkout of `b` with its sidecar and with the branch head.
+    /// Compare the checkout at `path` with its sidecar and with the branch head, holding
+    /// off scion's replacements of the file meanwhile. A path that is not a regular file
+    /// (a directory, say) is `Unknown`.
     pub(crate) fn inspect(&self, path: &Path, head: &Locator) -> CoreResult<Inspection> {
-        if !path.exists() {
+        let unknown = |seen| Inspection {
+            state: CheckoutState::Unknown,
+            current: false,
+            seen,
+        };
+        match fs::symlink_metadata(path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(Inspection {
+                    state: CheckoutState::None,
+                    current: false,
+                    seen: None,
+                })
+            }
+            Err(e) => return Err(CoreError::io(path, e)),
+            Ok(md) if !md.is_file() => return Ok(unknown(Fingerprint::of(path)?)),
+            Ok(_) => {}
+        }
+        let _lock = DbFiles::checkout(path.to_path_buf()).inspect_lock()?;
+        let stamp = now_ns();
+        let seen = Fingerprint::of(path)?;
+        if seen.is_none() {
+            // Deleted while the lock was awaited.
             return Ok(Inspection {
                 state: CheckoutState::None,
                 current: false,
+                seen: None,
             });
         }
         let Some(mut sidecar) = Sidecar::load(path, head)? else {
-            return Ok(Inspection {
-                state: CheckoutState::Unknown,
-                current: false,
-            });
+            return Ok(unknown(seen));
         };
-        let stamp = now_ns();
-        let fp = Fingerprint::of(path)?.unwrap_or_default();
+        let fp = seen.unwrap_or_default();
         let unmodified = if sidecar.proves_unmodified(&fp) {
             true
         } else {
-            let (info, hashes) = scan(path, None, &*self.options.progress, |_, _, _| Ok(()))?;
+            // A file SQLite cannot read is a file scion cannot account for.
+            let scanned = scan(path, None, &*self.options.progress, |_, _, _| Ok(()));
+            let (info, hashes) = match scanned {
+                Ok(s) => s,
+                Err(e) if e.is_unreadable_database() => return Ok(unknown(seen)),
+                Err(e) => return Err(e),
+            };
             let same = info.page_size == sidecar.page_size && hashes == sidecar.hashes;
             if same {
                 // Re-stamp so the next look is O(1) again.
@@ -248,6 +293,7 @@ impl Scion {
         Ok(Inspection {
             state,
             current: sidecar.root == *head,
+            seen,
         })
     }
 
@@ -259,54 +305,69 @@ impl Scion {
     /// Make the checkout of `b` hold its head and return its path. A clean, current file
     /// is reused as is, and so is the working copy: a file made from the current head with
     /// changes not yet checkpointed (reported `dirty`). A file with changes made from an
-    /// older head (stale and dirty), or without a record, is refused unless `force`.
+    /// older head (stale and dirty), or without a record, is refused unless `force`; so is
+    /// a file written to while the new one was being made.
     pub fn checkout(&self, b: &BranchRef, force: bool) -> CoreResult<CheckoutReport> {
         let (r, _) = self.read_ref(b)?;
-        let path = self.checkout_path(b);
-        let inspection = self.inspect(&path, &r.root)?;
-        let working_copy = inspection.state == CheckoutState::Dirty && inspection.current;
-        if inspection.state == CheckoutState::Clean || (working_copy && !force) {
-            return Ok(CheckoutReport {
-                branch: b.to_string(),
-                path,
-                version: r.version,
-                action: CheckoutAction::Reused,
-                discarded: None,
-                dirty: working_copy,
-            });
-        }
-        let discarded = match inspection.state {
-            CheckoutState::None | CheckoutState::Stale => None,
-            CheckoutState::Dirty if !force => {
-                return Err(CoreError::DirtyCheckout {
-                    path,
-                    branch: b.to_string(),
-                })
-            }
-            CheckoutState::Unknown if !force => {
-                return Err(CoreError::UnknownCheckout {
-                    path,
-                    branch: b.to_string(),
-                })
-            }
-            other => Some(other),
-        };
-        let action = self.write_checkout(b, &path, &r)?;
-        Ok(CheckoutReport {
+        let files = DbFiles::checkout(self.checkout_path(b));
+        let report = |action, discarded, dirty| CheckoutReport {
             branch: b.to_string(),
-            path,
+            path: files.db().to_path_buf(),
             version: r.version,
             action,
             discarded,
-            dirty: false,
+            dirty,
+        };
+        let mut prepared = None;
+        for _ in 0..JUDGE_TRIES {
+            let inspection = self.inspect(files.db(), &r.root)?;
+            let working_copy = inspection.state == CheckoutState::Dirty && inspection.current;
+            if inspection.state == CheckoutState::Clean || (working_copy && !force) {
+                if working_copy && r.ttl_secs.is_some() {
+                    // Changes in the working copy are activity: its TTL counts from now.
+                    self.touch(b, None)?;
+                }
+                return Ok(report(CheckoutAction::Reused, None, working_copy));
+            }
+            let discarded = match inspection.state {
+                CheckoutState::None | CheckoutState::Stale => None,
+                CheckoutState::Dirty | CheckoutState::Unknown if !force => {
+                    return Err(refuse_unsaved(inspection.state, files.db(), b).unwrap_err())
+                }
+                other => Some(other),
+            };
+            let (tmp, action, hashes) = match prepared.take() {
+                Some(p) => p,
+                None => self.prepare_checkout(&files, &r)?,
+            };
+            let record = Sidecar {
+                page_size: r.page_size,
+                root: r.root,
+                version: r.version,
+                fingerprint: Fingerprint::default(),
+                stamp_ns: 0,
+                hashes: hashes.clone(),
+            };
+            match files.install(tmp, inspection.expect(), Some(record))? {
+                Install::Done => return Ok(report(action, discarded, false)),
+                // Written to, replaced or created meanwhile: judge it again.
+                Install::Changed(tmp) => prepared = Some((tmp, action, hashes)),
+            }
+        }
+        Err(CoreError::CheckoutBusy {
+            path: files.db().to_path_buf(),
         })
     }
 
-    /// Write the head of `r` to `path` through a temp file renamed into place, so a live
-    /// connection never sees a file rewritten under it.
-    fn write_checkout(&self, b: &BranchRef, path: &Path, r: &Ref) -> CoreResult<CheckoutAction> {
-        let dir = path.parent().expect("checkout paths have a parent");
-        fs::create_dir_all(dir).map_err(|e| CoreError::io(dir, e))?;
+    /// Write the head of `r` into a temp file beside the checkout, cloned or copied from
+    /// another clean checkout of the same version where there is one.
+    fn prepare_checkout(
+        &self,
+        files: &DbFiles,
+        r: &Ref,
+    ) -> CoreResult<(tempfile::NamedTempFile, CheckoutAction, Vec<u64>)> {
+        let tmp = files.temp()?;
+        let dir = files.db().parent().expect("checkout paths have a parent");
         if self.options.clone_policy == ClonePolicy::Always {
             if let CloneCapability::Unsupported { reason } = probe_clone(dir)? {
                 return Err(CoreError::CloneUnsupported {
@@ -314,17 +375,12 @@ impl Scion {
                 });
             }
         }
-        let tmp = tempfile::Builder::new()
-            .prefix(&format!(".{}.db.", b.branch))
-            .suffix(".tmp")
-            .tempfile_in(dir)
-            .map_err(|e| CoreError::io(dir, e))?;
-        let (action, hashes) = match self.find_clone_source(dir, path, &r.root)? {
+        let (action, hashes) = match self.find_clone_source(dir, files.db(), &r.root)? {
             Some((src, sidecar)) => {
                 let kind = clone::duplicate(&src, tmp.as_file(), self.options.clone_policy)?;
                 let source_unchanged =
                     Fingerprint::of(&src)?.is_some_and(|fp| sidecar.proves_unmodified(&fp));
-                verify_copy(tmp.path(), &sidecar, kind, source_unchanged)?;
+                verify_copy(tmp.path(), &sidecar, source_unchanged)?;
                 let action = match kind {
                     CopyKind::Cloned => CheckoutAction::Cloned,
                     CopyKind::Copied => CheckoutAction::Copied,
@@ -348,37 +404,7 @@ impl Scion {
         tmp.as_file()
             .set_modified(SystemTime::now() - Duration::from_secs(2))
             .map_err(|e| CoreError::io(tmp.path(), e))?;
-        if path.exists() {
-            if sqlite_io::in_use(path)? {
-                return Err(CoreError::CheckoutBusy {
-                    path: path.to_path_buf(),
-                });
-            }
-            // A stale -wal would be replayed onto the new file: remove it first.
-            for suffix in ["-wal", "-shm"] {
-                let p = sidecar_path(path, suffix);
-                match fs::remove_file(&p) {
-                    Ok(()) => {}
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                    Err(e) => return Err(CoreError::io(p, e)),
-                }
-            }
-        }
-        Sidecar::remove(path)?;
-        tmp.persist(path)
-            .map_err(|e| CoreError::io(path, e.error))?;
-        let stamp = now_ns();
-        let fingerprint = Fingerprint::of(path)?.unwrap_or_default();
-        Sidecar {
-            page_size: r.page_size,
-            root: r.root,
-            version: r.version,
-            fingerprint,
-            stamp_ns: stamp,
-            hashes,
-        }
-        .store(path)?;
-        Ok(action)
+        Ok((tmp, action, hashes))
     }
 
     /// Another checkout in `dir` that provably holds exactly the version `root`.
@@ -416,18 +442,13 @@ impl Scion {
     }
 }
 
-/// A duplicated file is recorded clean only once its length is checked, and a byte copy
-/// only once it is known to hold the source's pages. A clone is an atomic snapshot. A byte
-/// copy is not: it is trusted without re-reading when the source's fingerprint still proves
-/// it unmodified after the copy (a write during the copy would have moved its mtime, or its
-/// WAL's, away from the recorded ones, which are over a second old); otherwise every page
-/// hash is checked.
-fn verify_copy(
-    path: &Path,
-    sidecar: &Sidecar,
-    kind: CopyKind,
-    source_unchanged: bool,
-) -> CoreResult<()> {
+/// A duplicated file is recorded clean only once its length is checked and it is known to
+/// hold the source's pages. Neither a clone nor a byte copy is trusted blindly (a clone
+/// snapshots the database file but not its WAL, and a source may change around it): the
+/// copy is trusted without re-reading when the source's fingerprint still proves it
+/// unmodified afterwards (a write would have moved its mtime, or its WAL's, away from the
+/// recorded ones, which are over a second old); otherwise every page hash is checked.
+fn verify_copy(path: &Path, sidecar: &Sidecar, source_unchanged: bool) -> CoreResult<()> {
     let expected = sidecar.page_count() as u64 * sidecar.page_size as u64;
     let data_len = fs::metadata(path)
         .map_err(|e| CoreError::io(path, e))?
@@ -438,7 +459,7 @@ fn verify_copy(
             format!("copy is {data_len} bytes, expected {expected}"),
         ));
     }
-    if kind == CopyKind::Cloned || source_unchanged {
+    if source_unchanged {
         return Ok(());
     }
     use std::io::Read;
@@ -457,4 +478,43 @@ fn verify_copy(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::SegmentId;
+
+    fn record_of(pages: &[Vec<u8>]) -> Sidecar {
+        Sidecar {
+            page_size: pages[0].len() as u32,
+            root: Locator {
+                segment: SegmentId(1),
+                offset: 0,
+                len: 1,
+            },
+            version: 1,
+            fingerprint: Fingerprint::default(),
+            stamp_ns: 0,
+            hashes: pages.iter().map(|p| page_hash(p)).collect(),
+        }
+    }
+
+    #[test]
+    fn a_clone_is_rechecked_unless_its_source_is_provably_unchanged() {
+        let dir = tempfile::tempdir().unwrap();
+        let pages = vec![vec![1u8; 512], vec![2u8; 512]];
+        let record = record_of(&pages);
+        let copy = dir.path().join("copy.db");
+        // The source changed around the clone: the copy holds other bytes.
+        fs::write(&copy, [vec![1u8; 512], vec![9u8; 512]].concat()).unwrap();
+        assert!(verify_copy(&copy, &record, false).is_err(), "re-checked");
+        // A source whose record still proves it unmodified is trusted as is.
+        assert!(verify_copy(&copy, &record, true).is_ok());
+        fs::write(&copy, pages.concat()).unwrap();
+        assert!(verify_copy(&copy, &record, false).is_ok());
+        // The wrong length is refused either way.
+        fs::write(&copy, vec![1u8; 512]).unwrap();
+        assert!(verify_copy(&copy, &record, true).is_err());
+    }
 }

@@ -4,7 +4,7 @@
 //! ```text
 //! "SCIONSCR" | version u16 | reserved u16 | page_size u32 | page_count u32
 //! root: segment u64 | offset u64 | len u32 | branch version u64
-//! fingerprint: size u64 | mtime_ns i64 | inode u64 | change counter u32
+//! fingerprint: size u64 | mtime_ns i64 | inode u64 | boot u32
 //!              | wal size u64 | wal mtime_ns i64
 //! stamp_ns i64 | page hashes (page_count x u64) | xxh3 of all bytes before u64
 //! ```
@@ -31,7 +31,10 @@ pub struct Fingerprint {
     pub size: u64,
     pub mtime_ns: i64,
     pub inode: u64,
-    pub change_counter: u32,
+    /// The boot the fingerprint was taken in (32 bits of a hash of the kernel's boot id). A
+    /// record from an earlier boot proves nothing: a crash of the machine may have lost
+    /// writes the file's metadata still claims, so the file is hashed again once.
+    pub boot: u32,
     pub wal_size: u64,
     pub wal_mtime_ns: i64,
 }
@@ -43,15 +46,13 @@ fn mtime_ns(md: &fs::Metadata) -> i64 {
 impl Fingerprint {
     /// Fingerprint `path`, or `None` if it does not exist. Only `stat`s: opening and
     /// closing the file would drop the POSIX locks of any SQLite connection this process
-    /// holds on it. The change counter slot is kept in the format but left 0, since
-    /// reading it needs an open (and in WAL mode it does not move per transaction anyway).
+    /// holds on it.
     pub fn of(path: &Path) -> CoreResult<Option<Fingerprint>> {
         let md = match fs::metadata(path) {
             Ok(m) => m,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(CoreError::io(path, e)),
         };
-        let change_counter = 0;
         let wal = sidecar_path(path, "-wal");
         let (wal_size, wal_mtime_ns) = match fs::metadata(&wal) {
             Ok(m) => (m.len(), mtime_ns(&m)),
@@ -61,11 +62,35 @@ impl Fingerprint {
             size: md.len(),
             mtime_ns: mtime_ns(&md),
             inode: md.ino(),
-            change_counter,
+            boot: boot_tag(),
             wal_size,
             wal_mtime_ns,
         }))
     }
+}
+
+impl Fingerprint {
+    /// Whether no write can have reached the file (or its WAL) between the two looks. An
+    /// empty WAL that appeared or vanished (a connection opening or closing) is no write.
+    pub fn same_writes(&self, now: &Fingerprint) -> bool {
+        let wal_same = (self.wal_size == 0 && now.wal_size == 0)
+            || (self.wal_size == now.wal_size && self.wal_mtime_ns == now.wal_mtime_ns);
+        self.size == now.size
+            && self.mtime_ns == now.mtime_ns
+            && self.inode == now.inode
+            && wal_same
+    }
+}
+
+/// 32 bits of a hash of this boot's id (`/proc/sys/kernel/random/boot_id`; 0 where there
+/// is none).
+fn boot_tag() -> u32 {
+    static TAG: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *TAG.get_or_init(|| {
+        fs::read("/proc/sys/kernel/random/boot_id")
+            .map(|id| xxhash_rust::xxh3::xxh3_64(id.trim_ascii()) as u32)
+            .unwrap_or(0)
+    })
 }
 
 pub fn now_ns() -> i64 {
@@ -115,7 +140,7 @@ impl Sidecar {
         out.extend_from_slice(&f.size.to_le_bytes());
         out.extend_from_slice(&f.mtime_ns.to_le_bytes());
         out.extend_from_slice(&f.inode.to_le_bytes());
-        out.extend_from_slice(&f.change_counter.to_le_bytes());
+        out.extend_from_slice(&f.boot.to_le_bytes());
         out.extend_from_slice(&f.wal_size.to_le_bytes());
         out.extend_from_slice(&f.wal_mtime_ns.to_le_bytes());
         out.extend_from_slice(&self.stamp_ns.to_le_bytes());
@@ -157,7 +182,7 @@ impl Sidecar {
             size: c.u64()?,
             mtime_ns: c.u64()? as i64,
             inode: c.u64()?,
-            change_counter: c.u32()?,
+            boot: c.u32()?,
             wal_size: c.u64()?,
             wal_mtime_ns: c.u64()? as i64,
         };
@@ -183,7 +208,7 @@ impl Sidecar {
         sidecar_path(checkout, ".scion")
     }
 
-    fn pending_path_for(checkout: &Path) -> PathBuf {
+    pub(crate) fn pending_path_for(checkout: &Path) -> PathBuf {
         sidecar_path(checkout, ".scion.pending")
     }
 

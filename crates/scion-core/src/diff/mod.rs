@@ -440,12 +440,30 @@ fn full_payload(
     cell: &btree::Cell,
     usable: usize,
 ) -> CoreResult<Vec<u8>> {
+    let short = || CoreError::corrupt("sqlite page", "overflow chain shorter than its payload");
+    // A payload larger than the database cannot be real: never follow a (possibly
+    // cyclic) chain further than the payload size allows.
+    let room = v.root.page_count as u64 * (usable as u64).saturating_sub(4);
+    if cell.payload_size > room.saturating_add(cell.local.len() as u64) || usable <= 4 {
+        return Err(CoreError::corrupt(
+            "sqlite page",
+            format!(
+                "cell payload of {} bytes is larger than the database",
+                cell.payload_size
+            ),
+        ));
+    }
+    let max_hops = (cell.payload_size - cell.local.len().min(cell.payload_size as usize) as u64)
+        .div_ceil(usable as u64 - 4);
     let mut out = cell.local.clone();
     let mut next = cell.overflow;
-    let mut hops = 0;
+    let mut hops = 0u64;
     while let Some(pg) = next.filter(|p| *p != 0) {
-        if out.len() as u64 >= cell.payload_size || hops > 1_000_000 {
+        if out.len() as u64 >= cell.payload_size {
             break;
+        }
+        if hops >= max_hops {
+            return Err(short());
         }
         let page = v.page(pg)?;
         next = Some(u32::from_be_bytes(page[0..4].try_into().unwrap()));
@@ -454,10 +472,7 @@ fn full_payload(
         hops += 1;
     }
     if out.len() as u64 != cell.payload_size {
-        return Err(CoreError::corrupt(
-            "sqlite page",
-            "overflow chain shorter than its payload",
-        ));
+        return Err(short());
     }
     Ok(out)
 }

@@ -56,8 +56,24 @@ pub struct Locator {
 }
 
 impl Locator {
+    /// One past the last byte. Decoders refuse locators whose end overflows, so this
+    /// saturates only for values no decoder produced.
     pub fn end(&self) -> u64 {
-        self.offset + self.len as u64
+        self.offset.saturating_add(self.len as u64)
+    }
+
+    /// A locator whose byte range fits in `u64`.
+    pub fn checked(segment: SegmentId, offset: u64, len: u32) -> Result<Locator, DecodeError> {
+        if offset.checked_add(len as u64).is_none() {
+            return Err(DecodeError(format!(
+                "locator {segment}:{offset}:{len} ends past 2^64"
+            )));
+        }
+        Ok(Locator {
+            segment,
+            offset,
+            len,
+        })
     }
 }
 
@@ -82,11 +98,8 @@ impl FromStr for Locator {
             }
             x.parse::<u64>().map_err(|e| DecodeError(e.to_string()))
         };
-        let len = num(len)?;
-        Ok(Locator {
-            segment: seg.parse()?,
-            offset: num(off)?,
-            len: u32::try_from(len).map_err(|_| DecodeError("locator length too large".into()))?,
-        })
+        let len =
+            u32::try_from(num(len)?).map_err(|_| DecodeError("locator length too large".into()))?;
+        Locator::checked(seg.parse()?, num(off)?, len)
     }
 }

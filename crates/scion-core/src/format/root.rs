@@ -70,14 +70,17 @@ impl RootRecord {
         let node = if seg == 0 {
             None
         } else {
-            Some(Locator {
-                segment: SegmentId(seg),
-                offset,
-                len,
-            })
+            Some(Locator::checked(SegmentId(seg), offset, len)?)
         };
         if node.is_none() != (page_count == 0) || (node.is_some() && depth == 0) {
             return err("root record's page count, depth and node disagree");
+        }
+        // A tree never needs more levels than it takes to address 2^32 pages; deeper
+        // ones would make level shifts overflow.
+        if depth > max_depth(fanout_bits) {
+            return err(format!(
+                "depth {depth} is more than a fan-out of 2^{fanout_bits} ever needs"
+            ));
         }
         let capacity_bits = fanout_bits as u32 * depth as u32;
         if capacity_bits < 32 && (page_count as u64) > (1u64 << capacity_bits) {
@@ -93,4 +96,9 @@ impl RootRecord {
             node,
         })
     }
+}
+
+/// The most levels a page map of fan-out `2^fanout_bits` can need (u32 page numbers).
+pub fn max_depth(fanout_bits: u8) -> u8 {
+    32u8.div_ceil(fanout_bits.max(1))
 }

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::checkout::{scan, Fingerprint, Sidecar};
+use crate::checkout::{scan, DbFiles, Fingerprint, Sidecar};
 use crate::commit::Commit;
 use crate::error::{CoreError, CoreResult};
 use crate::format::{decode_frame, page_contribution, page_hash, FrameKind, RootRecord, Slot};
@@ -53,6 +53,8 @@ impl Scion {
         if !path.exists() {
             return bind_head(WriteStats::default());
         }
+        // No scion replaces the file while it is read and its record rewritten.
+        let _inspecting = DbFiles::checkout(path.clone()).inspect_lock()?;
         let Some(mut sidecar) = Sidecar::load(&path, &r.root)? else {
             return Err(CoreError::UnknownCheckout {
                 path,

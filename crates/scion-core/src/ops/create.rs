@@ -23,6 +23,25 @@ pub struct CreateReport {
     pub store_bytes: u64,
 }
 
+/// Say what is wrong with a source SQLite could not read, where scion can tell.
+fn source_error(path: &Path, e: CoreError) -> CoreError {
+    let journal = crate::sqlite_io::sidecar_path(path, "-journal");
+    // A journal is hot only when no connection is still in the transaction it belongs to.
+    let hot = std::fs::metadata(&journal).is_ok_and(|m| m.len() > 0)
+        && !crate::sqlite_io::in_use(path).unwrap_or(true);
+    if hot && matches!(e, CoreError::Sqlite { .. } | CoreError::NotSqlite { .. }) {
+        return CoreError::HotJournal {
+            path: path.to_path_buf(),
+        };
+    }
+    if e.is_sqlite_busy() {
+        return CoreError::SourceBusy {
+            path: path.to_path_buf(),
+        };
+    }
+    e
+}
+
 /// Read `path`'s committed state (through SQLite, in one read transaction) and write it
 /// to the store as a complete version, sealed but not yet published.
 pub(crate) fn import_file(scion: &Scion, path: &Path, read_only: bool) -> CoreResult<Sealed> {
@@ -32,22 +51,22 @@ pub(crate) fn import_file(scion: &Scion, path: &Path, read_only: bool) -> CoreRe
     let mut checksum = 0u64;
     let mut zero_hash = None;
     let mut counter = 0;
-    let info =
-        sqlite_io::read_snapshot(path, read_only, &*scion.options.progress, |pgno, page| {
-            let zero = *zero_hash.get_or_insert_with(|| page_hash(&vec![0u8; page.len()]));
-            if pgno == 1 {
-                counter = change_counter(page);
-            }
-            let hash = page_hash(page);
-            if hash == zero {
-                pages.push(None);
-                return Ok(());
-            }
-            let (loc, _) = writer.add(FrameKind::Page, pgno as u64, page)?;
-            checksum = checksum.wrapping_add(page_contribution(pgno, hash, zero));
-            pages.push(Some(loc));
-            Ok(())
-        })?;
+    let info = sqlite_io::read_snapshot(path, read_only, &*scion.options.progress, |pgno, page| {
+        let zero = *zero_hash.get_or_insert_with(|| page_hash(&vec![0u8; page.len()]));
+        if pgno == 1 {
+            counter = change_counter(page);
+        }
+        let hash = page_hash(page);
+        if hash == zero {
+            pages.push(None);
+            return Ok(());
+        }
+        let (loc, _) = writer.add(FrameKind::Page, pgno as u64, page)?;
+        checksum = checksum.wrapping_add(page_contribution(pgno, hash, zero));
+        pages.push(Some(loc));
+        Ok(())
+    })
+    .map_err(|e| source_error(path, e))?;
     let (node, depth) = pagemap::build(writer, &pages, DEFAULT_FANOUT_BITS)?;
     let record = RootRecord {
         fanout_bits: DEFAULT_FANOUT_BITS,

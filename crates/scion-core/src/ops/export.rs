@@ -1,14 +1,14 @@
 //! `export`: write a version to a plain SQLite file anywhere, atomically.
 
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use crate::checkout::{DbFiles, Expect, Install};
 use crate::error::{CoreError, CoreResult};
-use crate::materialize::{materialize_to_temp, JournalMode};
+use crate::materialize::{materialize, JournalMode};
 use crate::names::Target;
-use crate::sqlite_io::{self, sidecar_path};
 use crate::Scion;
 
 #[derive(Debug, Clone, Serialize)]
@@ -21,50 +21,55 @@ pub struct ExportReport {
 
 impl Scion {
     /// Write the version `t` names to `out` (rollback-journal mode, no sidecar). The file
-    /// appears complete or not at all; an existing file is replaced only with `force`.
+    /// appears complete or not at all. An existing file, or SQLite journal files left
+    /// beside the target (which SQLite would replay onto the new file), are replaced only
+    /// with `force`. Targets inside the store or its checkout trees are refused.
     pub fn export(&self, t: &Target, out: &Path, force: bool) -> CoreResult<ExportReport> {
+        self.refuse_managed_path(out)?;
         let v = self.resolve(t)?;
-        if out.exists() && !force {
+        let files = DbFiles::export(out.to_path_buf());
+        if out.is_dir() {
+            return Err(CoreError::OutputIsDirectory {
+                path: out.to_path_buf(),
+            });
+        }
+        if !force {
+            if out.symlink_metadata().is_ok() {
+                return Err(CoreError::OutputExists {
+                    path: out.to_path_buf(),
+                });
+            }
+            let leftovers = files.leftover_journals();
+            if !leftovers.is_empty() {
+                return Err(CoreError::JournalLeftovers {
+                    path: out.to_path_buf(),
+                    files: names(&leftovers),
+                });
+            }
+        }
+        let tmp = files.temp()?;
+        let m = materialize(
+            &self.reader,
+            &v.root,
+            tmp.as_file(),
+            tmp.path(),
+            JournalMode::Rollback,
+            &*self.options.progress,
+        )?;
+        let expect = if force {
+            Expect::Anything
+        } else {
+            Expect::Absent
+        };
+        if let Install::Changed(_) = files.install(tmp, expect, None)? {
             return Err(CoreError::OutputExists {
                 path: out.to_path_buf(),
             });
         }
         let dir = match out.parent() {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-            _ => std::env::current_dir().map_err(|e| CoreError::io(".", e))?,
+            _ => PathBuf::from("."),
         };
-        let (tmp, m) = materialize_to_temp(
-            &self.reader,
-            &v.root,
-            &dir,
-            ".scion-export.",
-            JournalMode::Rollback,
-            &*self.options.progress,
-        )?;
-        tmp.as_file()
-            .sync_all()
-            .map_err(|e| CoreError::io(tmp.path(), e))?;
-        if force && out.exists() {
-            if sqlite_io::in_use(out)? {
-                return Err(CoreError::CheckoutBusy {
-                    path: out.to_path_buf(),
-                });
-            }
-            for suffix in ["-wal", "-shm", "-journal"] {
-                let _ = fs::remove_file(sidecar_path(out, suffix));
-            }
-            tmp.persist(out).map_err(|e| CoreError::io(out, e.error))?;
-        } else {
-            tmp.persist_noclobber(out).map_err(|e| {
-                if e.error.kind() == std::io::ErrorKind::AlreadyExists {
-                    CoreError::OutputExists {
-                        path: out.to_path_buf(),
-                    }
-                } else {
-                    CoreError::io(out, e.error)
-                }
-            })?;
-        }
         fs::File::open(&dir)
             .and_then(|d| d.sync_all())
             .map_err(|e| CoreError::io(&dir, e))?;
@@ -75,4 +80,48 @@ impl Scion {
             bytes: m.root.page_count as u64 * m.root.page_size as u64,
         })
     }
+
+    /// Refuse a path inside a tree scion manages: the local store, the checkouts and the
+    /// read-only checkouts.
+    pub(crate) fn refuse_managed_path(&self, out: &Path) -> CoreResult<()> {
+        let Some(target) = resolved(out) else {
+            return Ok(());
+        };
+        let read_only = self.read_only_root();
+        let trees = self
+            .options
+            .store_dir
+            .iter()
+            .chain([&self.options.checkouts_dir, &read_only]);
+        for tree in trees {
+            if let Ok(tree) = tree.canonicalize() {
+                if target.starts_with(&tree) {
+                    return Err(CoreError::InsideStore {
+                        path: out.to_path_buf(),
+                        tree,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `path` with its directory resolved (symlinks and `..` included); None if the directory
+/// does not exist (then it is inside nothing that exists either).
+fn resolved(path: &Path) -> Option<PathBuf> {
+    let name = path.file_name()?;
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    Some(dir.canonicalize().ok()?.join(name))
+}
+
+fn names(paths: &[PathBuf]) -> String {
+    paths
+        .iter()
+        .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .collect::<Vec<_>>()
+        .join(", ")
 }

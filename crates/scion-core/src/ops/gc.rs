@@ -195,6 +195,14 @@ impl Scion {
                 let in_use = path.exists() && crate::sqlite_io::in_use(&path)?;
                 let state = self.inspect(&path, &r.root)?.state;
                 if in_use || matches!(state, CheckoutState::Dirty | CheckoutState::Unknown) {
+                    // Work in the checkout is activity: the TTL counts from now again.
+                    match self.touch(&b, None) {
+                        Ok(_) | Err(CoreError::Conflict { .. }) => {}
+                        Err(
+                            CoreError::BranchNotFound { .. } | CoreError::BeingDestroyed { .. },
+                        ) => continue,
+                        Err(e) => return Err(e),
+                    }
                     kept_in_use.push(b.to_string());
                     continue;
                 }
@@ -263,7 +271,7 @@ impl Scion {
         // changed longer ago than both the grace and the store's minimum grace.
         let temp_age = grace.max(self.min_grace());
         let (mut temp_files_removed, mut temp_bytes_removed) = (0, 0);
-        for t in super::verify::temp_leftovers(&self.options.checkouts_dir)? {
+        for t in self.temp_leftovers()? {
             let age = SystemTime::now()
                 .duration_since(t.changed)
                 .unwrap_or_default();

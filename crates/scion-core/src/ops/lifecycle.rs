@@ -6,14 +6,14 @@ use std::time::Duration;
 use scion_store::StoreError;
 use serde::Serialize;
 
-use crate::checkout::{CheckoutState, Sidecar};
+use crate::checkout::{CheckoutState, DbFiles};
 use crate::error::{CoreError, CoreResult};
 use crate::format::Locator;
 use crate::names::{BranchName, BranchRef, CheckpointName, Target};
 use crate::refs::{
     checkpoint_key, checkpoints_prefix, ref_key, Parent, Ref, SafetyKind, SafetyMark,
 };
-use crate::sqlite_io::{self, sidecar_path};
+use crate::sqlite_io;
 use crate::Scion;
 
 /// Safety forks live this long unless told otherwise.
@@ -349,30 +349,19 @@ impl Scion {
         Ok(list.len())
     }
 
+    /// Remove the branch's checkout (journals before the database) and its read-only
+    /// checkouts. The branch is already claimed for destruction, so they go even if a
+    /// connection opened one since `destroy` checked.
     fn remove_checkout_files(&self, b: &BranchRef) -> CoreResult<usize> {
-        let path = self.checkout_path(b);
-        let mut n = 0;
-        let mut paths = vec![
-            path.clone(),
-            sidecar_path(&path, "-wal"),
-            sidecar_path(&path, "-shm"),
-            Sidecar::path_for(&path),
-            sidecar_path(&path, ".scion.pending"),
-        ];
+        let mut n = DbFiles::checkout(self.checkout_path(b)).remove_all()?;
         let ro_dir = self.read_only_dir(&b.db);
         if let Ok(entries) = std::fs::read_dir(&ro_dir) {
             let prefix = format!("{}@", b.branch);
             for e in entries.flatten() {
-                if e.file_name().to_string_lossy().starts_with(&prefix) {
-                    paths.push(e.path());
+                let name = e.file_name().to_string_lossy().into_owned();
+                if name.starts_with(&prefix) && name.ends_with(".db") {
+                    n += DbFiles::checkout(e.path()).remove_all()?;
                 }
-            }
-        }
-        for p in paths {
-            match std::fs::remove_file(&p) {
-                Ok(()) => n += 1,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(CoreError::io(p, e)),
             }
         }
         Ok(n)

@@ -163,7 +163,7 @@ impl Scion {
             }
             Err(e) => problem("segments/", format!("garbage not counted: {e}")),
         }
-        for t in temp_leftovers(&self.options.checkouts_dir)? {
+        for t in self.temp_leftovers()? {
             report.temp_files.push(t.path.display().to_string());
             report.temp_bytes += t.size;
         }
@@ -188,7 +188,17 @@ pub(crate) struct TempFile {
 }
 
 /// Temp files under `dir` (recursively).
-pub(crate) fn temp_leftovers(dir: &Path) -> CoreResult<Vec<TempFile>> {
+impl Scion {
+    /// Temp files in the checkout trees (writable and read-only, and the segment cache
+    /// inside the first).
+    pub(crate) fn temp_leftovers(&self) -> CoreResult<Vec<TempFile>> {
+        let mut all = temp_leftovers(&self.options.checkouts_dir)?;
+        all.extend(temp_leftovers(&self.read_only_root())?);
+        Ok(all)
+    }
+}
+
+fn temp_leftovers(dir: &Path) -> CoreResult<Vec<TempFile>> {
     use std::os::unix::fs::MetadataExt;
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];

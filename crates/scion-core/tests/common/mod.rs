@@ -29,7 +29,7 @@ impl Env {
         self.reopen_with(Arc::new(LocalBackend::open(self.store_dir()).unwrap()))
     }
     pub fn options(&self) -> ScionOptions {
-        ScionOptions::new(self.store_dir().join("checkouts"), ClonePolicy::Auto)
+        local_options(&self.store_dir())
     }
     /// Export a target to a fresh file and dump it.
     pub fn dump_target(&self, scion: &Scion, target: &str) -> String {
@@ -51,16 +51,15 @@ pub fn unique() -> u64 {
 pub fn env() -> Env {
     let dir = tempfile::tempdir().unwrap();
     let backend = Arc::new(LocalBackend::open(dir.path().join("store")).unwrap());
-    let scion = Scion::init(
-        backend,
-        "test",
-        ScionOptions::new(
-            dir.path().join("store").join("checkouts"),
-            ClonePolicy::Auto,
-        ),
-    )
-    .unwrap();
+    let scion = Scion::init(backend, "test", local_options(&dir.path().join("store"))).unwrap();
     Env { dir, scion }
+}
+
+/// Options of a local store at `store`: checkouts inside it, exports kept out of it.
+pub fn local_options(store: &Path) -> ScionOptions {
+    let mut o = ScionOptions::new(store.join("checkouts"), ClonePolicy::Auto);
+    o.store_dir = Some(store.to_path_buf());
+    o
 }
 
 /// A store on the S3 test server (moto, started by `./scripts/test`), in a fresh prefix.

@@ -1,0 +1,239 @@
+//! The file set of one database scion writes (a checkout, a read-only checkout or an
+//! export target): the database, SQLite's `-wal`, `-journal` and `-shm`, scion's sidecar
+//! and its pending record. Every replacement and every removal of the set goes through
+//! here, so none of them can leave a journal that SQLite would replay onto a new file.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use tempfile::NamedTempFile;
+
+use super::lock::{self, Among, Held};
+use super::{Fingerprint, Sidecar};
+use crate::error::{CoreError, CoreResult};
+use crate::sqlite_io::{self, sidecar_path};
+
+/// SQLite's files beside a database, in the order they are removed: the journals that
+/// could be replayed first, the WAL index last.
+const JOURNAL_SUFFIXES: [&str; 3] = ["-wal", "-journal", "-shm"];
+
+/// What the file at the path must still be for a replacement to go ahead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Expect {
+    /// Nothing there (a new checkout or export).
+    Absent,
+    /// The file as it was fingerprinted when it was judged safe to replace.
+    Unchanged(Fingerprint),
+    /// Whatever is there (read-only checkouts, forced exports).
+    Anything,
+}
+
+impl Expect {
+    /// What a judgement based on `fingerprint` (None: no file) expects.
+    pub(crate) fn from_seen(fingerprint: Option<Fingerprint>) -> Expect {
+        match fingerprint {
+            None => Expect::Absent,
+            Some(f) => Expect::Unchanged(f),
+        }
+    }
+}
+
+/// The result of a replacement.
+#[derive(Debug)]
+pub(crate) enum Install {
+    Done,
+    /// The file changed since it was judged: judge it again. The new file is handed back.
+    Changed(NamedTempFile),
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct DbFiles {
+    db: PathBuf,
+    /// A checkout: it has a sidecar and a lock file. An export target has neither.
+    checkout: bool,
+}
+
+impl DbFiles {
+    /// The files of a checkout (writable or read-only).
+    pub(crate) fn checkout(db: PathBuf) -> Self {
+        DbFiles { db, checkout: true }
+    }
+
+    /// The files of an export target: a plain SQLite file scion leaves no record beside.
+    pub(crate) fn export(db: PathBuf) -> Self {
+        DbFiles {
+            db,
+            checkout: false,
+        }
+    }
+
+    pub(crate) fn db(&self) -> &Path {
+        &self.db
+    }
+
+    fn dir(&self) -> CoreResult<PathBuf> {
+        match self.db.parent() {
+            Some(p) if !p.as_os_str().is_empty() => Ok(p.to_path_buf()),
+            _ => std::env::current_dir().map_err(|e| CoreError::io(".", e)),
+        }
+    }
+
+    fn journals(&self) -> impl Iterator<Item = PathBuf> + '_ {
+        JOURNAL_SUFFIXES
+            .iter()
+            .map(|suffix| sidecar_path(&self.db, suffix))
+    }
+
+    /// SQLite journal files present beside the database.
+    pub(crate) fn leftover_journals(&self) -> Vec<PathBuf> {
+        self.journals()
+            .filter(|p| p.symlink_metadata().is_ok())
+            .collect()
+    }
+
+    /// Hold off scion's replacements while the file is compared with its record.
+    pub(crate) fn inspect_lock(&self) -> CoreResult<Option<Held>> {
+        lock::among_scions(&self.db, Among::Inspect)
+    }
+
+    /// Keep other scions out while the set is replaced or removed.
+    fn replace_lock(&self) -> CoreResult<Option<Held>> {
+        if !self.checkout {
+            return Ok(None);
+        }
+        let dir = self.dir()?;
+        fs::create_dir_all(&dir).map_err(|e| CoreError::io(&dir, e))?;
+        lock::among_scions(&self.db, Among::Replace)
+    }
+
+    /// A new, empty temp file beside the database (`.<name>.<random>.tmp`), removed if
+    /// dropped before it is installed; `gc` sweeps one a crash left behind.
+    pub(crate) fn temp(&self) -> CoreResult<NamedTempFile> {
+        let dir = self.dir()?;
+        fs::create_dir_all(&dir).map_err(|e| CoreError::io(&dir, e))?;
+        let name = self
+            .db
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        tempfile::Builder::new()
+            .prefix(&format!(".{name}."))
+            .suffix(".tmp")
+            .tempfile_in(&dir)
+            .map_err(|e| CoreError::io(&dir, e))
+    }
+
+    /// Put `tmp` in place of the database, with `record` (its fingerprint filled in) as
+    /// its sidecar. Alone among scions, and under a lock no SQLite connection holds and
+    /// none can take meanwhile, the file is checked against `expect`; stale journals and
+    /// the old record are removed, an export's data synced, the new file renamed into
+    /// place and its record written before any other scion looks at it.
+    pub(crate) fn install(
+        &self,
+        tmp: NamedTempFile,
+        expect: Expect,
+        record: Option<Sidecar>,
+    ) -> CoreResult<Install> {
+        let _scions = self.replace_lock()?;
+        let old = lock::against_sqlite(&self.db)?;
+        let now = Fingerprint::of(&self.db)?;
+        let unchanged = match (expect, now) {
+            (Expect::Anything, _) | (Expect::Absent, None) => true,
+            (Expect::Unchanged(seen), Some(now)) => seen.same_writes(&now),
+            _ => false,
+        };
+        if !unchanged {
+            return Ok(Install::Changed(tmp));
+        }
+        // A connection still attached to a WAL here (its database deleted under it) would
+        // keep writing into files about to be removed.
+        if sqlite_io::wal_index_in_use(&self.db)? {
+            return Err(CoreError::CheckoutBusy {
+                path: self.db.clone(),
+            });
+        }
+        for p in self.journals() {
+            remove_if_present(&p)?;
+        }
+        if self.checkout {
+            Sidecar::remove(&self.db)?;
+            // Something that is not a file where the checkout belongs (judged unreadable,
+            // and replaced only with force) goes whole.
+            if self.db.symlink_metadata().is_ok_and(|m| m.is_dir()) {
+                fs::remove_dir_all(&self.db).map_err(|e| CoreError::io(&self.db, e))?;
+            }
+        }
+        // An export is the user's file: durable before it appears. A checkout is a cache
+        // whose record names the boot it was made in, so a machine crash that loses its
+        // unsynced pages makes the next look hash it again instead of trusting it.
+        if !self.checkout {
+            tmp.as_file()
+                .sync_all()
+                .map_err(|e| CoreError::io(tmp.path(), e))?;
+        }
+        let fingerprint = Fingerprint::of(tmp.path())?.unwrap_or_default();
+        if old.is_none() && expect == Expect::Absent {
+            if let Err(e) = tmp.persist_noclobber(&self.db) {
+                if e.error.kind() == std::io::ErrorKind::AlreadyExists {
+                    return Ok(Install::Changed(e.file));
+                }
+                return Err(CoreError::io(&self.db, e.error));
+            }
+        } else {
+            tmp.persist(&self.db)
+                .map_err(|e| CoreError::io(&self.db, e.error))?;
+        }
+        if let Some(mut record) = record {
+            record.fingerprint = fingerprint;
+            record.stamp_ns = super::now_ns();
+            record.store(&self.db)?;
+        }
+        Ok(Install::Done)
+    }
+
+    /// Remove the whole set: journals before the database (a journal left without its
+    /// database would be replayed onto the next file there), the records last. Other
+    /// scions' replacements and inspections are waited for; a SQLite connection that still
+    /// has the file open does not stop the removal (callers refuse busy files before they
+    /// commit to removing them). Returns how many files were removed.
+    pub(crate) fn remove_all(&self) -> CoreResult<usize> {
+        if self.db.parent().is_some_and(|d| !d.exists()) {
+            return Ok(0);
+        }
+        let _scions = self.replace_lock()?;
+        let _sqlite = match lock::against_sqlite(&self.db) {
+            Err(CoreError::CheckoutBusy { .. }) => None,
+            other => other?,
+        };
+        let mut removed = 0;
+        let records = [
+            Sidecar::path_for(&self.db),
+            Sidecar::pending_path_for(&self.db),
+        ];
+        let paths: Vec<PathBuf> = self
+            .journals()
+            .take(2)
+            .chain([self.db.clone()])
+            .chain(self.journals().skip(2))
+            .chain(records)
+            .collect();
+        for p in paths {
+            if remove_if_present(&p)? {
+                removed += 1;
+            }
+        }
+        // scion's own bookkeeping, not counted as a checkout file.
+        if self.checkout {
+            remove_if_present(&lock::lock_file(&self.db))?;
+        }
+        Ok(removed)
+    }
+}
+
+fn remove_if_present(p: &Path) -> CoreResult<bool> {
+    match fs::remove_file(p) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(CoreError::io(p, e)),
+    }
+}
