@@ -1,4 +1,4 @@
-//! `scion bench fork`: the costs DESIGN.md §8 budgets, measured on generated databases:
+//! `scion bench fork`: the costs docs/benchmarks.md budgets, measured on generated databases:
 //! fork latency and size across database sizes, bytes per single-row commit, checkpoints
 //! of clean and dirty checkouts, materializing against `cp`, and re-checkout.
 
@@ -70,16 +70,6 @@ pub struct MoveCost {
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct DiffCost {
-    pub size_mib: u64,
-    pub pages_differing: usize,
-    pub pages_read: u64,
-    pub page_count: u32,
-    pub rows_changed: usize,
-    pub time: Summary,
-}
-
-#[derive(Debug, Clone, Serialize)]
 pub struct CommitCost {
     pub size_mib: u64,
     pub commits: usize,
@@ -125,7 +115,8 @@ pub struct ForkBenchReport {
     pub dirty_checkpoint: DirtyCheckpoint,
     pub materialize: Materialize,
     pub recheckout_clean: Summary,
-    pub diff: DiffCost,
+    /// At the commit size and at the largest size.
+    pub diffs: Vec<crate::diffbench::DiffCost>,
 }
 
 struct Bed {
@@ -172,7 +163,7 @@ fn store_object_bytes(b: &dyn Backend) -> BenchResult<u64> {
     Ok(total)
 }
 
-fn br(s: &str) -> BenchResult<BranchRef> {
+pub(crate) fn br(s: &str) -> BenchResult<BranchRef> {
     Ok(s.parse()?)
 }
 
@@ -418,34 +409,18 @@ pub fn run(opts: &ForkBenchOptions, progress: Progress<'_>) -> BenchResult<ForkB
         scion: scion_m,
         cp: cp_m,
     };
-    // A diff of two versions a few pages apart, at the largest size.
-    progress(&format!(
-        "diff of two versions about 10 pages apart at {big_mib} MiB"
-    ));
-    big.scion.fork(&main, &"d".parse()?, None)?;
-    let d = br("db@d")?;
-    let d_path = big.scion.checkout(&d, false)?.path;
-    {
-        let c = Connection::open(&d_path)?;
-        for k in 0..10u64 {
-            c.execute(
-                "UPDATE orders SET status = 'audited' WHERE id = ?1",
-                [(1 + k * (big_rows / 10)) as i64],
-            )?;
-        }
+    // Diffs of two versions a few pages apart, at the commit size and the largest.
+    let mut diffs = vec![crate::diffbench::diff_cost(
+        &commit_bed.scion,
+        opts.commit_size_mib,
+        opts.runs,
+        progress,
+    )?];
+    if let Some(b) = &largest {
+        diffs.push(crate::diffbench::diff_cost(
+            &b.scion, big_mib, opts.runs, progress,
+        )?);
     }
-    big.scion.checkpoint(&d, &"audited".parse()?)?;
-    let (l, r): (scion_core::Target, scion_core::Target) = ("db".parse()?, "db@d".parse()?);
-    let report = big.scion.diff(&l, &r, &Default::default())?;
-    let time = measure(opts.runs, |_| big.scion.diff(&l, &r, &Default::default()))?;
-    let diff = DiffCost {
-        size_mib: big_mib,
-        pages_differing: report.pages_differing,
-        pages_read: report.pages_read,
-        page_count: big.scion.read_ref(&main)?.0.page_count,
-        rows_changed: report.tables.iter().map(|t| t.changed).sum(),
-        time,
-    };
     for b in [largest, Some(commit_bed)].into_iter().flatten() {
         let _ = std::fs::remove_dir_all(&b.dir);
     }
@@ -458,6 +433,6 @@ pub fn run(opts: &ForkBenchOptions, progress: Progress<'_>) -> BenchResult<ForkB
         dirty_checkpoint,
         materialize,
         recheckout_clean,
-        diff,
+        diffs,
     })
 }

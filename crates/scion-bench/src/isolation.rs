@@ -70,7 +70,7 @@ pub struct AtSize {
     pub rows: u64,
     pub postgres_bytes: Option<u64>,
     pub methods: Vec<MethodRow>,
-    /// scion (seed checked out) over a plain file copy: DESIGN.md's budget is <= 1.2.
+    /// scion (seed checked out) over a plain file copy: the budget in docs/benchmarks.md is <= 1.2.
     pub scion_over_copy: f64,
 }
 

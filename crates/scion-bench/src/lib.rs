@@ -4,6 +4,7 @@
 
 pub mod branchbench;
 pub mod datagen;
+pub mod diffbench;
 pub mod fork;
 pub mod isolation;
 pub mod machine;

@@ -6,7 +6,8 @@ use clap::{Parser, Subcommand};
 
 const AFTER_HELP: &str = "\
 Targets are written db[@branch[@checkpoint]]; `shop` alone means `shop@main`.
-The store is a local directory (default ./.scion) set by --store or SCION_STORE.
+The store is the nearest .scion directory in the current directory or above it (as git finds
+.git), or the one --store or SCION_STORE names.
 
 Example session:
   scion init
@@ -15,6 +16,9 @@ Example session:
   sqlite3 \"$(scion checkout shop@try-1)\" \"UPDATE items SET price = price * 2\"
   scion checkpoint shop@try-1 doubled
   scion export shop@try-1@doubled /tmp/doubled.db";
+
+/// The heading global options are listed under, after each command's own.
+const GLOBAL: &str = "Global options";
 
 #[derive(Debug, Parser)]
 #[command(
@@ -28,26 +32,27 @@ pub struct Cli {
     /// Store location: a directory path (or file:///abs/path), or s3://bucket/prefix
     /// (configured by SCION_S3_ENDPOINT, SCION_S3_REGION, SCION_S3_PATH_STYLE and the usual
     /// AWS_* credentials; checkouts go to SCION_CHECKOUTS or the user's cache directory).
-    #[arg(long, global = true, env = "SCION_STORE", default_value = ".scion")]
-    pub store: String,
+    /// Default: the nearest .scion in the current directory or above it (`init`: ./.scion).
+    #[arg(long, global = true, env = "SCION_STORE", help_heading = GLOBAL)]
+    pub store: Option<String>,
 
     /// Print results as JSON on stdout (errors as JSON on stderr).
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = GLOBAL)]
     pub json: bool,
 
     /// Print how many store requests the command made, and the bytes moved, to stderr.
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = GLOBAL)]
     pub stats: bool,
 
     /// Who this process is for leases (default: host/pid). Set it to act as the holder of
     /// a lease taken with `scion lease acquire`.
-    #[arg(long, global = true, env = "SCION_HOLDER")]
+    #[arg(long, global = true, help_heading = GLOBAL, env = "SCION_HOLDER")]
     pub holder: Option<String>,
 
     /// How checkouts may be cloned from another clean file of the same version:
     /// auto (clone where the filesystem can, else copy), always (clone or fail, never a
     /// full copy), never (always copy).
-    #[arg(long, global = true, env = "SCION_CLONE", default_value = "auto")]
+    #[arg(long, global = true, help_heading = GLOBAL, env = "SCION_CLONE", default_value = "auto")]
     pub clone: String,
 
     #[command(subcommand)]
@@ -225,7 +230,10 @@ pub enum Command {
     },
 
     /// Leases: the exclusive, expiring right to move a branch's head.
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  scion lease list\n  SCION_HOLDER=agent-7 scion lease acquire shop@try-1 --ttl 10m\n  SCION_HOLDER=agent-7 scion lease release shop@try-1"
+    )]
     Lease(LeaseCommand),
 
     /// Check the whole store without changing it: every ref, checkpoint and safety fork
@@ -240,7 +248,7 @@ pub enum Command {
     /// Reap expired branches, then delete data no branch or checkpoint can reach.
     ///
     /// A segment is deleted only after it was found unreachable for a whole grace period.
-    /// A grace below the store's minimum (set at `init`, 1h by default) needs --force;
+    /// A grace below the store's minimum (chosen at `init`) needs --force;
     /// `--grace 0 --force` deletes at once: use it only while nothing else writes to the
     /// store. Expired branches whose checkout is open or has uncheckpointed changes are
     /// kept and listed.
@@ -279,10 +287,30 @@ pub enum Command {
     },
 
     /// Show every database and branch, with checkout states and the clone capability.
+    #[command(
+        after_help = "Examples:\n  scion status\n  scion status --json | jq '.databases[].branches[] | select(.checkout == \"dirty\")'"
+    )]
     Status,
 
+    /// Print a completion script for a shell (generated from this command line's
+    /// definition, so it always matches it).
+    #[command(
+        after_help = "Examples:\n  scion completions bash > ~/.local/share/bash-completion/completions/scion\n  scion completions zsh > \"${fpath[1]}/_scion\"\n  scion completions fish > ~/.config/fish/completions/scion.fish"
+    )]
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
+
+    /// Print scion's man page (roff), generated from this command line's definition.
+    #[command(after_help = "Example:\n  scion man > ~/.local/share/man/man1/scion.1 && man scion")]
+    Man,
+
     /// Measure scion against its budgets and baselines, on data it generates itself.
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  scion bench fork --quick\n  scion bench isolation --quick\n  scion bench branchbench --profile quick"
+    )]
     Bench(BenchCommand),
 
     /// Rows added, removed and changed per table, and schema changes, between two versions.
@@ -290,7 +318,7 @@ pub enum Command {
     /// Rows are matched by primary key (by rowid where a table has none). Only what the two
     /// versions do not share is read. With --sql, prints SQL that turns left into right.
     #[command(
-        after_help = "Examples:\n  scion diff shop shop@try-1\n  scion diff shop@main@v1 shop@try-1 --table items\n  scion diff shop shop@try-1 --sql | sqlite3 copy-of-main.db"
+        after_help = "Examples:\n  scion diff shop shop@try-1\n  scion diff shop@main@v1 shop@try-1 --table items\n  scion diff shop shop@try-1 --rows --json --limit 20\n  scion diff shop shop@try-1 --sql | sqlite3 copy-of-main.db"
     )]
     Diff {
         /// db[@branch[@checkpoint]]
@@ -301,8 +329,15 @@ pub enum Command {
         #[arg(long, value_name = "TABLE")]
         table: Option<String>,
         /// Print SQL statements that turn left into right (and nothing else).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "rows")]
         sql: bool,
+        /// List the differing rows: key, and values before and after (with --json, as
+        /// data: no SQL to parse).
+        #[arg(long)]
+        rows: bool,
+        /// With --rows, list at most this many rows per table.
+        #[arg(long, value_name = "N", default_value_t = 100, requires = "rows")]
+        limit: usize,
     },
 
     /// Write a branch head or checkpoint to a plain SQLite file, atomically.
@@ -484,4 +519,18 @@ pub struct BranchbenchArgs {
     /// Write <run_id>_e2e_stats.json and <run_id>_ops.jsonl per workflow here.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+}
+
+impl Command {
+    /// How error hints should speak for this command.
+    pub fn error_context(&self) -> crate::errors::Context {
+        use crate::errors::Context;
+        match self {
+            Command::Rollback { .. } => Context::Rollback,
+            Command::Promote { .. } => Context::Promote,
+            Command::Destroy { .. } => Context::Destroy,
+            Command::Compact { .. } => Context::Compact,
+            _ => Context::Other,
+        }
+    }
 }

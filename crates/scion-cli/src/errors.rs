@@ -25,7 +25,48 @@ struct Described {
     hint: Option<String>,
 }
 
-fn describe(e: &CoreError) -> Described {
+/// The command that failed, where a hint depends on it: commands with their own `--force`
+/// that discards a checkout's changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Context {
+    Rollback,
+    Promote,
+    Destroy,
+    Compact,
+    Other,
+}
+
+impl Context {
+    fn discarding_command(self) -> Option<&'static str> {
+        match self {
+            Context::Rollback => Some("rollback"),
+            Context::Promote => Some("promote"),
+            Context::Destroy => Some("destroy"),
+            Context::Compact => Some("compact"),
+            Context::Other => None,
+        }
+    }
+}
+
+fn checkpoint_target_hint(target: &str) -> String {
+    let mut parts = target.rsplitn(2, '@');
+    let (cp, branch) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    format!(
+        "`scion checkout {target} --read-only` gives a read-only file of it; `scion fork {branch} <new> --at {cp}` a branch to write on"
+    )
+}
+
+/// What to do about a checkout holding changes, said for the command that refused.
+fn unsaved_hint(branch: &str, context: Context, discard_with_checkout: &str) -> String {
+    match context.discarding_command() {
+        Some(cmd) => format!(
+            "keep the changes with `scion checkpoint {branch} <name>` first, or repeat `scion {cmd}` with --force to discard them"
+        ),
+        None => discard_with_checkout.to_string(),
+    }
+}
+
+fn describe(e: &CoreError, context: Context) -> Described {
     use CoreError::*;
     let d = |exit, code, hint: Option<String>| Described { exit, code, hint };
     match e {
@@ -41,12 +82,14 @@ fn describe(e: &CoreError) -> Described {
         CheckpointExists { .. } => d(Exit::AlreadyExists, "checkpoint_exists", Some("checkpoint names are unique per branch; pick another".into())),
         ReservedName { .. } => d(Exit::InvalidInput, "reserved_name", Some("'fork' and 'init' always name the fork point and the created version".into())),
         Conflict { .. } => d(Exit::Conflict, "conflict", Some("read the branch again and retry if it still makes sense".into())),
-        DirtyCheckout { branch, .. } => d(Exit::Refused, "dirty_checkout", Some(format!("keep the changes with `scion checkpoint {branch} <name>`, or discard them with `scion checkout {branch} --force`"))),
-        UnknownCheckout { branch, .. } => d(Exit::Refused, "unknown_checkout", Some(format!("move the file away to keep it, or replace it with `scion checkout {branch} --force`"))),
+        DirtyCheckout { branch, .. } => d(Exit::Refused, "dirty_checkout", Some(unsaved_hint(branch, context, &format!("keep the changes with `scion checkpoint {branch} <name>`, or discard them with `scion checkout {branch} --force`")))),
+        UnknownCheckout { branch, .. } => d(Exit::Refused, "unknown_checkout", Some(unsaved_hint(branch, context, &format!("move the file away to keep it, or replace it with `scion checkout {branch} --force`")))),
         StaleCheckout { branch, .. } => d(Exit::Refused, "stale_checkout", Some(format!("export the file to keep its changes, then `scion checkout {branch} --force`"))),
         CheckoutBusy { .. } => d(Exit::Refused, "checkout_busy", Some("close the connections that have it open and retry".into())),
         NotSqlite { .. } => d(Exit::InvalidInput, "not_sqlite", None),
         JournalLeftovers { .. } => d(Exit::Refused, "journal_leftovers", Some("they may belong to another database that was deleted; remove them, or pass --force to have them removed".into())),
+        CheckpointTarget { target } => d(Exit::InvalidInput, "checkpoint_target", Some(checkpoint_target_hint(target))),
+        NoSuchDirectory { .. } => d(Exit::InvalidInput, "no_such_directory", Some("create the directory first (scion does not create directories for exports)".into())),
         OutputIsDirectory { .. } => d(Exit::InvalidInput, "output_is_directory", None),
         InsideStore { .. } => d(Exit::InvalidInput, "inside_store", Some("write exports outside the store directory and the checkouts directories".into())),
         SourceBusy { .. } => d(Exit::Transient, "source_busy", Some("retry once the writer has committed".into())),
@@ -74,8 +117,10 @@ fn describe(e: &CoreError) -> Described {
     }
 }
 
-pub fn report(err: &anyhow::Error, json: bool) -> ExitCode {
-    let described = err.downcast_ref::<CoreError>().map(describe);
+pub fn report(err: &anyhow::Error, json: bool, context: Context) -> ExitCode {
+    let described = err
+        .downcast_ref::<CoreError>()
+        .map(|e| describe(e, context));
     let (exit, code, hint) = match &described {
         Some(d) => (d.exit, d.code, d.hint.clone()),
         None => (Exit::Failure, "error", None),

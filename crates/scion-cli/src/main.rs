@@ -5,6 +5,7 @@ mod errors;
 mod output;
 mod progress;
 mod run;
+mod store;
 
 use std::process::ExitCode;
 
@@ -26,8 +27,9 @@ fn main() -> ExitCode {
         .init();
     let cli = cli::Cli::parse();
     let json = cli.json;
+    let context = cli.command.error_context();
     match run::run(cli) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => errors::report(&e, json),
+        Err(e) => errors::report(&e, json, context),
     }
 }

@@ -67,7 +67,7 @@ impl Printer {
             return self.emit(r);
         }
         println!(
-            "{verb} {} to {} (now version {})",
+            "{verb}: {} now holds what {} holds (its version {})",
             r.branch, r.to, r.version
         );
         match &r.safety_fork {
@@ -155,6 +155,13 @@ impl Printer {
         for b in &r.reaped {
             println!("reaped expired branch {b}");
         }
+        if r.temp_files_removed > 0 {
+            println!(
+                "removed {} left by interrupted checkouts ({})",
+                plural(r.temp_files_removed as u64, "temp file"),
+                bytes(r.temp_bytes_removed)
+            );
+        }
         for b in &r.finished_destroys {
             println!("finished interrupted destroy of {b}");
         }
@@ -162,11 +169,11 @@ impl Printer {
             println!("kept expired branch {b}: its checkout is open or has uncheckpointed changes");
         }
         println!(
-            "gc: deleted {} ({} reclaimed); {} live in {} segments; {} waiting out the {} grace period",
+            "gc: deleted {} ({} reclaimed); {} live in {}; {} waiting out the {} grace period",
             plural(r.deleted_segments as u64, "segment"),
             bytes(r.reclaimed_bytes),
             bytes(r.live_bytes),
-            r.live_segments,
+            plural(r.live_segments as u64, "segment"),
             bytes(r.waiting_bytes),
             scion_core::clock::format_duration(r.grace_secs)
         );
@@ -203,6 +210,33 @@ impl Printer {
                 "table {}: {} added, {} removed, {} changed (matched by {})",
                 t.table, t.added, t.removed, t.changed, t.matched_by
             );
+            if let Some(rows) = &t.rows {
+                let show = |m: &serde_json::Map<String, serde_json::Value>| {
+                    serde_json::Value::Object(m.clone()).to_string()
+                };
+                for c in &rows.added {
+                    println!("  + {}", c.after.as_ref().map(show).unwrap_or_default());
+                }
+                for c in &rows.removed {
+                    println!("  - {}", c.before.as_ref().map(show).unwrap_or_default());
+                }
+                for c in &rows.changed {
+                    let (Some(before), Some(after)) = (&c.before, &c.after) else {
+                        continue;
+                    };
+                    let moved: Vec<String> = after
+                        .iter()
+                        .filter(|(k, v)| before.get(*k) != Some(*v))
+                        .map(|(k, v)| {
+                            format!("{k}: {} -> {v}", before.get(k).cloned().unwrap_or_default())
+                        })
+                        .collect();
+                    println!("  ~ {} {}", show(&c.key), moved.join(", "));
+                }
+                if rows.truncated {
+                    println!("  … more rows differ (--limit)");
+                }
+            }
         }
     }
 
@@ -290,17 +324,23 @@ impl Printer {
         );
     }
 
-    pub fn checkpoints(&self, b: &BranchRef, list: &[(CheckpointName, Checkpoint)]) {
+    /// A branch's checkpoints, after the reserved names (`fork`, `init`) that always
+    /// resolve, marked as such.
+    pub fn checkpoints(
+        &self,
+        b: &BranchRef,
+        reserved: &[(CheckpointName, u64)],
+        list: &[(CheckpointName, Checkpoint)],
+    ) {
         if self.json {
-            let rows: Vec<_> = list
+            let rows: Vec<_> = reserved
                 .iter()
-                .map(|(n, c)| serde_json::json!({"name": n.as_str(), "version": c.version, "created_at": c.created_at}))
+                .map(|(n, v)| serde_json::json!({"name": n.as_str(), "version": v, "reserved": true}))
+                .chain(list.iter().map(|(n, c)| {
+                    serde_json::json!({"name": n.as_str(), "version": c.version, "created_at": c.created_at})
+                }))
                 .collect();
             return self.emit(&serde_json::json!({"branch": b.to_string(), "checkpoints": rows}));
-        }
-        if list.is_empty() {
-            eprintln!("{b} has no checkpoints ('fork' and 'init' always resolve)");
-            return;
         }
         let w = list
             .iter()
@@ -309,6 +349,9 @@ impl Printer {
             .unwrap_or(4)
             .max(4);
         println!("{:w$}  {:>7}  CREATED", "NAME", "VERSION");
+        for (n, v) in reserved {
+            println!("{:w$}  {:>7}  (reserved)", n.as_str(), v);
+        }
         for (n, c) in list {
             println!("{:w$}  {:>7}  {}", n.as_str(), c.version, c.created_at);
         }
@@ -316,7 +359,17 @@ impl Printer {
 
     pub fn branches(&self, db: &DbName, list: &[BranchStatus]) {
         if self.json {
-            return self.emit(&serde_json::json!({"db": db.as_str(), "branches": list}));
+            // A struct, not a JSON map, so each branch's fields keep the order `status`
+            // prints them in.
+            #[derive(serde::Serialize)]
+            struct Branches<'a> {
+                db: &'a str,
+                branches: &'a [BranchStatus],
+            }
+            return self.emit(&Branches {
+                db: db.as_str(),
+                branches: list,
+            });
         }
         print_branch_table(list, "");
     }
@@ -329,7 +382,7 @@ impl Printer {
         println!("checkouts: {}", s.checkouts);
         let cap = match &s.clone_capability {
             CloneCapability::Supported => "supported".to_string(),
-            CloneCapability::Unsupported { reason } => format!("unsupported ({reason})"),
+            CloneCapability::Unsupported { reason } => format!("cannot clone: {reason}"),
         };
         println!(
             "clone:     policy {}, filesystem {cap}",
@@ -339,9 +392,9 @@ impl Printer {
                 .unwrap_or("?")
         );
         println!(
-            "space:     {} live in {} segments, {} reclaimable by gc",
+            "space:     {} live in {}, {} reclaimable by gc",
             bytes(s.space.live_bytes),
-            s.space.live_segments,
+            plural(s.space.live_segments as u64, "segment"),
             bytes(s.space.reclaimable_bytes)
         );
         if s.databases.is_empty() {
@@ -430,11 +483,13 @@ impl Printer {
             "re-checkout of a clean checkout: {:.3} ms median (budget <= 1 ms)",
             r.recheckout_clean.median_ms
         );
-        let d = &r.diff;
-        println!(
-            "diff at {} MiB of two versions {} pages apart ({} rows changed): {} of {} pages read, {:.1} ms median",
-            d.size_mib, d.pages_differing, d.rows_changed, d.pages_read, d.page_count, d.time.median_ms
-        );
+        for d in &r.diffs {
+            println!(
+                "diff at {} MiB of two versions {} pages apart ({} rows changed): {} of {} pages read, {:.1} ms median with clean checkouts ({:.1} ms from the store alone); ATTACH + JOIN of the two files {:.1} ms: {:.3}x (goal <= 1)",
+                d.size_mib, d.pages_differing, d.rows_changed, d.pages_read, d.page_count, d.time.median_ms,
+                d.time_store_only.median_ms, d.attach_join.median_ms, d.vs_attach_join
+            );
+        }
     }
 
     pub fn export(&self, r: &ExportReport) {

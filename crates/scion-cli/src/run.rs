@@ -4,174 +4,18 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
-use scion_core::{
-    BranchName, BranchRef, CheckpointName, ClonePolicy, DbName, Scion, ScionOptions, Target,
-};
-use scion_store::{
-    Backend, CountingBackend, LocalBackend, S3Backend, S3Config, S3Location, SegmentCache,
-};
+use scion_core::{BranchName, BranchRef, CheckpointName, DbName, Scion, Target};
+use scion_store::CountingBackend;
 
 use crate::cli::{BenchCommand, CheckpointAction, Cli, Command, LeaseCommand};
 use crate::output::Printer;
 use scion_core::clock::parse_duration;
 use scion_core::ops::lifecycle::MoveOptions;
 
-/// Resolve a store spec to a local directory.
-/// Where a store lives, from `--store` / `SCION_STORE`.
-enum StoreSpec {
-    Local(PathBuf),
-    S3(S3Location),
-}
-
-/// Relative paths are made absolute so that printed checkout paths work from anywhere.
-fn parse_spec(spec: &str) -> Result<StoreSpec> {
-    if spec.starts_with("s3://") {
-        return S3Location::parse(spec).map(StoreSpec::S3).ok_or_else(|| {
-            anyhow::anyhow!("invalid S3 store {spec:?}: expected s3://bucket[/prefix]")
-        });
-    }
-    let path = if let Some(rest) = spec.strip_prefix("file://") {
-        PathBuf::from(rest)
-    } else if spec.contains("://") {
-        bail!(
-            "unsupported store {spec:?}: use a directory path, file:///path or s3://bucket/prefix"
-        );
-    } else {
-        PathBuf::from(spec)
-    };
-    Ok(StoreSpec::Local(std::path::absolute(&path).with_context(
-        || format!("resolving store path {spec:?}"),
-    )?))
-}
-
-/// The local cache directory of a remote store: `SCION_CHECKOUTS`, or the user's cache
-/// directory keyed by the store's identity.
-fn remote_cache_dir(identity: &str) -> Result<PathBuf> {
-    if let Ok(dir) = std::env::var("SCION_CHECKOUTS") {
-        if !dir.is_empty() {
-            return Ok(std::path::absolute(dir)?);
-        }
-    }
-    let base = std::env::var("XDG_CACHE_HOME")
-        .ok()
-        .filter(|s| !s.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var("HOME")
-                .ok()
-                .map(|h| PathBuf::from(h).join(".cache"))
-        })
-        .ok_or_else(|| anyhow::anyhow!("no cache directory: set SCION_CHECKOUTS"))?;
-    // FNV-1a: stable across builds, so the cache survives upgrades.
-    let hash = identity.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
-    });
-    Ok(base
-        .join("scion")
-        .join(format!("{hash:016x}"))
-        .join("checkouts"))
-}
-
-const PROBE_VALID: std::time::Duration = std::time::Duration::from_secs(3600);
-
-/// The clock offset of a probe this machine ran against the store in the last hour.
-fn recent_probe(path: &std::path::Path) -> Option<i64> {
-    let text = std::fs::read_to_string(path).ok()?;
-    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
-    let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(v["probed_at_unix"].as_u64()?);
-    let age = std::time::SystemTime::now().duration_since(at).ok()?;
-    (age < PROBE_VALID)
-        .then(|| v["clock_offset_ms"].as_i64())
-        .flatten()
-}
-
-fn remember_probe(path: &std::path::Path, offset: i64) {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    let body = serde_json::json!({"probed_at_unix": now, "clock_offset_ms": offset}).to_string();
-    if let Some(dir) = path.parent() {
-        let _ = std::fs::create_dir_all(dir);
-    }
-    let _ = std::fs::write(path, body);
-}
-
-/// The opened store and the request counter around it (for `--stats`).
-struct Opened {
-    scion: Scion,
-    counter: Arc<CountingBackend>,
-}
-
-fn open_store(cli: &Cli, init: bool) -> Result<Opened> {
-    let policy: ClonePolicy = cli.clone.parse().map_err(anyhow::Error::msg)?;
-    // The counter sits right on the store, so --stats counts real requests (a segment
-    // served from the local cache is not one).
-    let (backend, counter, location, checkouts, store_dir): (
-        Arc<dyn Backend>,
-        Arc<CountingBackend>,
-        String,
-        PathBuf,
-        Option<PathBuf>,
-    ) = match parse_spec(&cli.store)? {
-        StoreSpec::Local(dir) => {
-            let location = dir.display().to_string();
-            if !init && !dir.join(scion_core::MANIFEST_KEY).exists() {
-                return Err(scion_core::CoreError::NotInitialized { location }.into());
-            }
-            let b =
-                LocalBackend::open(&dir).with_context(|| format!("opening store {location}"))?;
-            let counter = Arc::new(CountingBackend::new(Arc::new(b)));
-            let checkouts = dir.join("checkouts");
-            (counter.clone(), counter, location, checkouts, Some(dir))
-        }
-        StoreSpec::S3(loc) => {
-            let location = format!("s3://{}/{}", loc.bucket, loc.prefix);
-            let s3 = Arc::new(
-                S3Backend::connect(loc, &S3Config::from_env())
-                    .with_context(|| format!("connecting to {location}"))?,
-            );
-            let counter = Arc::new(CountingBackend::new(s3.clone()));
-            let checkouts = remote_cache_dir(&s3.identity())?;
-            // Refuse a store that does not enforce conditional writes, and learn its
-            // clock. The proof is remembered for an hour per store in the local cache.
-            let proof = checkouts.join(".probe.json");
-            match recent_probe(&proof) {
-                Some(offset) => s3.set_clock_offset_ms(offset),
-                None => {
-                    scion_store::probe::probe_with(counter.as_ref(), |key| s3.learn_clock(key))
-                        .with_context(|| format!("attaching to {location}"))?;
-                    remember_probe(&proof, s3.clock_offset_ms());
-                }
-            }
-            let cached =
-                SegmentCache::new(counter.clone(), checkouts.join(".segments"), "segments/")?;
-            (Arc::new(cached), counter, location, checkouts, None)
-        }
-    };
-    let mut options = ScionOptions::new(checkouts, policy);
-    options.store_dir = store_dir;
-    options.progress =
-        scion_core::progress::ProgressSink(Arc::new(crate::progress::Bar::default()));
-    if let Some(h) = &cli.holder {
-        options.holder = h.clone();
-    }
-    let scion = if init {
-        let min_grace = match &cli.command {
-            crate::cli::Command::Init { min_grace } => parse_duration(min_grace)?,
-            _ => scion_core::DEFAULT_MIN_GRACE,
-        };
-        Scion::init_with_min_grace(backend, &location, options, min_grace)?
-    } else {
-        Scion::open(backend, &location, options)?
-    };
-    Ok(Opened { scion, counter })
-}
-
 pub fn run(cli: Cli) -> Result<()> {
     let counter: std::cell::RefCell<Option<Arc<CountingBackend>>> = Default::default();
     let open = |cli: &Cli, init: bool| -> Result<Scion> {
-        let o = open_store(cli, init)?;
+        let o = crate::store::open_store(cli, init)?;
         *counter.borrow_mut() = Some(o.counter);
         Ok(o.scion)
     };
@@ -219,8 +63,14 @@ fn run_command(cli: &Cli, open: &dyn Fn(&Cli, bool) -> Result<Scion>) -> Result<
                 let t: Target = target.parse()?;
                 p.checkout(&s.checkout_read_only(&t)?);
             } else {
-                let b: BranchRef = target.parse()?;
-                p.checkout(&s.checkout(&b, *force)?);
+                let t: Target = target.parse()?;
+                if t.checkpoint.is_some() {
+                    return Err(scion_core::CoreError::CheckpointTarget {
+                        target: t.to_string(),
+                    }
+                    .into());
+                }
+                p.checkout(&s.checkout(&t.branch, *force)?);
             }
         }
         Command::Path { target } => {
@@ -280,12 +130,32 @@ fn run_command(cli: &Cli, open: &dyn Fn(&Cli, bool) -> Result<Scion>) -> Result<
         Command::Checkpoints { target } => {
             let b: BranchRef = target.parse()?;
             let s = open(cli, false)?;
-            p.checkpoints(&b, &s.list_checkpoints(&b)?);
+            let list = s.list_checkpoints(&b)?;
+            // The reserved names resolve too (for --at and --to): list them, marked.
+            let mut reserved = Vec::new();
+            for name in CheckpointName::reserved() {
+                let t = Target {
+                    branch: b.clone(),
+                    checkpoint: Some(name.clone()),
+                };
+                reserved.push((name, s.resolve(&t)?.version));
+            }
+            p.checkpoints(&b, &reserved, &list);
         }
         Command::Branches { db } => {
             let db = DbName::new(db)?;
             let s = open(cli, false)?;
             p.branches(&db, &s.branch_statuses(&db)?);
+        }
+        Command::Completions { shell } => {
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(*shell, &mut cmd, "scion", &mut std::io::stdout());
+        }
+        Command::Man => {
+            let cmd = <Cli as clap::CommandFactory>::command();
+            clap_mangen::Man::new(cmd)
+                .render(&mut std::io::stdout())
+                .context("writing the man page")?;
         }
         Command::Status => {
             let s = open(cli, false)?;
@@ -454,12 +324,15 @@ fn run_command(cli: &Cli, open: &dyn Fn(&Cli, bool) -> Result<Scion>) -> Result<
             right,
             table,
             sql,
+            rows,
+            limit,
         } => {
             let (l, r): (Target, Target) = (left.parse()?, right.parse()?);
             let s = open(cli, false)?;
             let opts = scion_core::diff::DiffOptions {
                 table: table.clone(),
                 sql: *sql,
+                rows: rows.then_some(*limit),
             };
             p.diff(&s.diff(&l, &r, &opts)?);
         }

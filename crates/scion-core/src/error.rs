@@ -65,6 +65,10 @@ pub enum CoreError {
     NotSqlite { path: PathBuf, reason: String },
     #[error("{path} already exists")]
     OutputExists { path: PathBuf },
+    #[error("{target} names a checkpoint; a writable checkout is of a branch head")]
+    CheckpointTarget { target: String },
+    #[error("directory {path} does not exist")]
+    NoSuchDirectory { path: PathBuf },
     #[error("{path} is a directory; give the path of the file to write")]
     OutputIsDirectory { path: PathBuf },
     #[error("clone policy is 'always' but {reason}; refusing to make a full copy")]

@@ -115,6 +115,12 @@ impl CheckpointName {
     pub fn is_reserved(&self) -> bool {
         RESERVED_CHECKPOINTS.contains(&self.0.as_str())
     }
+
+    /// The reserved names every branch resolves: its fork point and the database's first
+    /// version.
+    pub fn reserved() -> [CheckpointName; 2] {
+        RESERVED_CHECKPOINTS.map(|n| CheckpointName(n.to_string()))
+    }
 }
 
 /// `db@branch`: one branch of one database.

@@ -38,8 +38,8 @@ fn sql_round_trip(e: &Env) {
             &"shop".parse().unwrap(),
             &"shop@t".parse().unwrap(),
             &DiffOptions {
-                table: None,
                 sql: true,
+                ..DiffOptions::default()
             },
         )
         .unwrap();
@@ -94,7 +94,7 @@ fn counts_by_primary_key_and_rowid() {
             &"shop@t".parse().unwrap(),
             &DiffOptions {
                 table: Some("tags".into()),
-                sql: false,
+                ..DiffOptions::default()
             },
         )
         .unwrap();
@@ -202,4 +202,176 @@ proptest! {
         change_and_checkpoint(&e, &sql);
         sql_round_trip(&e);
     }
+}
+
+/// SQLite's variable-length integer: 7 bits a byte, high bit set on all but the last.
+fn sqlite_varint(mut v: u64) -> Vec<u8> {
+    assert!(v < 1 << 56, "the 9-byte form is not needed here");
+    let mut groups = vec![(v & 0x7f) as u8];
+    v >>= 7;
+    while v > 0 {
+        groups.push((v & 0x7f) as u8 | 0x80);
+        v >>= 7;
+    }
+    groups.reverse();
+    groups
+}
+
+#[test]
+fn diff_never_follows_an_overflow_chain_past_its_payload_size() {
+    // One row whose payload spills into overflow pages 3.., then a crafted copy: the cell
+    // claims a payload of about 4.5 PB and its chain loops on page 3 forever. Following
+    // the chain until the claimed size is reached would read ~1e12 pages.
+    let e = env();
+    let good = e.path("good.db");
+    exec(
+        &good,
+        "PRAGMA page_size=4096; CREATE TABLE t(x BLOB); INSERT INTO t VALUES (zeroblob(20000));",
+    );
+    let mut bytes = std::fs::read(&good).unwrap();
+    let page = |n: usize| (n - 1) * 4096;
+    let cell = u16::from_be_bytes([bytes[page(2) + 8], bytes[page(2) + 9]]) as usize;
+    let (min_local, usable) = (489u64, 4096u64);
+    let claimed = min_local + (usable - 4) * (1 << 40); // keeps the local part at 489 bytes
+    let mut crafted = sqlite_varint(claimed);
+    crafted.push(1); // rowid 1
+    crafted.extend(std::iter::repeat_n(0u8, min_local as usize));
+    crafted.extend(3u32.to_be_bytes()); // overflow chain starts at page 3
+    let at = page(2) + cell;
+    bytes[at..at + crafted.len()].copy_from_slice(&crafted);
+    bytes[page(3)..page(3) + 4].copy_from_slice(&3u32.to_be_bytes()); // page 3 -> page 3
+    let bad = e.path("bad.db");
+    std::fs::write(&bad, &bytes).unwrap();
+    e.scion
+        .create(&DbName::new("good").unwrap(), Some(&good))
+        .unwrap();
+    e.scion
+        .create(&DbName::new("bad").unwrap(), Some(&bad))
+        .unwrap();
+    let err = e
+        .scion
+        .diff(
+            &"good".parse().unwrap(),
+            &"bad".parse().unwrap(),
+            &DiffOptions::default(),
+        )
+        .unwrap_err();
+    // Refused up front, from the claimed size alone (following the loop until a hop limit
+    // would allocate gigabytes first).
+    assert!(
+        matches!(err, scion_core::CoreError::Corrupt { .. })
+            && err.to_string().contains("larger than the database"),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn diff_rows_lists_keys_and_values_before_and_after() {
+    let e = setup(300);
+    change_and_checkpoint(
+        &e,
+        "UPDATE items SET price = -1 WHERE id = 10; DELETE FROM items WHERE id = 11;
+         INSERT INTO items(name, price) VALUES ('new', 1);
+         UPDATE tags SET weight = 5 WHERE name = 'a'; DELETE FROM log WHERE msg = 'x';
+         UPDATE items SET name = 'bulk' WHERE id BETWEEN 100 AND 149;",
+    );
+    let diff = |limit| {
+        e.scion
+            .diff(
+                &"shop".parse().unwrap(),
+                &"shop@t".parse().unwrap(),
+                &DiffOptions {
+                    rows: Some(limit),
+                    ..DiffOptions::default()
+                },
+            )
+            .unwrap()
+    };
+    let r = diff(1000);
+    let t = |name: &str| r.tables.iter().find(|t| t.table == name).unwrap().clone();
+    let items = t("items").rows.unwrap();
+    assert!(!items.truncated);
+    assert_eq!(items.changed.len(), 51);
+    let ten = items
+        .changed
+        .iter()
+        .find(|c| c.key["id"] == serde_json::json!(10))
+        .unwrap();
+    assert_eq!(
+        ten.before.as_ref().unwrap()["price"],
+        serde_json::json!(13.5)
+    );
+    assert_eq!(ten.after.as_ref().unwrap()["price"], serde_json::json!(-1));
+    assert_eq!(
+        ten.after.as_ref().unwrap()["id"],
+        serde_json::json!(10),
+        "rowid alias"
+    );
+    assert_eq!(items.removed[0].key["id"], serde_json::json!(11));
+    assert!(items.removed[0].after.is_none());
+    assert_eq!(
+        items.added[0].after.as_ref().unwrap()["name"],
+        serde_json::json!("new")
+    );
+    let tags = t("tags").rows.unwrap();
+    assert_eq!(tags.changed[0].key["name"], serde_json::json!("a"));
+    assert_eq!(
+        tags.changed[0].after.as_ref().unwrap()["weight"],
+        serde_json::json!(5)
+    );
+    let log = t("log").rows.unwrap();
+    assert_eq!(log.removed[0].key["rowid"], serde_json::json!(1));
+    assert_eq!(
+        log.removed[0].before.as_ref().unwrap()["msg"],
+        serde_json::json!("x")
+    );
+    // Bounded: counts stay exact, the listing stops at the limit and says so.
+    let r = diff(5);
+    let items = r.tables.iter().find(|t| t.table == "items").unwrap();
+    assert_eq!(items.changed, 51);
+    let listed = items.rows.as_ref().unwrap();
+    assert_eq!(
+        listed.added.len() + listed.removed.len() + listed.changed.len(),
+        5
+    );
+    assert!(listed.truncated);
+}
+
+#[test]
+fn a_diff_reads_clean_checkouts_instead_of_the_store() {
+    let e = setup(3000);
+    change_and_checkpoint(
+        &e,
+        "UPDATE items SET price = -1 WHERE id IN (10, 1500, 2900);",
+    );
+    e.scion.checkout(&br("shop"), false).unwrap();
+    let counter = std::sync::Arc::new(scion_store::CountingBackend::new(std::sync::Arc::new(
+        scion_store::LocalBackend::open(e.store_dir()).unwrap(),
+    )));
+    let s = e.reopen_with(counter.clone());
+    let run = || {
+        let before = counter.counts().requests();
+        let r = s
+            .diff(
+                &"shop".parse().unwrap(),
+                &"shop@t".parse().unwrap(),
+                &DiffOptions::default(),
+            )
+            .unwrap();
+        (r, counter.counts().requests() - before)
+    };
+    let (local, local_requests) = run();
+    // Without their records the files prove nothing, and every page comes from the store.
+    for b in ["main", "t"] {
+        let rec = e.store_dir().join(format!("checkouts/shop/{b}.db.scion"));
+        std::fs::remove_file(rec).unwrap();
+    }
+    let (stored, store_requests) = run();
+    assert_eq!(local.tables.len(), stored.tables.len());
+    assert_eq!(local.tables[0].changed, 3);
+    assert_eq!(stored.tables[0].changed, 3);
+    assert!(
+        local_requests < store_requests,
+        "{local_requests} store requests with clean checkouts, {store_requests} without"
+    );
 }

@@ -1,4 +1,4 @@
-//! DESIGN.md §2, one test (or more) per invariant, named after it.
+//! The invariants of ARCHITECTURE.md, one test (or more) per invariant, named after it.
 
 mod common;
 

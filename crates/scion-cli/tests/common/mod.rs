@@ -37,8 +37,11 @@ impl Session {
 
     pub fn cmd(&self, args: &[&str]) -> Command {
         let mut c = Command::new(bin());
+        // The session directory is home: store discovery stops there, as it would at a
+        // user's home, whatever is above the temp directory on this machine.
         c.args(args)
             .current_dir(self.dir.path())
+            .env("HOME", self.dir.path())
             .env_remove("SCION_STORE")
             .env_remove("SCION_CLONE")
             .env("SCION_LOG", "warn");

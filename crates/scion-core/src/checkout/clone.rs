@@ -53,7 +53,12 @@ pub fn probe(dir: &Path) -> CoreResult<CloneCapability> {
     Ok(match reflink_copy::reflink(&src, tmp.path().join("b")) {
         Ok(()) => CloneCapability::Supported,
         Err(e) => CloneCapability::Unsupported {
-            reason: e.to_string(),
+            reason: match e.raw_os_error() {
+                Some(libc::EOPNOTSUPP) | Some(libc::EINVAL) | Some(libc::ENOTTY) => {
+                    "the filesystem has no reflink support".to_string()
+                }
+                _ => e.to_string(),
+            },
         },
     })
 }

@@ -108,19 +108,29 @@ impl DbFiles {
 
     /// A new, empty temp file beside the database (`.<name>.<random>.tmp`), removed if
     /// dropped before it is installed; `gc` sweeps one a crash left behind.
+    /// Its mode is what a new file gets under the process's umask (as `cp` and `sqlite3`
+    /// make them), not the temp file's private 0600.
     pub(crate) fn temp(&self) -> CoreResult<NamedTempFile> {
         let dir = self.dir()?;
-        fs::create_dir_all(&dir).map_err(|e| CoreError::io(&dir, e))?;
+        if self.checkout {
+            fs::create_dir_all(&dir).map_err(|e| CoreError::io(&dir, e))?;
+        } else if !dir.is_dir() {
+            return Err(CoreError::NoSuchDirectory { path: dir });
+        }
         let name = self
             .db
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        tempfile::Builder::new()
+        let tmp = tempfile::Builder::new()
             .prefix(&format!(".{name}."))
             .suffix(".tmp")
             .tempfile_in(&dir)
-            .map_err(|e| CoreError::io(&dir, e))
+            .map_err(|e| CoreError::io(&dir, e))?;
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(tmp.path(), fs::Permissions::from_mode(0o666 & !umask()))
+            .map_err(|e| CoreError::io(tmp.path(), e))?;
+        Ok(tmp)
     }
 
     /// Put `tmp` in place of the database, with `record` (its fingerprint filled in) as
@@ -228,6 +238,23 @@ impl DbFiles {
         }
         Ok(removed)
     }
+}
+
+/// The process's file mode creation mask, read without changing it (`umask(2)` can only
+/// be read by setting it, which would race with other threads creating files).
+fn umask() -> u32 {
+    static MASK: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *MASK.get_or_init(|| {
+        fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|status| {
+                status
+                    .lines()
+                    .find_map(|l| l.strip_prefix("Umask:"))
+                    .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
+            })
+            .unwrap_or(0o022)
+    })
 }
 
 fn remove_if_present(p: &Path) -> CoreResult<bool> {

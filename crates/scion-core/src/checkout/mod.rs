@@ -2,6 +2,7 @@
 //! sidecar that proves, usually without reading the file, whether it still holds exactly
 //! the version it was made from.
 
+mod clean;
 mod clone;
 mod files;
 mod lock;
@@ -13,6 +14,7 @@ use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 
+pub(crate) use clean::CleanFile;
 pub use clone::{probe as probe_clone, CloneCapability, ClonePolicy, CopyKind};
 pub(crate) use files::{DbFiles, Expect, Install};
 pub use sidecar::{Fingerprint, Sidecar, SIDECAR_FORMAT_VERSION};

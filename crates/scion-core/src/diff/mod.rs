@@ -4,15 +4,19 @@
 
 mod btree;
 mod pages;
+mod rows;
 mod sql;
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
+use crate::checkout::CleanFile;
+use crate::format::RootRecord;
 pub use btree::Value;
 use btree::{decode_record, parse_page, PageKind};
 use pages::{changed_pages, VersionPages};
+pub use rows::{RowChange, RowChanges};
 
 use crate::error::{CoreError, CoreResult};
 use crate::names::Target;
@@ -22,6 +26,8 @@ use crate::Scion;
 pub struct DiffOptions {
     pub table: Option<String>,
     pub sql: bool,
+    /// List the differing rows themselves, at most this many per table.
+    pub rows: Option<usize>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -42,6 +48,9 @@ pub struct TableDiff {
     pub added: usize,
     pub removed: usize,
     pub changed: usize,
+    /// The rows themselves, with `DiffOptions::rows`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rows: Option<RowChanges>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -105,8 +114,38 @@ impl Scion {
         let (lv, rv) = (self.resolve(left)?, self.resolve(right)?);
         let (lr, rr) = (self.reader.root(&lv.root)?, self.reader.root(&rv.root)?);
         let changed = changed_pages(&self.reader, &lr, &rr)?;
-        let mut a = VersionPages::new(&self.reader, lr);
-        let mut b = VersionPages::new(&self.reader, rr);
+        // A clean checkout of either side is read locally instead of from the store; it is
+        // checked again afterwards, and a diff that raced a write is redone from the store.
+        let (local_a, local_b) = (self.clean_file(left, &lv), self.clean_file(right, &rv));
+        if local_a.is_some() || local_b.is_some() {
+            let open = |c: &Option<CleanFile>| c.as_ref().and_then(|c| c.open());
+            let report = self.diff_pages(
+                left,
+                right,
+                opts,
+                &changed,
+                (lr, open(&local_a)),
+                (rr, open(&local_b)),
+            )?;
+            let still = |c: &Option<CleanFile>| c.as_ref().is_none_or(|c| c.still_clean());
+            if still(&local_a) && still(&local_b) {
+                return Ok(report);
+            }
+        }
+        self.diff_pages(left, right, opts, &changed, (lr, None), (rr, None))
+    }
+
+    fn diff_pages(
+        &self,
+        left: &Target,
+        right: &Target,
+        opts: &DiffOptions,
+        changed: &BTreeSet<u32>,
+        (lr, la): (RootRecord, Option<std::fs::File>),
+        (rr, lb): (RootRecord, Option<std::fs::File>),
+    ) -> CoreResult<DiffReport> {
+        let mut a = VersionPages::new(&self.reader, lr).with_local(la);
+        let mut b = VersionPages::new(&self.reader, rr).with_local(lb);
         let schema_a = read_schema(&mut a)?;
         let schema_b = read_schema(&mut b)?;
 
@@ -173,17 +212,18 @@ impl Scion {
                 Some(s) => collect_rows(
                     &mut a,
                     s.root,
-                    &changed,
+                    changed,
                     !same_tree,
                     shape_a.as_ref().unwrap_or(&shape),
                 )?,
                 None => Rows::new(),
             };
             let rows_b = match sb {
-                Some(s) => collect_rows(&mut b, s.root, &changed, !same_tree, &shape)?,
+                Some(s) => collect_rows(&mut b, s.root, changed, !same_tree, &shape)?,
                 None => Rows::new(),
             };
             let (mut added, mut removed, mut changed_rows) = (0, 0, 0);
+            let mut listed = opts.rows.map(rows::RowCollector::new);
             for (k, row) in &rows_a {
                 match rows_b.get(k) {
                     None => {
@@ -191,11 +231,17 @@ impl Scion {
                         if same_sql {
                             script.delete(&name, &shape, row);
                         }
+                        if let Some(l) = &mut listed {
+                            l.removed(&shape, row);
+                        }
                     }
                     Some(new) if new.values != row.values => {
                         changed_rows += 1;
                         if same_sql {
                             script.update(&name, &shape, row, new);
+                        }
+                        if let Some(l) = &mut listed {
+                            l.changed(&shape, row, new);
                         }
                     }
                     _ => {}
@@ -206,6 +252,9 @@ impl Scion {
                     added += 1;
                     if same_sql {
                         script.insert(&name, &shape, row);
+                    }
+                    if let Some(l) = &mut listed {
+                        l.added(&shape, row);
                     }
                 }
             }
@@ -237,6 +286,7 @@ impl Scion {
                     added,
                     removed,
                     changed: changed_rows,
+                    rows: listed.map(|l| l.out),
                 });
             }
         }
@@ -414,7 +464,10 @@ fn collect_rows(
             .iter()
             .filter_map(|c| c.left_child)
             .chain(p.right_child)
+            .filter(|c| full || leaf_depth != Some(depth + 1) || changed.contains(c))
             .collect();
+        // The children of one page usually sit together in the store: fetch them at once.
+        v.prefetch(&children)?;
         for c in children {
             // Below the last interior level, unchanged leaves are skipped unread.
             if !full && leaf_depth == Some(depth + 1) && !changed.contains(&c) {

@@ -8,12 +8,21 @@ use crate::format::{Node, RootRecord, Slot};
 use crate::pagemap;
 use crate::reader::FrameReader;
 
-/// One version, read page by page on demand (and counted).
+/// A page read by a prefetch: its number and bytes.
+type Fetched = (u32, Vec<u8>);
+
+/// How many readers a prefetch runs side by side, and the fewest pages worth a reader.
+const PARALLEL_READS: usize = 4;
+const MIN_PAGES_PER_READER: usize = 16;
+
+/// One version, read page by page on demand (and counted): from a clean local file of
+/// that version where there is one, else from the store.
 pub struct VersionPages<'a> {
     pub reader: &'a FrameReader,
     pub root: RootRecord,
     cache: HashMap<u32, Vec<u8>>,
     pub pages_read: u64,
+    local: Option<std::fs::File>,
 }
 
 impl<'a> VersionPages<'a> {
@@ -23,7 +32,79 @@ impl<'a> VersionPages<'a> {
             root,
             cache: HashMap::new(),
             pages_read: 0,
+            local: None,
         }
+    }
+
+    /// Read pages from `file` (if any), a clean checkout proven to hold exactly this
+    /// version.
+    pub fn with_local(mut self, file: Option<std::fs::File>) -> Self {
+        self.local = file;
+        self
+    }
+
+    fn read_local(&mut self, pgno: u32) -> Option<Vec<u8>> {
+        use std::os::unix::fs::FileExt;
+        let f = self.local.as_ref()?;
+        let size = self.root.page_size as usize;
+        let mut page = vec![0u8; size];
+        f.read_exact_at(&mut page, (pgno as u64 - 1) * size as u64)
+            .ok()?;
+        Some(page)
+    }
+
+    /// Read the pages `pgnos` not read yet in as few store requests as their locations
+    /// allow (frames adjacent in a segment come in one ranged read).
+    pub fn prefetch(&mut self, pgnos: &[u32]) -> CoreResult<()> {
+        let r = self.root;
+        let mut wanted = Vec::new();
+        for &pgno in pgnos {
+            if self.cache.contains_key(&pgno) || pgno < 1 || pgno > r.page_count {
+                continue;
+            }
+            if self.local.is_some() {
+                continue;
+            }
+            if let Some(slot) =
+                pagemap::lookup(self.reader, r.node, r.depth, r.fanout_bits, pgno - 1)?
+            {
+                wanted.push((slot, pgno));
+            }
+        }
+        // Sorted by location, split into a few contiguous runs read side by side: a remote
+        // store answers several requests at once.
+        wanted.sort_by_key(|(slot, _)| (slot.loc.segment, slot.loc.offset));
+        let reader = self.reader;
+        let chunk = wanted
+            .len()
+            .div_ceil(PARALLEL_READS)
+            .max(MIN_PAGES_PER_READER);
+        let fetched: Vec<CoreResult<Vec<Fetched>>> = std::thread::scope(|scope| {
+            let workers: Vec<_> = wanted
+                .chunks(chunk)
+                .map(|part| {
+                    scope.spawn(move || {
+                        let mut pages = Vec::with_capacity(part.len());
+                        reader.for_each_page(part.to_vec(), |p| {
+                            pages.push((*p.tag, p.raw));
+                            Ok(())
+                        })?;
+                        Ok(pages)
+                    })
+                })
+                .collect();
+            workers
+                .into_iter()
+                .map(|w| w.join().expect("a page reader does not panic"))
+                .collect()
+        });
+        for part in fetched {
+            for (pgno, page) in part? {
+                self.pages_read += 1;
+                self.cache.insert(pgno, page);
+            }
+        }
+        Ok(())
     }
 
     pub fn usable_size(&mut self) -> CoreResult<usize> {
@@ -37,6 +118,13 @@ impl<'a> VersionPages<'a> {
             return Ok(p.clone());
         }
         let r = self.root;
+        if pgno >= 1 && pgno <= r.page_count {
+            if let Some(page) = self.read_local(pgno) {
+                self.pages_read += 1;
+                self.cache.insert(pgno, page.clone());
+                return Ok(page);
+            }
+        }
         let page = match (pgno >= 1 && pgno <= r.page_count)
             .then(|| pagemap::lookup(self.reader, r.node, r.depth, r.fanout_bits, pgno - 1))
             .transpose()?

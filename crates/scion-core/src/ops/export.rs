@@ -73,9 +73,10 @@ impl Scion {
         fs::File::open(&dir)
             .and_then(|d| d.sync_all())
             .map_err(|e| CoreError::io(&dir, e))?;
+        let shown = std::path::absolute(out).unwrap_or_else(|_| out.to_path_buf());
         Ok(ExportReport {
             source: t.to_string(),
-            path: out.display().to_string(),
+            path: shown.display().to_string(),
             version: v.version,
             bytes: m.root.page_count as u64 * m.root.page_size as u64,
         })

@@ -268,8 +268,13 @@ impl Scion {
             self.backend.delete_many(chunk)?;
         }
         // Leftovers of interrupted checkouts: nothing still writes a temp file whose inode
-        // changed longer ago than both the grace and the store's minimum grace.
-        let temp_age = grace.max(self.min_grace());
+        // changed longer ago than both the grace and the store's minimum grace. A forced
+        // run is one with nothing else at work, and takes the grace alone.
+        let temp_age = if force {
+            grace
+        } else {
+            grace.max(self.min_grace())
+        };
         let (mut temp_files_removed, mut temp_bytes_removed) = (0, 0);
         for t in self.temp_leftovers()? {
             let age = SystemTime::now()

@@ -131,7 +131,9 @@ impl Scion {
                 branch: b.to_string(),
             });
         }
-        if path.exists() && sqlite_io::in_use(&path)? {
+        // An open checkout is never rewritten under its connections (invariant 7). With
+        // force the head moves anyway and the file is left stale for the next checkout.
+        if !opts.force && path.exists() && sqlite_io::in_use(&path)? {
             return Err(CoreError::CheckoutBusy { path });
         }
         let page_count = self.reader.root(&root)?.page_count;
@@ -192,6 +194,12 @@ impl Scion {
                 Err(e @ (CoreError::DirtyCheckout { .. } | CoreError::UnknownCheckout { .. })) => {
                     warnings.push(format!(
                         "the checkout was left as it is, with changes made while the head moved ({e}); export them, then `scion checkout {b} --force`"
+                    ));
+                }
+                Err(CoreError::CheckoutBusy { path }) => {
+                    warnings.push(format!(
+                        "the checkout {} is open in another connection, so it was left as it was (now stale: it holds the previous head); the next `scion checkout {b}` once nobody holds it brings the new head",
+                        path.display()
                     ));
                 }
                 Err(e) => return Err(e),

@@ -1,0 +1,324 @@
+//! What a new user meets: finding the store from anywhere in a project, files made under
+//! the user's umask, hints that name the right command, completions, the man page, and
+//! docs whose links stay inside the repository.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use common::*;
+
+fn run_in(s: &Session, dir: &Path, args: &[&str]) -> Run {
+    let out = s.cmd(args).current_dir(dir).output().unwrap();
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8(out.stdout).unwrap(),
+        stderr: String::from_utf8(out.stderr).unwrap(),
+    }
+}
+
+fn store_of(r: &Run) -> String {
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    v["store"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn the_store_is_found_from_a_subdirectory_and_store_flag_overrides_it() {
+    let s = Session::new();
+    s.ok(&["init"]);
+    let deep = s.path("src/app/deeper");
+    std::fs::create_dir_all(&deep).unwrap();
+    let root_store = s.path(".scion").canonicalize().unwrap();
+    let r = run_in(&s, &deep, &["--json", "status"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(PathBuf::from(store_of(&r)), root_store);
+    // `init` from a subdirectory makes a store there, as `git init` does; the nearest wins.
+    let app = s.path("src/app");
+    assert_eq!(run_in(&s, &app, &["init"]).code, 0);
+    let r = run_in(&s, &deep, &["--json", "status"]);
+    assert_eq!(
+        PathBuf::from(store_of(&r)),
+        app.join(".scion").canonicalize().unwrap()
+    );
+    // --store and SCION_STORE still name a store explicitly.
+    let r = run_in(
+        &s,
+        &deep,
+        &[
+            "--json",
+            "--store",
+            &root_store.display().to_string(),
+            "status",
+        ],
+    );
+    assert_eq!(PathBuf::from(store_of(&r)), root_store);
+    let out = s
+        .cmd(&["--json", "status"])
+        .current_dir(&deep)
+        .env("SCION_STORE", &root_store)
+        .output()
+        .unwrap();
+    assert_eq!(
+        PathBuf::from(store_of(&Run {
+            code: 0,
+            stdout: String::from_utf8(out.stdout).unwrap(),
+            stderr: String::new(),
+        })),
+        root_store
+    );
+    // Outside any store, the error says where it looked.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let r = s
+        .cmd(&["status"])
+        .current_dir(elsewhere.path())
+        .env("HOME", elsewhere.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8(r.stderr).unwrap();
+    assert_eq!(r.status.code(), Some(3));
+    assert!(
+        stderr.contains("nor in any directory above it up to"),
+        "{stderr}"
+    );
+}
+
+fn mode(p: &Path) -> u32 {
+    std::fs::metadata(p).unwrap().permissions().mode() & 0o777
+}
+
+#[test]
+fn exports_and_checkouts_respect_the_umask() {
+    let s = Session::new();
+    seed(&s.path("shop.db"), 20);
+    s.ok(&["init"]);
+    s.ok(&["create", "shop", "--from", "shop.db"]);
+    for (umask, want) in [("022", 0o644), ("027", 0o640), ("077", 0o600)] {
+        let script = format!(
+            "umask {umask} && rm -f out-{umask}.db && \"$0\" export shop out-{umask}.db && \"$0\" checkout shop --force >/dev/null && rm -f .scion/checkouts/shop/main.db* && \"$0\" checkout shop"
+        );
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(&script)
+            .arg(bin())
+            .current_dir(s.dir.path())
+            .env("HOME", s.dir.path())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let stdout = String::from_utf8(out.stdout).unwrap();
+        let checkout = PathBuf::from(stdout.lines().last().unwrap().trim());
+        assert_eq!(
+            mode(&s.path(&format!("out-{umask}.db"))),
+            want,
+            "export, umask {umask}"
+        );
+        assert_eq!(mode(&checkout), want, "checkout, umask {umask}");
+    }
+    s.ok(&["checkpoint", "shop", "c1"]);
+    let ro = s.ok(&["checkout", "shop@main@c1", "--read-only"]);
+    assert_eq!(
+        mode(Path::new(ro.trim())),
+        0o444,
+        "read-only checkouts stay 0444"
+    );
+}
+
+#[test]
+fn export_into_a_missing_directory_is_refused_like_cp() {
+    let s = Session::new();
+    seed(&s.path("shop.db"), 5);
+    s.ok(&["init"]);
+    s.ok(&["create", "shop", "--from", "shop.db"]);
+    let r = s.run(&["export", "shop", "no/such/dir/x.db"]);
+    assert_eq!(r.code, 8, "{}", r.stderr);
+    assert!(!s.path("no").exists(), "no directory was created");
+}
+
+#[test]
+fn hints_name_the_command_that_refused() {
+    let s = Session::new();
+    seed(&s.path("shop.db"), 50);
+    s.ok(&["init"]);
+    s.ok(&["create", "shop", "--from", "shop.db"]);
+    s.ok(&["fork", "shop", "try"]);
+    s.ok(&["checkpoint", "shop@try", "c1"]);
+    let p = s.ok(&["checkout", "shop@try"]);
+    sqlite(Path::new(p.trim()), "DELETE FROM items WHERE id < 5");
+    let mut transcript = String::new();
+    for args in [
+        &["checkout", "shop@try@c1"][..],
+        &["rollback", "shop@try", "--to", "c1"],
+        &["promote", "shop@try", "--onto", "main"],
+        &["destroy", "shop@try"],
+        &["checkout", "shop@try", "--force"],
+        &["checkpoints", "shop@try"],
+    ] {
+        let r = s.run(args);
+        transcript.push_str(&format!("$ scion {}\n[exit {}]\n", args.join(" "), r.code));
+        transcript.push_str(&s.scrub(&r.stdout));
+        transcript.push_str(&s.scrub(&r.stderr));
+        transcript.push('\n');
+    }
+    insta::assert_snapshot!(transcript);
+}
+
+#[test]
+fn promote_force_onto_an_open_branch_moves_the_head_and_leaves_the_file_stale() {
+    let s = Session::new();
+    seed(&s.path("shop.db"), 50);
+    s.ok(&["init"]);
+    s.ok(&["create", "shop", "--from", "shop.db"]);
+    s.ok(&["fork", "shop", "next"]);
+    let next = s.ok(&["checkout", "shop@next"]);
+    sqlite(Path::new(next.trim()), "DELETE FROM items WHERE id <= 10");
+    s.ok(&["checkpoint", "shop@next", "smaller"]);
+    // An app keeps main open (a WAL connection holds its locks while open).
+    let main = s.ok(&["checkout", "shop"]);
+    let app = rusqlite::Connection::open(main.trim()).unwrap();
+    let rows = |c: &rusqlite::Connection| -> i64 {
+        c.query_row("SELECT count(*) FROM items", [], |r| r.get(0))
+            .unwrap()
+    };
+    assert_eq!(rows(&app), 50);
+    let refused = s.run(&["promote", "shop@next", "--onto", "main"]);
+    assert_eq!(refused.code, 6, "{}", refused.stderr);
+    let r = s.run(&["promote", "shop@next", "--onto", "main", "--force"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("open in another connection"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(
+        rows(&app),
+        50,
+        "the open file was not rewritten under the app"
+    );
+    let status = s.ok(&["--json", "branches", "shop"]);
+    assert!(status.contains("\"stale\""), "{status}");
+    drop(app);
+    let main = s.ok(&["checkout", "shop"]);
+    let c = rusqlite::Connection::open(main.trim()).unwrap();
+    assert_eq!(rows(&c), 40, "the next checkout brings the promoted head");
+}
+
+#[test]
+fn completions_and_man_page_are_generated_from_the_cli() {
+    let s = Session::new();
+    for shell in ["bash", "zsh", "fish"] {
+        let out = s.ok(&["completions", shell]);
+        for word in ["checkout", "rollback", "read-only"] {
+            assert!(out.contains(word), "{shell} completion lacks {word}");
+        }
+    }
+    let bash = s.ok(&["completions", "bash"]);
+    let path = s.path("scion.bash");
+    std::fs::write(&path, &bash).unwrap();
+    let check = std::process::Command::new("bash")
+        .arg("-n")
+        .arg(&path)
+        .status()
+        .expect("bash runs");
+    assert!(check.success(), "the bash completion parses");
+    let man = s.ok(&["man"]);
+    assert!(
+        man.contains(".TH scion 1"),
+        "{}",
+        &man[..200.min(man.len())]
+    );
+    assert!(man.contains("checkpoint"));
+}
+
+/// Markdown links `[text](target)` in a file, with their line numbers.
+fn links(text: &str) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let mut rest = line;
+        while let Some(i) = rest.find("](") {
+            let after = &rest[i + 2..];
+            let Some(end) = after.find(')') else { break };
+            out.push((n + 1, after[..end].to_string()));
+            rest = &after[end..];
+        }
+    }
+    out
+}
+
+#[test]
+fn docs_links_stay_inside_the_repository() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let root = root.canonicalize().unwrap();
+    let mut docs = vec![root.join("README.md"), root.join("ARCHITECTURE.md")];
+    for e in std::fs::read_dir(root.join("docs")).unwrap().flatten() {
+        if e.path().extension().is_some_and(|x| x == "md") {
+            docs.push(e.path());
+        }
+    }
+    let mut bad = Vec::new();
+    for doc in &docs {
+        let text = std::fs::read_to_string(doc).unwrap();
+        let name = doc.strip_prefix(&root).unwrap().display().to_string();
+        for (line, word) in text.lines().enumerate() {
+            if word.contains("../shared") {
+                bad.push(format!(
+                    "{name}:{}: names a path outside the repository",
+                    line + 1
+                ));
+            }
+        }
+        for (line, target) in links(&text) {
+            if target.starts_with("http://") || target.starts_with("https://") {
+                continue;
+            }
+            let path = target.split('#').next().unwrap();
+            if path.is_empty() {
+                continue;
+            }
+            let resolved = doc.parent().unwrap().join(path);
+            match resolved.canonicalize() {
+                Ok(p) if p.starts_with(&root) => {}
+                Ok(_) => bad.push(format!("{name}:{line}: {target} leaves the repository")),
+                Err(_) => bad.push(format!("{name}:{line}: {target} does not exist")),
+            }
+        }
+    }
+    assert!(bad.is_empty(), "broken doc links:\n{}", bad.join("\n"));
+}
+
+#[test]
+fn diff_rows_gives_the_rows_as_data() {
+    let s = Session::new();
+    s.ok(&["init"]);
+    let src = s.path("shop.db");
+    sqlite(
+        &src,
+        "CREATE TABLE items(id INTEGER PRIMARY KEY, name TEXT, price REAL);
+         INSERT INTO items(name, price) VALUES ('apple', 1.0), ('pear', 2.5);",
+    );
+    s.ok(&["create", "shop", "--from", "shop.db"]);
+    s.ok(&["fork", "shop", "try-1"]);
+    let p = s.ok(&["checkout", "shop@try-1"]);
+    sqlite(
+        Path::new(p.trim()),
+        "UPDATE items SET price = price * 2 WHERE name = 'pear';
+         INSERT INTO items(name, price) VALUES ('fig', 3.5); DELETE FROM items WHERE name = 'apple';",
+    );
+    s.ok(&["checkpoint", "shop@try-1", "doubled"]);
+    let json = s.ok(&["--json", "diff", "shop", "shop@try-1@doubled", "--rows"]);
+    let human = s.ok(&[
+        "diff",
+        "shop",
+        "shop@try-1@doubled",
+        "--rows",
+        "--limit",
+        "2",
+    ]);
+    insta::assert_snapshot!(format!("{json}\n{human}"));
+    let r = s.run(&["diff", "shop", "shop@try-1", "--rows", "--sql"]);
+    assert_eq!(r.code, 2, "--rows and --sql do not go together");
+}

@@ -1,0 +1,52 @@
+//! Clean local files of a version: a checkout or read-only checkout whose record proves,
+//! from `stat` alone, that it holds exactly that version, so readers can use it instead of
+//! the store.
+
+use std::path::PathBuf;
+
+use super::{Fingerprint, Sidecar};
+use crate::names::Target;
+use crate::{ResolvedVersion, Scion};
+
+/// A file proven to hold one version, and the record that proves it.
+#[derive(Debug)]
+pub(crate) struct CleanFile {
+    pub path: PathBuf,
+    record: Sidecar,
+}
+
+impl CleanFile {
+    /// Whether the record still proves the file unmodified (checked again after a read, so
+    /// a write that raced it is never taken for the version).
+    pub(crate) fn still_clean(&self) -> bool {
+        Fingerprint::of(&self.path)
+            .ok()
+            .flatten()
+            .is_some_and(|fp| self.record.proves_unmodified(&fp))
+    }
+
+    pub(crate) fn open(&self) -> Option<std::fs::File> {
+        std::fs::File::open(&self.path).ok()
+    }
+}
+
+impl Scion {
+    /// A clean local file holding the version `v` that `t` names: the branch's checkout or
+    /// a read-only checkout of it. Records are read without adopting or removing anything.
+    pub(crate) fn clean_file(&self, t: &Target, v: &ResolvedVersion) -> Option<CleanFile> {
+        let label = match &t.checkpoint {
+            Some(c) => format!("{}@{c}.db", t.branch.branch),
+            None => format!("{}@v{}.db", t.branch.branch, v.version),
+        };
+        let candidates = [
+            self.checkout_path(&t.branch),
+            self.read_only_dir(&t.branch.db).join(label),
+        ];
+        candidates.into_iter().find_map(|path| {
+            let bytes = std::fs::read(Sidecar::path_for(&path)).ok()?;
+            let record = Sidecar::decode(&bytes).ok()?;
+            let file = CleanFile { path, record };
+            (file.record.root == v.root && file.still_clean()).then_some(file)
+        })
+    }
+}
