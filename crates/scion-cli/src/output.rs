@@ -392,10 +392,9 @@ impl Printer {
                 .unwrap_or("?")
         );
         println!(
-            "space:     {} live in {}, {} reclaimable by gc",
-            bytes(s.space.live_bytes),
-            plural(s.space.live_segments as u64, "segment"),
-            bytes(s.space.reclaimable_bytes)
+            "space:     {} in {} (`scion verify` says how much `gc` can reclaim)",
+            bytes(s.space.bytes),
+            plural(s.space.segments as u64, "segment"),
         );
         if s.databases.is_empty() {
             println!("\nno databases yet (scion create <db> [--from file.db])");

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use super::{Fingerprint, Sidecar};
+use super::{Fingerprint, RecordHeader};
 use crate::names::Target;
 use crate::{ResolvedVersion, Scion};
 
@@ -12,7 +12,7 @@ use crate::{ResolvedVersion, Scion};
 #[derive(Debug)]
 pub(crate) struct CleanFile {
     pub path: PathBuf,
-    record: Sidecar,
+    record: RecordHeader,
 }
 
 impl CleanFile {
@@ -31,6 +31,20 @@ impl CleanFile {
 }
 
 impl Scion {
+    /// Whether the checkout of `b` may hold writes its record does not account for, told
+    /// from `stat` and the record's header alone (never by reading the file): a file
+    /// without a record, or one whose fingerprint moved since the record was written.
+    pub fn checkout_maybe_written(&self, b: &crate::names::BranchRef) -> crate::CoreResult<bool> {
+        let path = self.checkout_path(b);
+        let Some(fp) = Fingerprint::of(&path)? else {
+            return Ok(false);
+        };
+        Ok(match RecordHeader::read(&path)? {
+            Some(header) => !header.proves_unmodified(&fp),
+            None => true,
+        })
+    }
+
     /// A clean local file holding the version `v` that `t` names: the branch's checkout or
     /// a read-only checkout of it. Records are read without adopting or removing anything.
     pub(crate) fn clean_file(&self, t: &Target, v: &ResolvedVersion) -> Option<CleanFile> {
@@ -43,8 +57,7 @@ impl Scion {
             self.read_only_dir(&t.branch.db).join(label),
         ];
         candidates.into_iter().find_map(|path| {
-            let bytes = std::fs::read(Sidecar::path_for(&path)).ok()?;
-            let record = Sidecar::decode(&bytes).ok()?;
+            let record = RecordHeader::read(&path).ok().flatten()?;
             let file = CleanFile { path, record };
             (file.record.root == v.root && file.still_clean()).then_some(file)
         })

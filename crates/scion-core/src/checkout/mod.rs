@@ -17,7 +17,7 @@ use serde::Serialize;
 pub(crate) use clean::CleanFile;
 pub use clone::{probe as probe_clone, CloneCapability, ClonePolicy, CopyKind};
 pub(crate) use files::{DbFiles, Expect, Install};
-pub use sidecar::{Fingerprint, Sidecar, SIDECAR_FORMAT_VERSION};
+pub use sidecar::{Fingerprint, RecordHeader, Sidecar, SIDECAR_FORMAT_VERSION};
 
 use crate::error::{CoreError, CoreResult};
 use crate::format::{page_hash, Locator};
@@ -264,6 +264,24 @@ impl Scion {
                 seen: None,
             });
         }
+        // The usual case, in O(1): the record's header proves the file unmodified, and the
+        // page hashes (8 bytes a page) are never read.
+        if !Sidecar::pending_path_for(path).exists() {
+            if let Some(header) = RecordHeader::read(path)? {
+                if header.proves_unmodified(&seen.unwrap_or_default()) {
+                    let current = header.root == *head;
+                    return Ok(Inspection {
+                        state: if current {
+                            CheckoutState::Clean
+                        } else {
+                            CheckoutState::Stale
+                        },
+                        current,
+                        seen,
+                    });
+                }
+            }
+        }
         let Some(mut sidecar) = Sidecar::load(path, head)? else {
             return Ok(unknown(seen));
         };
@@ -425,17 +443,24 @@ impl Scion {
             if p == target || p.extension().and_then(|e| e.to_str()) != Some("db") {
                 continue;
             }
+            // Headers first: only the one file used is read with its page hashes.
+            let Ok(Some(header)) = RecordHeader::read(&p) else {
+                continue;
+            };
+            if header.root != *root {
+                continue;
+            }
+            let Some(fp) = Fingerprint::of(&p)? else {
+                continue;
+            };
+            if !header.proves_unmodified(&fp) {
+                continue;
+            }
             let Ok(bytes) = fs::read(Sidecar::path_for(&p)) else {
                 continue;
             };
-            let Ok(sidecar) = Sidecar::decode(&bytes) else {
-                continue;
-            };
-            if sidecar.root != *root {
-                continue;
-            }
-            if let Some(fp) = Fingerprint::of(&p)? {
-                if sidecar.proves_unmodified(&fp) {
+            if let Ok(sidecar) = Sidecar::decode(&bytes) {
+                if sidecar.root == *root && sidecar.proves_unmodified(&fp) {
                     return Ok(Some((p, sidecar)));
                 }
             }

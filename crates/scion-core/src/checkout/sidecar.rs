@@ -6,8 +6,12 @@
 //! root: segment u64 | offset u64 | len u32 | branch version u64
 //! fingerprint: size u64 | mtime_ns i64 | inode u64 | boot u32
 //!              | wal size u64 | wal mtime_ns i64
-//! stamp_ns i64 | page hashes (page_count x u64) | xxh3 of all bytes before u64
+//! stamp_ns i64 | xxh3 of the header so far u64 (version 2)
+//! page hashes (page_count x u64) | xxh3 of all bytes before u64
 //! ```
+//!
+//! Version 2's header checksum lets an inspection trust the header (and answer "clean" in
+//! O(1)) without reading the page hashes, 2 MiB of them at 1 GiB. Version 1 is still read.
 
 use std::fs::{self, File};
 use std::io::Write;
@@ -20,7 +24,9 @@ use crate::format::{Cursor, DecodeError, Locator, SegmentId};
 use crate::sqlite_io::sidecar_path;
 
 const MAGIC: &[u8; 8] = b"SCIONSCR";
-pub const SIDECAR_FORMAT_VERSION: u16 = 1;
+pub const SIDECAR_FORMAT_VERSION: u16 = 2;
+/// Bytes before the header checksum.
+const HEADER_LEN: usize = 100;
 /// Filesystem timestamps are trusted only for changes older than this (git's
 /// racily-clean rule).
 const RACY_WINDOW_NS: i64 = 1_000_000_000;
@@ -82,6 +88,10 @@ impl Fingerprint {
     }
 }
 
+fn proves_unmodified(recorded: &Fingerprint, stamp_ns: i64, now: &Fingerprint) -> bool {
+    *now == *recorded && now.wal_size == 0 && recorded.mtime_ns + RACY_WINDOW_NS < stamp_ns
+}
+
 /// 32 bits of a hash of this boot's id (`/proc/sys/kernel/random/boot_id`; 0 where there
 /// is none).
 fn boot_tag() -> u32 {
@@ -120,9 +130,19 @@ impl Sidecar {
     /// True when the fingerprint alone proves the file still holds exactly the recorded
     /// version: same stat and WAL, no WAL content, and no change racily close to the stamp.
     pub fn proves_unmodified(&self, now: &Fingerprint) -> bool {
-        *now == self.fingerprint
-            && now.wal_size == 0
-            && self.fingerprint.mtime_ns + RACY_WINDOW_NS < self.stamp_ns
+        proves_unmodified(&self.fingerprint, self.stamp_ns, now)
+    }
+
+    /// Everything but the page hashes.
+    pub fn header(&self) -> RecordHeader {
+        RecordHeader {
+            page_size: self.page_size,
+            page_count: self.page_count(),
+            root: self.root,
+            version: self.version,
+            fingerprint: self.fingerprint,
+            stamp_ns: self.stamp_ns,
+        }
     }
 
     pub fn encode(&self) -> Vec<u8> {
@@ -144,6 +164,9 @@ impl Sidecar {
         out.extend_from_slice(&f.wal_size.to_le_bytes());
         out.extend_from_slice(&f.wal_mtime_ns.to_le_bytes());
         out.extend_from_slice(&self.stamp_ns.to_le_bytes());
+        debug_assert_eq!(out.len(), HEADER_LEN);
+        let header_sum = xxhash_rust::xxh3::xxh3_64(&out);
+        out.extend_from_slice(&header_sum.to_le_bytes());
         for h in &self.hashes {
             out.extend_from_slice(&h.to_le_bytes());
         }
@@ -162,44 +185,20 @@ impl Sidecar {
             return Err(E("sidecar checksum mismatch".into()));
         }
         let mut c = Cursor::new(body);
-        if c.take(8)? != MAGIC {
-            return Err(E("not a scion sidecar".into()));
-        }
-        let version = c.u16()?;
-        if version != SIDECAR_FORMAT_VERSION {
-            return Err(E(format!("unknown sidecar version {version}")));
-        }
-        c.take(2)?;
-        let page_size = c.u32()?;
-        let page_count = c.u32()?;
-        let root = Locator {
-            segment: SegmentId(c.u64()?),
-            offset: c.u64()?,
-            len: c.u32()?,
-        };
-        let version = c.u64()?;
-        let fingerprint = Fingerprint {
-            size: c.u64()?,
-            mtime_ns: c.u64()? as i64,
-            inode: c.u64()?,
-            boot: c.u32()?,
-            wal_size: c.u64()?,
-            wal_mtime_ns: c.u64()? as i64,
-        };
-        let stamp_ns = c.u64()? as i64;
-        if c.remaining() as u64 != page_count as u64 * 8 {
+        let header = RecordHeader::decode(&mut c)?;
+        if c.remaining() as u64 != header.page_count as u64 * 8 {
             return Err(E("sidecar hash table length mismatch".into()));
         }
-        let mut hashes = Vec::with_capacity(page_count as usize);
-        for _ in 0..page_count {
+        let mut hashes = Vec::with_capacity(header.page_count as usize);
+        for _ in 0..header.page_count {
             hashes.push(c.u64()?);
         }
         Ok(Sidecar {
-            page_size,
-            root,
-            version,
-            fingerprint,
-            stamp_ns,
+            page_size: header.page_size,
+            root: header.root,
+            version: header.version,
+            fingerprint: header.fingerprint,
+            stamp_ns: header.stamp_ns,
             hashes,
         })
     }
@@ -255,6 +254,95 @@ impl Sidecar {
             }
         }
         Ok(())
+    }
+}
+
+/// A sidecar without its page hashes: what an inspection needs when the fingerprint
+/// proves the file unmodified.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordHeader {
+    pub page_size: u32,
+    pub page_count: u32,
+    pub root: Locator,
+    pub version: u64,
+    pub fingerprint: Fingerprint,
+    pub stamp_ns: i64,
+}
+
+impl RecordHeader {
+    /// As `Sidecar::proves_unmodified`.
+    pub fn proves_unmodified(&self, now: &Fingerprint) -> bool {
+        proves_unmodified(&self.fingerprint, self.stamp_ns, now)
+    }
+
+    /// The header at the start of `c` (version 1 or 2; a version 2 header checksum is
+    /// checked and consumed).
+    fn decode(c: &mut Cursor<'_>) -> Result<RecordHeader, DecodeError> {
+        use crate::format::DecodeError as E;
+        let start = c.remaining();
+        let all = c.peek_rest();
+        if c.take(8)? != MAGIC {
+            return Err(E("not a scion sidecar".into()));
+        }
+        let format = c.u16()?;
+        if format != 1 && format != SIDECAR_FORMAT_VERSION {
+            return Err(E(format!("unknown sidecar version {format}")));
+        }
+        c.take(2)?;
+        let page_size = c.u32()?;
+        let page_count = c.u32()?;
+        let root = Locator {
+            segment: SegmentId(c.u64()?),
+            offset: c.u64()?,
+            len: c.u32()?,
+        };
+        let version = c.u64()?;
+        let fingerprint = Fingerprint {
+            size: c.u64()?,
+            mtime_ns: c.u64()? as i64,
+            inode: c.u64()?,
+            boot: c.u32()?,
+            wal_size: c.u64()?,
+            wal_mtime_ns: c.u64()? as i64,
+        };
+        let stamp_ns = c.u64()? as i64;
+        if format >= 2 {
+            let read = start - c.remaining();
+            let want = xxhash_rust::xxh3::xxh3_64(&all[..read]);
+            if c.u64()? != want {
+                return Err(E("sidecar header checksum mismatch".into()));
+            }
+        }
+        Ok(RecordHeader {
+            page_size,
+            page_count,
+            root,
+            version,
+            fingerprint,
+            stamp_ns,
+        })
+    }
+
+    /// The header of the record beside `checkout`, reading only the header of a version 2
+    /// record (a version 1 record is read whole). `None`: no record, or a damaged one.
+    pub fn read(checkout: &Path) -> CoreResult<Option<RecordHeader>> {
+        use std::io::Read;
+        let path = Sidecar::path_for(checkout);
+        let f = match File::open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(CoreError::io(&path, e)),
+        };
+        let mut head = Vec::with_capacity(HEADER_LEN + 8);
+        f.take((HEADER_LEN + 8) as u64)
+            .read_to_end(&mut head)
+            .map_err(|e| CoreError::io(&path, e))?;
+        let format = head.get(8..10).map(|b| u16::from_le_bytes([b[0], b[1]]));
+        if format == Some(1) {
+            let bytes = fs::read(&path).map_err(|e| CoreError::io(&path, e))?;
+            return Ok(Sidecar::decode(&bytes).ok().map(|s| s.header()));
+        }
+        Ok(RecordHeader::decode(&mut Cursor::new(&head)).ok())
     }
 }
 

@@ -22,6 +22,11 @@ impl<'a> Cursor<'a> {
         self.buf.len() - self.pos
     }
 
+    /// The bytes not read yet, without consuming them.
+    pub fn peek_rest(&self) -> &'a [u8] {
+        &self.buf[self.pos..]
+    }
+
     pub fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
         if n > self.remaining() {
             return err(format!(

@@ -1,0 +1,122 @@
+//! Commands meant to be O(1) stay O(1): on a database of 64 MiB with its checkout present,
+//! each reads a bounded number of bytes, counted (never timed) from this thread's read
+//! syscalls (`/proc/thread-self/io`: checkout files, records and a local store alike) and
+//! from the store through a counting backend.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use scion_core::ops::lifecycle::MoveOptions;
+use scion_core::Scion;
+use scion_store::{Backend, CountingBackend, LocalBackend};
+
+/// Bytes this thread has read through read syscalls so far.
+fn thread_read_bytes() -> u64 {
+    let io = std::fs::read_to_string("/proc/thread-self/io").expect("Linux /proc");
+    io.lines()
+        .find_map(|l| l.strip_prefix("rchar:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("rchar line")
+}
+
+/// A bound far below the 64 MiB file and its 128 KiB of page hashes.
+const BOUND: u64 = 32 * 1024;
+
+#[test]
+fn o1_commands_read_a_bounded_number_of_bytes_whatever_the_size() {
+    let e = env();
+    let src = e.path("big.db");
+    exec(
+        &src,
+        "CREATE TABLE blobs(id INTEGER PRIMARY KEY, data BLOB);
+         WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 17000)
+         INSERT INTO blobs(data) SELECT randomblob(4000) FROM n;",
+    );
+    assert!(std::fs::metadata(&src).unwrap().len() >= 64 << 20);
+    e.scion
+        .create(&scion_core::DbName::new("big").unwrap(), Some(&src))
+        .unwrap();
+    let main = br("big");
+    let checkout = e.scion.checkout(&main, false).unwrap().path;
+    e.scion.checkpoint(&main, &"c1".parse().unwrap()).unwrap();
+    e.scion.fork(&main, &"side".parse().unwrap(), None).unwrap();
+    let counter = Arc::new(CountingBackend::new(Arc::new(
+        LocalBackend::open(e.store_dir()).unwrap(),
+    )));
+    let s: Scion = e.reopen_with(counter.clone() as Arc<dyn Backend>);
+    let mut audit = Vec::new();
+    let mut measure = |what: &str, f: &mut dyn FnMut()| {
+        let (files, store) = (thread_read_bytes(), counter.counts().bytes_read);
+        f();
+        let files = thread_read_bytes() - files;
+        let store = counter.counts().bytes_read - store;
+        audit.push(format!(
+            "{what}: {files} B read from files, {store} B from the store"
+        ));
+        assert!(
+            files <= BOUND,
+            "{what} read {files} B from files:\n{}",
+            audit.join("\n")
+        );
+        assert!(
+            store <= BOUND,
+            "{what} read {store} B from the store:\n{}",
+            audit.join("\n")
+        );
+    };
+    let n = std::sync::atomic::AtomicUsize::new(0);
+    let next = || n.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    measure("fork of a checked-out branch", &mut || {
+        s.fork(&main, &format!("f{}", next()).parse().unwrap(), None)
+            .unwrap();
+    });
+    measure("fork at a checkpoint", &mut || {
+        s.fork(
+            &main,
+            &format!("g{}", next()).parse().unwrap(),
+            Some(&"c1".parse().unwrap()),
+        )
+        .unwrap();
+    });
+    measure("checkpoint of a clean checkout", &mut || {
+        s.checkpoint(&main, &format!("k{}", next()).parse().unwrap())
+            .unwrap();
+    });
+    measure("re-checkout of a clean checkout", &mut || {
+        assert_eq!(s.checkout(&main, false).unwrap().path, checkout);
+    });
+    measure(
+        "checkout may have been written (the fork's note)",
+        &mut || {
+            assert!(!s.checkout_maybe_written(&main).unwrap());
+        },
+    );
+    let side = br("big@side");
+    measure("rollback without a checkout", &mut || {
+        s.rollback(&side, &"fork".parse().unwrap(), &MoveOptions::default())
+            .unwrap();
+    });
+    measure("promote without a checkout", &mut || {
+        let opts = MoveOptions {
+            force: true,
+            ..MoveOptions::default()
+        };
+        s.promote(&br("big@f0"), &"side".parse().unwrap(), &opts)
+            .unwrap();
+    });
+    measure("touch", &mut || {
+        s.touch(&side, Some(Some(Duration::from_secs(3600))))
+            .unwrap();
+    });
+    measure("protect", &mut || s.set_protected(&side, true).unwrap());
+    measure("lease acquire", &mut || {
+        s.lease_acquire(&side, Duration::from_secs(30)).unwrap();
+    });
+    measure("status", &mut || {
+        s.status().unwrap();
+    });
+    eprintln!("{}", audit.join("\n"));
+}
