@@ -117,6 +117,8 @@ pub struct ForkBenchReport {
     pub recheckout_clean: Summary,
     /// At the commit size and at the largest size.
     pub diffs: Vec<crate::diffbench::DiffCost>,
+    /// At the largest size.
+    pub refresh: crate::refresh::RefreshCost,
 }
 
 struct Bed {
@@ -174,6 +176,18 @@ fn update_one_row(path: &Path, rng: &mut SplitMix64, rows: u64) -> BenchResult<(
         [1 + rng.below(rows) as i64],
     )?;
     Ok(())
+}
+
+/// `cp src dst` (after removing `dst`), timed: the baseline a user would reach for.
+pub(crate) fn timed_cp(src: &Path, dst: &Path) -> BenchResult<std::time::Duration> {
+    let _ = std::fs::remove_file(dst);
+    let start = Instant::now();
+    let ok = Command::new("cp").arg(src).arg(dst).status()?.success();
+    let took = start.elapsed();
+    if !ok {
+        return Err(BenchError::Other("cp failed".into()));
+    }
+    Ok(took)
 }
 
 fn remove_checkout(path: &Path) {
@@ -388,17 +402,7 @@ pub fn run(opts: &ForkBenchOptions, progress: Progress<'_>) -> BenchResult<ForkB
                 r.action
             )));
         }
-        let _ = std::fs::remove_file(&copy_target);
-        let start = Instant::now();
-        let ok = Command::new("cp")
-            .arg(&big_path)
-            .arg(&copy_target)
-            .status()?
-            .success();
-        cp_samples.push(start.elapsed());
-        if !ok {
-            return Err(BenchError::Other("cp failed".into()));
-        }
+        cp_samples.push(timed_cp(&big_path, &copy_target)?);
     }
     let _ = std::fs::remove_file(&copy_target);
     let scion_m = Summary::of(&scion_samples);
@@ -421,6 +425,8 @@ pub fn run(opts: &ForkBenchOptions, progress: Progress<'_>) -> BenchResult<ForkB
             &b.scion, big_mib, opts.runs, progress,
         )?);
     }
+    let refresh =
+        crate::refresh::refresh_cost(&big.scion, big_mib, opts.runs, &opts.dir, progress)?;
     for b in [largest, Some(commit_bed)].into_iter().flatten() {
         let _ = std::fs::remove_dir_all(&b.dir);
     }
@@ -434,5 +440,6 @@ pub fn run(opts: &ForkBenchOptions, progress: Progress<'_>) -> BenchResult<ForkB
         materialize,
         recheckout_clean,
         diffs,
+        refresh,
     })
 }

@@ -9,6 +9,7 @@ pub mod fork;
 pub mod isolation;
 pub mod machine;
 pub mod postgres;
+pub mod refresh;
 pub mod stats;
 
 /// Anything that stops a benchmark.

@@ -482,6 +482,11 @@ impl Printer {
             "re-checkout of a clean checkout: {:.3} ms median (budget <= 1 ms)",
             r.recheckout_clean.median_ms
         );
+        let f = &r.refresh;
+        println!(
+            "rollback of a checked-out {} MiB branch to a version a clean file holds: {:.0} ms vs cp of that file {:.0} ms (medians): {:.2}x (goal <= 1)",
+            f.size_mib, f.rollback.median_ms, f.cp.median_ms, f.vs_cp
+        );
         for d in &r.diffs {
             println!(
                 "diff at {} MiB of two versions {} pages apart ({} rows changed): {} of {} pages read, {:.1} ms median with clean checkouts ({:.1} ms from the store alone); ATTACH + JOIN of the two files {:.1} ms: {:.3}x (goal <= 1)",

@@ -36,6 +36,7 @@ fn bench_fork_quick_reports_counted_costs() {
             <= 1536.0
     );
     assert_eq!(v["clean_checkpoint"]["data_objects_written"], 0);
+    assert!(v["refresh"]["rollback"]["runs"].as_u64().unwrap() >= 3);
     for d in v["diffs"].as_array().unwrap() {
         assert_eq!(d["rows_changed"], 10);
         assert!(d["attach_join"]["runs"].as_u64().unwrap() >= 3);

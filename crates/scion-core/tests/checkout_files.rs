@@ -347,3 +347,35 @@ fn a_record_from_another_boot_is_checked_by_hashing() {
         CheckoutState::Dirty
     );
 }
+
+#[test]
+fn a_read_only_checkout_of_the_version_is_a_clone_source() {
+    let (e, b, path) = shop_checked_out(300);
+    exec(&path, "UPDATE items SET price = 1 WHERE id < 50;");
+    e.scion.checkpoint(&b, &"c1".parse().unwrap()).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    let ro = e
+        .scion
+        .checkout_read_only(&"shop@main@c1".parse().unwrap())
+        .unwrap();
+    e.scion
+        .fork(&b, &"x".parse().unwrap(), Some(&"c1".parse().unwrap()))
+        .unwrap();
+    let x = e.scion.checkout(&br("shop@x"), false).unwrap();
+    assert!(
+        matches!(
+            x.action,
+            scion_core::CheckoutAction::Copied | scion_core::CheckoutAction::Cloned
+        ),
+        "{:?}",
+        x.action
+    );
+    let header = std::fs::read(&x.path).unwrap();
+    assert_eq!(&header[18..20], &[2, 2], "the copy is a WAL-mode checkout");
+    assert_eq!(dump(&x.path), dump(&ro.path));
+    let head = e.scion.read_ref(&br("shop@x")).unwrap().0.root;
+    assert_eq!(
+        e.scion.checkout_state(&br("shop@x"), &head).unwrap(),
+        CheckoutState::Clean
+    );
+}

@@ -1,10 +1,12 @@
 //! Copy-on-write cloning of a clean file already materialized at the same version.
 
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
+use super::{Fingerprint, RecordHeader, Sidecar};
 use crate::error::{CoreError, CoreResult};
+use crate::format::Locator;
 
 /// How checkouts may be made from another clean file of the same version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
@@ -97,4 +99,51 @@ pub fn duplicate(src: &Path, dst: &fs::File, policy: ClonePolicy) -> CoreResult<
     }
     std::io::copy(&mut from, &mut to).map_err(|e| CoreError::io(src, e))?;
     Ok(CopyKind::Copied)
+}
+
+/// A clean file in one of `places` (other than `target`) that provably holds exactly the
+/// version `root`, with its record. Headers are read first: only the file used is read
+/// with its page hashes.
+pub(crate) fn find_source(
+    places: &[PathBuf],
+    target: &Path,
+    root: &Locator,
+) -> CoreResult<Option<(PathBuf, Sidecar)>> {
+    for dir in places {
+        let Ok(entries) = fs::read_dir(dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let p = entry.path();
+            if p == target || p.extension().and_then(|e| e.to_str()) != Some("db") {
+                continue;
+            }
+            let Ok(Some(header)) = RecordHeader::read(&p) else {
+                continue;
+            };
+            let Some(fp) = Fingerprint::of(&p)? else {
+                continue;
+            };
+            if header.root != *root || !header.proves_unmodified(&fp) {
+                continue;
+            }
+            let Ok(bytes) = fs::read(Sidecar::path_for(&p)) else {
+                continue;
+            };
+            if let Ok(sidecar) = Sidecar::decode(&bytes) {
+                if sidecar.root == *root && sidecar.proves_unmodified(&fp) {
+                    return Ok(Some((p, sidecar)));
+                }
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// Set page 1's read/write format bytes (18 and 19) to WAL in a copy made from a file that
+/// may be in rollback-journal mode (a read-only checkout).
+pub(crate) fn mark_wal(file: &fs::File, path: &Path) -> CoreResult<()> {
+    use std::os::unix::fs::FileExt;
+    file.write_all_at(&[2, 2], 18)
+        .map_err(|e| CoreError::io(path, e))
 }

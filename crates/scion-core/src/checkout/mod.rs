@@ -358,7 +358,7 @@ impl Scion {
             };
             let (tmp, action, hashes) = match prepared.take() {
                 Some(p) => p,
-                None => self.prepare_checkout(&files, &r)?,
+                None => self.prepare_checkout(b, &files, &r)?,
             };
             let record = Sidecar {
                 page_size: r.page_size,
@@ -383,6 +383,7 @@ impl Scion {
     /// another clean checkout of the same version where there is one.
     fn prepare_checkout(
         &self,
+        b: &BranchRef,
         files: &DbFiles,
         r: &Ref,
     ) -> CoreResult<(tempfile::NamedTempFile, CheckoutAction, Vec<u64>)> {
@@ -395,9 +396,13 @@ impl Scion {
                 });
             }
         }
-        let (action, hashes) = match self.find_clone_source(dir, files.db(), &r.root)? {
+        // Writable checkouts of the database first, then its read-only ones.
+        let places = [dir.to_path_buf(), self.read_only_dir(&b.db)];
+        let (action, hashes) = match clone::find_source(&places, files.db(), &r.root)? {
             Some((src, sidecar)) => {
                 let kind = clone::duplicate(&src, tmp.as_file(), self.options.clone_policy)?;
+                // A read-only source is in rollback-journal mode; a checkout is WAL.
+                clone::mark_wal(tmp.as_file(), tmp.path())?;
                 let source_unchanged =
                     Fingerprint::of(&src)?.is_some_and(|fp| sidecar.proves_unmodified(&fp));
                 verify_copy(tmp.path(), &sidecar, source_unchanged)?;
@@ -425,47 +430,6 @@ impl Scion {
             .set_modified(SystemTime::now() - Duration::from_secs(2))
             .map_err(|e| CoreError::io(tmp.path(), e))?;
         Ok((tmp, action, hashes))
-    }
-
-    /// Another checkout in `dir` that provably holds exactly the version `root`.
-    fn find_clone_source(
-        &self,
-        dir: &Path,
-        target: &Path,
-        root: &Locator,
-    ) -> CoreResult<Option<(PathBuf, Sidecar)>> {
-        let entries = match fs::read_dir(dir) {
-            Ok(e) => e,
-            Err(_) => return Ok(None),
-        };
-        for entry in entries.flatten() {
-            let p = entry.path();
-            if p == target || p.extension().and_then(|e| e.to_str()) != Some("db") {
-                continue;
-            }
-            // Headers first: only the one file used is read with its page hashes.
-            let Ok(Some(header)) = RecordHeader::read(&p) else {
-                continue;
-            };
-            if header.root != *root {
-                continue;
-            }
-            let Some(fp) = Fingerprint::of(&p)? else {
-                continue;
-            };
-            if !header.proves_unmodified(&fp) {
-                continue;
-            }
-            let Ok(bytes) = fs::read(Sidecar::path_for(&p)) else {
-                continue;
-            };
-            if let Ok(sidecar) = Sidecar::decode(&bytes) {
-                if sidecar.root == *root && sidecar.proves_unmodified(&fp) {
-                    return Ok(Some((p, sidecar)));
-                }
-            }
-        }
-        Ok(None)
     }
 }
 

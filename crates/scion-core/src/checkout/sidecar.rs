@@ -88,8 +88,17 @@ impl Fingerprint {
     }
 }
 
+/// An empty WAL holds no frames, so only the database file's own fingerprint matters: a
+/// read-only connection that leaves an empty `-wal` behind (it may not delete it) changes
+/// nothing. A WAL whose frames were checkpointed into the file moved the file's mtime.
 fn proves_unmodified(recorded: &Fingerprint, stamp_ns: i64, now: &Fingerprint) -> bool {
-    *now == *recorded && now.wal_size == 0 && recorded.mtime_ns + RACY_WINDOW_NS < stamp_ns
+    now.size == recorded.size
+        && now.mtime_ns == recorded.mtime_ns
+        && now.inode == recorded.inode
+        && now.boot == recorded.boot
+        && now.wal_size == 0
+        && recorded.wal_size == 0
+        && recorded.mtime_ns + RACY_WINDOW_NS < stamp_ns
 }
 
 /// 32 bits of a hash of this boot's id (`/proc/sys/kernel/random/boot_id`; 0 where there
