@@ -147,10 +147,19 @@ pub(crate) fn read_file_range(
         .map_err(|e| crate::StoreError::io(key, e))?
         .len();
     check_range(key, &range, size)?;
-    let mut buf = vec![0u8; (range.end - range.start) as usize];
+    // Read into spare capacity: zeroing a buffer the read overwrites anyway cost ~5 % of a
+    // checkout's CPU time (runs are up to 4 MiB).
+    let want = (range.end - range.start) as usize;
+    let mut buf = Vec::with_capacity(want);
     f.seek(SeekFrom::Start(range.start))
-        .and_then(|_| f.read_exact(&mut buf))
+        .and_then(|_| f.take(want as u64).read_to_end(&mut buf))
         .map_err(|e| crate::StoreError::io(key, e))?;
+    if buf.len() != want {
+        return Err(crate::StoreError::io(
+            key,
+            std::io::Error::from(std::io::ErrorKind::UnexpectedEof),
+        ));
+    }
     Ok(buf)
 }
 
