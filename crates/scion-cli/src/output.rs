@@ -445,6 +445,14 @@ impl Printer {
             "  fork time, largest over smallest: {:.2}x (budget <= 1.5x)",
             r.fork_time_ratio
         );
+        for f in &r.forks {
+            println!(
+                "  {:>9}  fork with the source checked out (and the CLI's look at it): {:.3} ms, {:.2}x the fork without (goal <= 1.2x)",
+                format!("{} MiB", f.size_mib),
+                f.fork_with_checkout.median_ms,
+                f.fork_with_checkout.median_ms / f.fork_at_head.median_ms
+            );
+        }
         println!("\nrollback and promote (each keeps a safety fork; budget <= 2 objects, <= 1 KiB, flat in size)");
         for f in &r.forks {
             println!(

@@ -28,6 +28,7 @@ fn bench_fork_quick_reports_counted_costs() {
         assert_eq!(f["promote"]["objects"], 2);
         assert!(f["rollback"]["bytes"].as_u64().unwrap() <= 1024);
         assert!(f["fork_at_head"]["runs"].as_u64().unwrap() >= 3);
+        assert!(f["fork_with_checkout"]["runs"].as_u64().unwrap() >= 3);
     }
     assert!(
         v["commit_cost"]["store_bytes_added_per_commit"]
