@@ -48,14 +48,6 @@ impl Context {
     }
 }
 
-fn checkpoint_target_hint(target: &str) -> String {
-    let mut parts = target.rsplitn(2, '@');
-    let (cp, branch) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-    format!(
-        "`scion checkout {target} --read-only` gives a read-only file of it; `scion fork {branch} <new> --at {cp}` a branch to write on"
-    )
-}
-
 /// What to do about a checkout holding changes, said for the command that refused.
 fn unsaved_hint(branch: &str, context: Context, discard_with_checkout: &str) -> String {
     match context.discarding_command() {
@@ -88,7 +80,7 @@ fn describe(e: &CoreError, context: Context) -> Described {
         CheckoutBusy { .. } => d(Exit::Refused, "checkout_busy", Some("close the connections that have it open and retry".into())),
         NotSqlite { .. } => d(Exit::InvalidInput, "not_sqlite", None),
         JournalLeftovers { .. } => d(Exit::Refused, "journal_leftovers", Some("they may belong to another database that was deleted; remove them, or pass --force to have them removed".into())),
-        CheckpointTarget { target } => d(Exit::InvalidInput, "checkpoint_target", Some(checkpoint_target_hint(target))),
+        CheckpointTarget { branch, checkpoint } => d(Exit::InvalidInput, "checkpoint_target", Some(format!("`scion checkout {branch}@{checkpoint} --read-only` gives a read-only file of it; `scion fork {branch} <new> --at {checkpoint}` a branch to write on"))),
         NoSuchDirectory { .. } => d(Exit::InvalidInput, "no_such_directory", Some("create the directory first (scion does not create directories for exports)".into())),
         OutputIsDirectory { .. } => d(Exit::InvalidInput, "output_is_directory", None),
         InsideStore { .. } => d(Exit::InvalidInput, "inside_store", Some("write exports outside the store directory and the checkouts directories".into())),

@@ -64,9 +64,10 @@ fn run_command(cli: &Cli, open: &dyn Fn(&Cli, bool) -> Result<Scion>) -> Result<
                 p.checkout(&s.checkout_read_only(&t)?);
             } else {
                 let t: Target = target.parse()?;
-                if t.checkpoint.is_some() {
+                if let Some(checkpoint) = &t.checkpoint {
                     return Err(scion_core::CoreError::CheckpointTarget {
-                        target: t.to_string(),
+                        branch: t.branch.to_string(),
+                        checkpoint: checkpoint.to_string(),
                     }
                     .into());
                 }

@@ -10,12 +10,7 @@ use std::path::{Path, PathBuf};
 use common::*;
 
 fn run_in(s: &Session, dir: &Path, args: &[&str]) -> Run {
-    let out = s.cmd(args).current_dir(dir).output().unwrap();
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8(out.stdout).unwrap(),
-        stderr: String::from_utf8(out.stderr).unwrap(),
-    }
+    outcome(s.cmd(args).current_dir(dir))
 }
 
 fn store_of(r: &Run) -> String {
@@ -53,33 +48,24 @@ fn the_store_is_found_from_a_subdirectory_and_store_flag_overrides_it() {
         ],
     );
     assert_eq!(PathBuf::from(store_of(&r)), root_store);
-    let out = s
-        .cmd(&["--json", "status"])
-        .current_dir(&deep)
-        .env("SCION_STORE", &root_store)
-        .output()
-        .unwrap();
-    assert_eq!(
-        PathBuf::from(store_of(&Run {
-            code: 0,
-            stdout: String::from_utf8(out.stdout).unwrap(),
-            stderr: String::new(),
-        })),
-        root_store
+    let r = outcome(
+        s.cmd(&["--json", "status"])
+            .current_dir(&deep)
+            .env("SCION_STORE", &root_store),
     );
+    assert_eq!(PathBuf::from(store_of(&r)), root_store);
     // Outside any store, the error says where it looked.
     let elsewhere = tempfile::tempdir().unwrap();
-    let r = s
-        .cmd(&["status"])
-        .current_dir(elsewhere.path())
-        .env("HOME", elsewhere.path())
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8(r.stderr).unwrap();
-    assert_eq!(r.status.code(), Some(3));
+    let r = outcome(
+        s.cmd(&["status"])
+            .current_dir(elsewhere.path())
+            .env("HOME", elsewhere.path()),
+    );
+    assert_eq!(r.code, 3);
     assert!(
-        stderr.contains("nor in any directory above it up to"),
-        "{stderr}"
+        r.stderr.contains("nor in any directory above it up to"),
+        "{}",
+        r.stderr
     );
 }
 

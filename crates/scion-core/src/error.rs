@@ -65,8 +65,8 @@ pub enum CoreError {
     NotSqlite { path: PathBuf, reason: String },
     #[error("{path} already exists")]
     OutputExists { path: PathBuf },
-    #[error("{target} names a checkpoint; a writable checkout is of a branch head")]
-    CheckpointTarget { target: String },
+    #[error("{branch}@{checkpoint} names a checkpoint; a writable checkout is of a branch head")]
+    CheckpointTarget { branch: String, checkpoint: String },
     #[error("directory {path} does not exist")]
     NoSuchDirectory { path: PathBuf },
     #[error("{path} is a directory; give the path of the file to write")]

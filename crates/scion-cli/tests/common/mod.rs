@@ -10,6 +10,16 @@ pub struct Run {
     pub stderr: String,
 }
 
+/// Run `c` to its end and collect what it said.
+pub fn outcome(c: &mut Command) -> Run {
+    let out = c.output().unwrap();
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8(out.stdout).unwrap(),
+        stderr: String::from_utf8(out.stderr).unwrap(),
+    }
+}
+
 pub struct Session {
     pub dir: tempfile::TempDir,
 }
@@ -49,12 +59,7 @@ impl Session {
     }
 
     pub fn run(&self, args: &[&str]) -> Run {
-        let out = self.cmd(args).output().unwrap();
-        Run {
-            code: out.status.code().unwrap_or(-1),
-            stdout: String::from_utf8(out.stdout).unwrap(),
-            stderr: String::from_utf8(out.stderr).unwrap(),
-        }
+        outcome(&mut self.cmd(args))
     }
 
     /// Run and require success; returns stdout.

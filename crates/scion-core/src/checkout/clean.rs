@@ -39,27 +39,17 @@ impl Scion {
         let Some(fp) = Fingerprint::of(&path)? else {
             return Ok(false);
         };
-        Ok(match RecordHeader::read(&path)? {
-            Some(header) => !header.proves_unmodified(&fp),
-            None => true,
-        })
+        Ok(RecordHeader::proving(&path, &fp)?.is_none())
     }
 
     /// A clean local file holding the version `v` that `t` names: the branch's checkout or
     /// a read-only checkout of it. Records are read without adopting or removing anything.
     pub(crate) fn clean_file(&self, t: &Target, v: &ResolvedVersion) -> Option<CleanFile> {
-        let label = match &t.checkpoint {
-            Some(c) => format!("{}@{c}.db", t.branch.branch),
-            None => format!("{}@v{}.db", t.branch.branch, v.version),
-        };
-        let candidates = [
-            self.checkout_path(&t.branch),
-            self.read_only_dir(&t.branch.db).join(label),
-        ];
+        let candidates = [self.checkout_path(&t.branch), self.read_only_path(t, v)];
         candidates.into_iter().find_map(|path| {
-            let record = RecordHeader::read(&path).ok().flatten()?;
-            let file = CleanFile { path, record };
-            (file.record.root == v.root && file.still_clean()).then_some(file)
+            let fp = Fingerprint::of(&path).ok().flatten()?;
+            let record = RecordHeader::proving(&path, &fp).ok().flatten()?;
+            (record.root == v.root).then_some(CleanFile { path, record })
         })
     }
 }

@@ -118,13 +118,13 @@ pub(crate) fn find_source(
             if p == target || p.extension().and_then(|e| e.to_str()) != Some("db") {
                 continue;
             }
-            let Ok(Some(header)) = RecordHeader::read(&p) else {
-                continue;
-            };
             let Some(fp) = Fingerprint::of(&p)? else {
                 continue;
             };
-            if header.root != *root || !header.proves_unmodified(&fp) {
+            let Ok(Some(header)) = RecordHeader::proving(&p, &fp) else {
+                continue;
+            };
+            if header.root != *root {
                 continue;
             }
             let Ok(bytes) = fs::read(Sidecar::path_for(&p)) else {

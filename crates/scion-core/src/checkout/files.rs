@@ -201,6 +201,13 @@ impl DbFiles {
             record.stamp_ns = super::now_ns();
             record.store(&self.db)?;
         }
+        if !self.checkout {
+            // The rename itself is durable too before an export is reported done.
+            let dir = self.dir()?;
+            fs::File::open(&dir)
+                .and_then(|d| d.sync_all())
+                .map_err(|e| CoreError::io(&dir, e))?;
+        }
         Ok(Install::Done)
     }
 
@@ -219,17 +226,16 @@ impl DbFiles {
             other => other?,
         };
         let mut removed = 0;
-        let records = [
+        // The journals that could be replayed go before the database; the WAL index after
+        // it, then the records.
+        let paths = [
+            sidecar_path(&self.db, "-wal"),
+            sidecar_path(&self.db, "-journal"),
+            self.db.clone(),
+            sidecar_path(&self.db, "-shm"),
             Sidecar::path_for(&self.db),
             Sidecar::pending_path_for(&self.db),
         ];
-        let paths: Vec<PathBuf> = self
-            .journals()
-            .take(2)
-            .chain([self.db.clone()])
-            .chain(self.journals().skip(2))
-            .chain(records)
-            .collect();
         for p in paths {
             if remove_if_present(&p)? {
                 removed += 1;

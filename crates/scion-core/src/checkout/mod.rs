@@ -157,6 +157,20 @@ impl Scion {
         self.read_only_root().join(db.as_str())
     }
 
+    /// Where the read-only checkout of the version `v` that `t` names lives:
+    /// `{branch}@{checkpoint}.db`, or `{branch}@v{version}.db` for a head.
+    pub(crate) fn read_only_path(
+        &self,
+        t: &crate::names::Target,
+        v: &crate::ResolvedVersion,
+    ) -> PathBuf {
+        let label = match &t.checkpoint {
+            Some(c) => format!("{}@{c}.db", t.branch.branch),
+            None => format!("{}@v{}.db", t.branch.branch, v.version),
+        };
+        self.read_only_dir(&t.branch.db).join(label)
+    }
+
     /// The tree of read-only checkouts: a sibling of the checkouts tree (`checkouts-ro`).
     pub(crate) fn read_only_root(&self) -> PathBuf {
         let base = &self.options.checkouts_dir;
@@ -174,26 +188,17 @@ impl Scion {
     /// unmodified copy is already there.
     pub fn checkout_read_only(&self, t: &crate::names::Target) -> CoreResult<CheckoutReport> {
         let v = self.resolve(t)?;
-        let label = match &t.checkpoint {
-            Some(c) => format!("{}@{c}", t.branch.branch),
-            None => format!("{}@v{}", t.branch.branch, v.version),
-        };
-        let dir = self.read_only_dir(&t.branch.db);
-        let path = dir.join(format!("{label}.db"));
-        if let Some(sidecar) = Sidecar::load(&path, &v.root)? {
-            if sidecar.root == v.root {
-                if let Some(fp) = Fingerprint::of(&path)? {
-                    if sidecar.proves_unmodified(&fp) {
-                        return Ok(CheckoutReport {
-                            branch: t.to_string(),
-                            path,
-                            version: v.version,
-                            action: CheckoutAction::Reused,
-                            discarded: None,
-                            dirty: false,
-                        });
-                    }
-                }
+        let path = self.read_only_path(t, &v);
+        if let Some(fp) = Fingerprint::of(&path)? {
+            if RecordHeader::proving(&path, &fp)?.is_some_and(|h| h.root == v.root) {
+                return Ok(CheckoutReport {
+                    branch: t.to_string(),
+                    path,
+                    version: v.version,
+                    action: CheckoutAction::Reused,
+                    discarded: None,
+                    dirty: false,
+                });
             }
         }
         let files = DbFiles::checkout(path.clone());
@@ -266,21 +271,17 @@ impl Scion {
         }
         // The usual case, in O(1): the record's header proves the file unmodified, and the
         // page hashes (8 bytes a page) are never read.
-        if !Sidecar::pending_path_for(path).exists() {
-            if let Some(header) = RecordHeader::read(path)? {
-                if header.proves_unmodified(&seen.unwrap_or_default()) {
-                    let current = header.root == *head;
-                    return Ok(Inspection {
-                        state: if current {
-                            CheckoutState::Clean
-                        } else {
-                            CheckoutState::Stale
-                        },
-                        current,
-                        seen,
-                    });
-                }
-            }
+        if let Some(header) = RecordHeader::proving(path, &seen.unwrap_or_default())? {
+            let current = header.root == *head;
+            return Ok(Inspection {
+                state: if current {
+                    CheckoutState::Clean
+                } else {
+                    CheckoutState::Stale
+                },
+                current,
+                seen,
+            });
         }
         let Some(mut sidecar) = Sidecar::load(path, head)? else {
             return Ok(unknown(seen));
@@ -352,7 +353,8 @@ impl Scion {
             let discarded = match inspection.state {
                 CheckoutState::None | CheckoutState::Stale => None,
                 CheckoutState::Dirty | CheckoutState::Unknown if !force => {
-                    return Err(refuse_unsaved(inspection.state, files.db(), b).unwrap_err())
+                    refuse_unsaved(inspection.state, files.db(), b)?;
+                    None
                 }
                 other => Some(other),
             };

@@ -332,6 +332,16 @@ impl RecordHeader {
         })
     }
 
+    /// The record of the file at `checkout` when `now` (its fingerprint) proves the file
+    /// still holds exactly the recorded version, read in O(1). `None` when it does not, when
+    /// there is no usable record, and while a pending record waits to be judged.
+    pub fn proving(checkout: &Path, now: &Fingerprint) -> CoreResult<Option<RecordHeader>> {
+        if Sidecar::pending_path_for(checkout).exists() {
+            return Ok(None);
+        }
+        Ok(RecordHeader::read(checkout)?.filter(|h| h.proves_unmodified(now)))
+    }
+
     /// The header of the record beside `checkout`, reading only the header of a version 2
     /// record (a version 1 record is read whole). `None`: no record, or a damaged one.
     pub fn read(checkout: &Path) -> CoreResult<Option<RecordHeader>> {

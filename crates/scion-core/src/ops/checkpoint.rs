@@ -57,12 +57,9 @@ impl Scion {
         let _inspecting = DbFiles::checkout(path.clone()).inspect_lock()?;
         // A clean checkout of the head binds the name in O(1): the record's header proves
         // it, and its page hashes are not read.
-        if !Sidecar::pending_path_for(&path).exists() {
-            if let (Some(header), Some(fp)) = (RecordHeader::read(&path)?, Fingerprint::of(&path)?)
-            {
-                if header.root == r.root && header.proves_unmodified(&fp) {
-                    return bind_head(WriteStats::default());
-                }
+        if let Some(fp) = Fingerprint::of(&path)? {
+            if RecordHeader::proving(&path, &fp)?.is_some_and(|h| h.root == r.root) {
+                return bind_head(WriteStats::default());
             }
         }
         let Some(mut sidecar) = Sidecar::load(&path, &r.root)? else {

@@ -1,6 +1,5 @@
 //! `export`: write a version to a plain SQLite file anywhere, atomically.
 
-use std::fs;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -66,13 +65,6 @@ impl Scion {
                 path: out.to_path_buf(),
             });
         }
-        let dir = match out.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        fs::File::open(&dir)
-            .and_then(|d| d.sync_all())
-            .map_err(|e| CoreError::io(&dir, e))?;
         let shown = std::path::absolute(out).unwrap_or_else(|_| out.to_path_buf());
         Ok(ExportReport {
             source: t.to_string(),
