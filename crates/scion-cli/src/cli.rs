@@ -229,6 +229,34 @@ pub enum Command {
         ttl: Option<String>,
     },
 
+    /// Run the daemon in the foreground: sessions with live capture of their checkouts'
+    /// commits, an HTTP API on a unix socket, a janitor, events and metrics.
+    ///
+    /// Logs go to stderr (SCION_LOG=info for more). SIGTERM or Ctrl-C flushes and closes
+    /// every session, then exits 0.
+    #[command(after_help = "Examples:
+  scion serve
+  scion serve --flush-every 1s
+  curl --unix-socket \"$SOCK\" http://scion/v1/sessions")]
+    Serve(crate::cli_daemon::ServeArgs),
+
+    /// Sessions of the running daemon: open, flush, close, list.
+    #[command(subcommand)]
+    Session(crate::cli_daemon::SessionCommand),
+
+    /// Follow the daemon's events (sessions opened, flushes, forks, reaps, ...), one JSON
+    /// object a line.
+    #[command(after_help = "Examples:
+  scion events
+  scion events --since 0")]
+    Events {
+        /// Replay the events after this id first (0: every event still kept).
+        #[arg(long)]
+        since: Option<u64>,
+        #[command(flatten)]
+        socket: crate::cli_daemon::SocketArg,
+    },
+
     /// Leases: the exclusive, expiring right to move a branch's head.
     #[command(
         subcommand,

@@ -1,121 +1,37 @@
-//! Stable exit codes and messages that say what to do next.
+//! Stable exit codes and messages that say what to do next (the codes and hints are the
+//! engine's, shared with the daemon and the SDKs).
 
 use std::process::ExitCode;
 
+pub use scion_core::described::{describe, Context, Exit};
 use scion_core::CoreError;
-use scion_store::StoreError;
-
-/// Exit codes are part of the interface: scripts branch on them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Exit {
-    Failure = 1,
-    NotFound = 3,
-    AlreadyExists = 4,
-    Conflict = 5,
-    Refused = 6,
-    Corrupt = 7,
-    InvalidInput = 8,
-    Transient = 9,
-    Unsupported = 10,
-}
-
-struct Described {
-    exit: Exit,
-    code: &'static str,
-    hint: Option<String>,
-}
-
-/// The command that failed, where a hint depends on it: commands with their own `--force`
-/// that discards a checkout's changes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Context {
-    Rollback,
-    Promote,
-    Destroy,
-    Compact,
-    Other,
-}
-
-impl Context {
-    fn discarding_command(self) -> Option<&'static str> {
-        match self {
-            Context::Rollback => Some("rollback"),
-            Context::Promote => Some("promote"),
-            Context::Destroy => Some("destroy"),
-            Context::Compact => Some("compact"),
-            Context::Other => None,
-        }
-    }
-}
-
-/// What to do about a checkout holding changes, said for the command that refused.
-fn unsaved_hint(branch: &str, context: Context, discard_with_checkout: &str) -> String {
-    match context.discarding_command() {
-        Some(cmd) => format!(
-            "keep the changes with `scion checkpoint {branch} <name>` first, or repeat `scion {cmd}` with --force to discard them"
-        ),
-        None => discard_with_checkout.to_string(),
-    }
-}
-
-fn describe(e: &CoreError, context: Context) -> Described {
-    use CoreError::*;
-    let d = |exit, code, hint: Option<String>| Described { exit, code, hint };
-    match e {
-        InvalidName { .. } | InvalidTarget { .. } => d(Exit::InvalidInput, "invalid_name", Some("names use a-z, 0-9, '.', '_' and '-' and start with a letter or digit".into())),
-        NotInitialized { .. } => d(Exit::NotFound, "not_initialized", Some("run `scion init`, or point --store / SCION_STORE at an existing store".into())),
-        AlreadyInitialized { .. } => d(Exit::AlreadyExists, "already_initialized", None),
-        FormatTooNew { .. } => d(Exit::Unsupported, "format_too_new", Some("upgrade scion to read this store".into())),
-        DatabaseNotFound { .. } => d(Exit::NotFound, "database_not_found", Some("`scion status` lists the databases".into())),
-        DatabaseExists { .. } => d(Exit::AlreadyExists, "database_exists", None),
-        BranchNotFound { branch } => d(Exit::NotFound, "branch_not_found", Some(format!("`scion branches {}` lists the branches", branch.split('@').next().unwrap_or("")))),
-        BranchExists { .. } => d(Exit::AlreadyExists, "branch_exists", Some("pick another name".into())),
-        CheckpointNotFound { .. } => d(Exit::NotFound, "checkpoint_not_found", Some("`scion checkpoints <db@branch>` lists them".into())),
-        CheckpointExists { .. } => d(Exit::AlreadyExists, "checkpoint_exists", Some("checkpoint names are unique per branch; pick another".into())),
-        ReservedName { .. } => d(Exit::InvalidInput, "reserved_name", Some("'fork' and 'init' always name the fork point and the created version".into())),
-        Conflict { .. } => d(Exit::Conflict, "conflict", Some("read the branch again and retry if it still makes sense".into())),
-        DirtyCheckout { branch, .. } => d(Exit::Refused, "dirty_checkout", Some(unsaved_hint(branch, context, &format!("keep the changes with `scion checkpoint {branch} <name>`, or discard them with `scion checkout {branch} --force`")))),
-        UnknownCheckout { branch, .. } => d(Exit::Refused, "unknown_checkout", Some(unsaved_hint(branch, context, &format!("move the file away to keep it, or replace it with `scion checkout {branch} --force`")))),
-        StaleCheckout { branch, .. } => d(Exit::Refused, "stale_checkout", Some(format!("export the file to keep its changes, then `scion checkout {branch} --force`"))),
-        CheckoutBusy { .. } => d(Exit::Refused, "checkout_busy", Some("close the connections that have it open and retry".into())),
-        NotSqlite { .. } => d(Exit::InvalidInput, "not_sqlite", None),
-        JournalLeftovers { .. } => d(Exit::Refused, "journal_leftovers", Some("they may belong to another database that was deleted; remove them, or pass --force to have them removed".into())),
-        CheckpointTarget { branch, checkpoint } => d(Exit::InvalidInput, "checkpoint_target", Some(format!("`scion checkout {branch}@{checkpoint} --read-only` gives a read-only file of it; `scion fork {branch} <new> --at {checkpoint}` a branch to write on"))),
-        NoSuchDirectory { .. } => d(Exit::InvalidInput, "no_such_directory", Some("create the directory first (scion does not create directories for exports)".into())),
-        OutputIsDirectory { .. } => d(Exit::InvalidInput, "output_is_directory", None),
-        InsideStore { .. } => d(Exit::InvalidInput, "inside_store", Some("write exports outside the store directory and the checkouts directories".into())),
-        SourceBusy { .. } => d(Exit::Transient, "source_busy", Some("retry once the writer has committed".into())),
-        HotJournal { path } => d(Exit::Refused, "hot_journal", Some(format!("open it once with `sqlite3 {}` (or any SQLite client with write access), which rolls the interrupted transaction back, then retry", path.display()))),
-        OutputExists { .. } => d(Exit::AlreadyExists, "output_exists", Some("pass --force to replace it".into())),
-        CloneUnsupported { .. } => d(Exit::Unsupported, "clone_unsupported", Some("use --clone auto on this filesystem, or put checkouts on XFS/btrfs".into())),
-        Corrupt { .. } => d(Exit::Corrupt, "corrupt", Some("the store holds damaged or missing data; nothing was changed".into())),
-        Protected { .. } => d(Exit::Refused, "protected", Some("protected branches need --force for this".into())),
-        LeaseHeld { .. } => d(Exit::Refused, "lease_held", Some("wait for the lease to expire, act as its holder (--holder / SCION_HOLDER), or break it with `scion lease release --force`".into())),
-        BeingDestroyed { .. } => d(Exit::NotFound, "being_destroyed", Some("`scion destroy` (or `scion gc`) finishes an interrupted destroy".into())),
-        NoSuchTable { .. } => d(Exit::NotFound, "no_such_table", None),
-        InvalidDuration { .. } => d(Exit::InvalidInput, "invalid_duration", Some("durations look like 30s, 10m, 2h, 7d".into())),
-        SegmentCollision { .. } => d(Exit::Transient, "segment_collision", Some("retry".into())),
-        CommitExpired { .. } => d(Exit::Transient, "commit_expired", Some("retry; nothing was published".into())),
-        CommitLost { .. } => d(Exit::Transient, "commit_lost", Some("retry the commit; never run `gc --force` with a short grace while others write".into())),
-        VerifyFailed { .. } => d(Exit::Corrupt, "verify_failed", Some("restore damaged branches from a checkpoint or another store; `scion verify --json` lists each problem".into())),
-        GraceBelowMinimum { .. } => d(Exit::Refused, "grace_below_minimum", Some("use a longer --grace, or --force when nothing else writes to the store".into())),
-        Store(s) if s.is_retryable() => d(Exit::Transient, "store_transient", Some("retry; the store may be briefly unavailable".into())),
-        Store(StoreError::NotFound { .. } | StoreError::OutOfRange { .. }) => d(Exit::Corrupt, "missing_data", Some("the store lacks data a version needs; `scion verify` lists what is damaged".into())),
-        Store(StoreError::Unauthorized { .. }) => d(Exit::Refused, "unauthorized", Some("check the store's credentials (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY) and permissions".into())),
-        Store(StoreError::Config(_)) => d(Exit::InvalidInput, "store_config", Some("check --store and the SCION_S3_* variables".into())),
-        Store(_) => d(Exit::Failure, "store_error", None),
-        Sqlite { .. } => d(Exit::Failure, "sqlite_error", None),
-        Io { .. } => d(Exit::Failure, "io_error", None),
-    }
-}
+use scion_daemon::client::ClientError;
 
 pub fn report(err: &anyhow::Error, json: bool, context: Context) -> ExitCode {
-    let described = err
-        .downcast_ref::<CoreError>()
-        .map(|e| describe(e, context));
-    let (exit, code, hint) = match &described {
-        Some(d) => (d.exit, d.code, d.hint.clone()),
-        None => (Exit::Failure, "error", None),
+    let (exit, code, hint, retryable): (u8, String, Option<String>, bool) = if let Some(e) =
+        err.downcast_ref::<CoreError>()
+    {
+        let d = describe(e, context);
+        (d.exit as u8, d.code.to_string(), d.hint, e.is_retryable())
+    } else if let Some(e) = err.downcast_ref::<ClientError>() {
+        match e {
+                // The daemon's answer carries the same codes and hints as a local failure.
+                ClientError::Api { body, .. } => (
+                    body.exit_code,
+                    body.code.clone(),
+                    body.hint.clone(),
+                    body.retryable,
+                ),
+                ClientError::Connect { .. } => (
+                    Exit::Transient as u8,
+                    "daemon_unreachable".to_string(),
+                    Some("start it with `scion serve` (same --store), or point --socket / SCION_SOCKET at its socket".into()),
+                    true,
+                ),
+                ClientError::Http(_) => (Exit::Failure as u8, "daemon_error".to_string(), None, false),
+            }
+    } else {
+        (Exit::Failure as u8, "error".to_string(), None, false)
     };
     let message = format!("{err:#}");
     if json {
@@ -123,8 +39,8 @@ pub fn report(err: &anyhow::Error, json: bool, context: Context) -> ExitCode {
             "code": code,
             "message": message,
             "hint": hint,
-            "exit_code": exit as u8,
-            "retryable": err.downcast_ref::<CoreError>().is_some_and(|e| e.is_retryable()),
+            "exit_code": exit,
+            "retryable": retryable,
         }});
         eprintln!("{v}");
     } else {
@@ -133,5 +49,5 @@ pub fn report(err: &anyhow::Error, json: bool, context: Context) -> ExitCode {
             eprintln!("hint: {h}");
         }
     }
-    ExitCode::from(exit as u8)
+    ExitCode::from(exit)
 }

@@ -1,6 +1,8 @@
 //! The `scion` command-line tool.
 
 mod cli;
+mod cli_daemon;
+mod daemon;
 mod errors;
 mod output;
 mod progress;

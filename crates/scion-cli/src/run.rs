@@ -156,6 +156,9 @@ fn run_command(cli: &Cli, open: &dyn Fn(&Cli, bool) -> Result<Scion>) -> Result<
                 .render(&mut std::io::stdout())
                 .context("writing the man page")?;
         }
+        Command::Serve(args) => crate::daemon::serve(cli, args)?,
+        Command::Session(cmd) => crate::daemon::session(cli, cmd)?,
+        Command::Events { since, socket } => crate::daemon::events(cli, *since, socket)?,
         Command::Status => {
             let s = open(cli, false)?;
             p.status(&s.status()?);

@@ -1,9 +1,11 @@
 //! scion's engine: names, refs, the page map, segments, commit, fork, checkpoints,
 //! checkouts and export. It prints nothing and returns typed errors ([`CoreError`]).
 
+pub mod attach;
 pub mod checkout;
 pub mod clock;
 mod commit;
+pub mod described;
 pub mod diff;
 mod error;
 pub mod format;

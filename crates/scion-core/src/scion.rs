@@ -279,12 +279,23 @@ impl Scion {
         root: Locator,
         version: u64,
     ) -> CoreResult<Checkpoint> {
+        self.bind_checkpoint_with_meta(b, name, root, version, Default::default())
+    }
+
+    pub(crate) fn bind_checkpoint_with_meta(
+        &self,
+        b: &BranchRef,
+        name: &CheckpointName,
+        root: Locator,
+        version: u64,
+        meta: std::collections::BTreeMap<String, String>,
+    ) -> CoreResult<Checkpoint> {
         let mut c = Checkpoint {
             schema: crate::refs::CHECKPOINT_SCHEMA,
             root,
             version,
             created_at: self.store_time()?,
-            meta: Default::default(),
+            meta,
             nonce: Default::default(),
         };
         let body = c.encode_fresh();

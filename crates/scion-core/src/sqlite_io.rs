@@ -50,6 +50,13 @@ pub fn check_database_file(path: &Path) -> CoreResult<Option<u32>> {
         path: path.to_path_buf(),
         reason,
     };
+    // Captured live by this process: reading it through a descriptor of our own would
+    // drop that capture's locks when the descriptor closes.
+    if crate::checkout::live::is_live(path) {
+        return Err(CoreError::SourceBusy {
+            path: path.to_path_buf(),
+        });
+    }
     let mut f = File::open(path).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => not("no such file".to_string()),
         _ => CoreError::io(path, e),
@@ -191,6 +198,10 @@ pub fn read_snapshot(
 /// Must not be called while this process has its own SQLite connection on the file:
 /// closing the probe descriptor would drop that connection's POSIX locks.
 pub fn in_use(path: &Path) -> CoreResult<bool> {
+    // A file this process captures live is in use, and must not be probed (below).
+    if crate::checkout::live::is_live(path) {
+        return Ok(true);
+    }
     Ok(probe_lock(path, SHARED_FIRST, SHARED_SIZE)?
         || wal_index_in_use(path)?
         || probe_lock(path, 0x4000_0000, 2)?)
@@ -199,6 +210,9 @@ pub fn in_use(path: &Path) -> CoreResult<bool> {
 /// Whether a connection holds the `-shm` file beside `path`: one still attached to a WAL
 /// there, even if the database file itself was deleted under it.
 pub fn wal_index_in_use(path: &Path) -> CoreResult<bool> {
+    if crate::checkout::live::is_live(path) {
+        return Ok(true);
+    }
     probe_lock(&sidecar_path(path, "-shm"), SHM_DMS, 1)
 }
 

@@ -13,6 +13,7 @@ pub mod fault;
 mod key;
 pub mod local;
 pub mod memory;
+pub mod observed;
 pub mod probe;
 #[cfg(feature = "s3")]
 pub mod s3;
@@ -28,6 +29,7 @@ pub use fault::{FaultPlan, FaultyBackend, LostAnswer};
 pub use key::validate_key;
 pub use local::LocalBackend;
 pub use memory::MemoryBackend;
+pub use observed::{ObservedBackend, Outcome, RequestObserver, StoreOp};
 pub use probe::probe_conditional_writes;
 #[cfg(feature = "s3")]
 pub use s3::{S3Backend, S3Config, S3Location};

@@ -115,7 +115,10 @@ pub(crate) fn find_source(
         };
         for entry in entries.flatten() {
             let p = entry.path();
-            if p == target || p.extension().and_then(|e| e.to_str()) != Some("db") {
+            if p == target
+                || p.extension().and_then(|e| e.to_str()) != Some("db")
+                || super::live::is_live(&p)
+            {
                 continue;
             }
             let Some(fp) = Fingerprint::of(&p)? else {

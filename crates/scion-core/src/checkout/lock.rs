@@ -104,6 +104,11 @@ pub(crate) fn among_scions(db: &Path, how: Among) -> CoreResult<Option<Held>> {
 /// Opens (and later closes) a descriptor of the file: never call it on a file this
 /// process has its own SQLite connection on.
 pub(crate) fn against_sqlite(path: &Path) -> CoreResult<Option<Held>> {
+    if super::live::is_live(path) {
+        return Err(CoreError::CheckoutBusy {
+            path: path.to_path_buf(),
+        });
+    }
     let read_only = match std::fs::metadata(path) {
         // Not a database SQLite could have open (a directory in its place, say).
         Ok(m) if !m.is_file() => return Ok(None),

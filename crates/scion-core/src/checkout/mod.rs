@@ -5,6 +5,7 @@
 mod clean;
 mod clone;
 mod files;
+pub mod live;
 mod lock;
 mod sidecar;
 

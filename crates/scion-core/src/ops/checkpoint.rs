@@ -37,6 +37,9 @@ impl Scion {
     pub fn checkpoint(&self, b: &BranchRef, name: &CheckpointName) -> CoreResult<CheckpointReport> {
         self.check_new_checkpoint_name(b, name)?;
         let (r, etag) = self.read_ref(b)?;
+        // Another holder (a daemon's session) is committing this branch: its changes go
+        // through it, and the file may hold what only it has captured.
+        self.check_not_leased(b, &r, false)?;
         let path = self.checkout_path(b);
         let (head_root, head_version, head_pages) = (r.root, r.version, r.page_count);
         let bind_head = |stats: WriteStats| -> CoreResult<CheckpointReport> {
@@ -81,7 +84,6 @@ impl Scion {
             return bind_head(WriteStats::default());
         }
         // Moving the head: hold the branch's lease for the whole commit.
-        self.check_not_leased(b, &r, false)?;
         let held_before = self.holds_lease(&r)?;
         let (r, etag) = if held_before {
             (r, etag)

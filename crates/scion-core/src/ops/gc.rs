@@ -62,6 +62,15 @@ pub struct GcReport {
     pub temp_bytes_removed: u64,
 }
 
+/// What reaping did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ReapReport {
+    pub reaped: Vec<String>,
+    /// Expired, but not reaped: the checkout is open or holds uncheckpointed changes.
+    pub kept_in_use: Vec<String>,
+    pub finished_destroys: Vec<String>,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct CompactReport {
     pub branch: String,
@@ -152,16 +161,10 @@ impl Scion {
         })
     }
 
-    /// Reap expired branches, finish interrupted destroys, then mark and sweep. A grace
-    /// below the store's minimum needs `force`: a commit slower than half of it could
-    /// otherwise lose a segment it is about to publish.
-    pub fn gc(&self, grace: Duration, force: bool) -> CoreResult<GcReport> {
-        if grace < self.min_grace() && !force {
-            return Err(CoreError::GraceBelowMinimum {
-                grace: crate::clock::format_duration(grace.as_secs()),
-                minimum: crate::clock::format_duration(self.min_grace().as_secs()),
-            });
-        }
+    /// Reap branches whose TTL passed (keeping, and touching, those whose checkout is open
+    /// or holds changes) and finish interrupted destroys: the first step of `gc`, cheap
+    /// enough to run on its own on a schedule.
+    pub fn reap_expired(&self) -> CoreResult<ReapReport> {
         let now = self.store_now()?;
         let mut reaped = Vec::new();
         let mut kept_in_use = Vec::new();
@@ -211,6 +214,28 @@ impl Scion {
                 }
             }
         }
+        Ok(ReapReport {
+            reaped,
+            kept_in_use,
+            finished_destroys,
+        })
+    }
+
+    /// Reap expired branches, finish interrupted destroys, then mark and sweep. A grace
+    /// below the store's minimum needs `force`: a commit slower than half of it could
+    /// otherwise lose a segment it is about to publish.
+    pub fn gc(&self, grace: Duration, force: bool) -> CoreResult<GcReport> {
+        if grace < self.min_grace() && !force {
+            return Err(CoreError::GraceBelowMinimum {
+                grace: crate::clock::format_duration(grace.as_secs()),
+                minimum: crate::clock::format_duration(self.min_grace().as_secs()),
+            });
+        }
+        let ReapReport {
+            reaped,
+            kept_in_use,
+            finished_destroys,
+        } = self.reap_expired()?;
 
         let marked_at = self.store_now()?;
         let live = self.mark()?;

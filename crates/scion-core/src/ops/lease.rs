@@ -11,6 +11,7 @@ use crate::error::{CoreError, CoreResult};
 use crate::names::BranchRef;
 use crate::refs::{Lease, Ref};
 use crate::Scion;
+use scion_store::ETag;
 
 /// How long an at-rest operation (a checkpoint) holds the lease it takes for itself.
 pub const OPERATION_LEASE: Duration = Duration::from_secs(120);
@@ -35,6 +36,10 @@ pub fn is_live(lease: &Lease, now: SystemTime) -> bool {
 /// or containers (even with the same host name) and names set with `--holder` are trusted
 /// until expiry.
 fn holder_is_dead(holder: &str) -> bool {
+    // A holder acting for a part of its process (`…/pid#session`) dies with the process.
+    let holder = holder
+        .split_once('#')
+        .map_or(holder, |(process, _)| process);
     let Some((place, pid)) = holder.rsplit_once('/') else {
         return false;
     };
@@ -97,6 +102,75 @@ impl Scion {
             expires: l.expires,
             live: true,
         })
+    }
+
+    /// Take the lease on `b` as `holder` (a part of this process, such as a daemon's
+    /// session: `<default holder>#<session>`), for `ttl`. Refused while anyone else's lease
+    /// is live, including this process's own default holder. Returns the leased ref and
+    /// its tag, the base for the holder's first commit.
+    pub fn lease_acquire_as(
+        &self,
+        b: &BranchRef,
+        holder: &str,
+        ttl: Duration,
+    ) -> CoreResult<(Ref, ETag)> {
+        let now = self.store_time()?;
+        self.update_ref_with(b, false, |r| {
+            if let Some(l) = &r.lease {
+                if l.holder != holder
+                    && is_live(l, now.as_system_time())
+                    && !holder_is_dead(&l.holder)
+                {
+                    return Err(CoreError::LeaseHeld {
+                        branch: b.to_string(),
+                        holder: l.holder.clone(),
+                        expires: l.expires.to_string(),
+                    });
+                }
+            }
+            r.epoch += 1;
+            r.lease = Some(Lease {
+                holder: holder.to_string(),
+                epoch: r.epoch,
+                expires: now.saturating_add(ttl),
+            });
+            Ok(())
+        })
+    }
+
+    /// Extend `holder`'s lease on `b` by `ttl` from now without a new epoch (the holder's
+    /// pending commits stay valid), and touch the branch. A lease that changed hands or epoch is a
+    /// [`CoreError::Conflict`]: the holder has been fenced.
+    pub fn lease_renew_as(
+        &self,
+        b: &BranchRef,
+        holder: &str,
+        epoch: u64,
+        ttl: Duration,
+    ) -> CoreResult<(Ref, ETag)> {
+        let now = self.store_time()?;
+        self.update_ref_with(b, false, |r| match &mut r.lease {
+            Some(l) if l.holder == holder && l.epoch == epoch => {
+                l.expires = now.saturating_add(ttl);
+                // A held branch is in use: its TTL counts from the last renewal.
+                r.touched_at = now;
+                Ok(())
+            }
+            _ => Err(CoreError::Conflict {
+                branch: b.to_string(),
+            }),
+        })
+    }
+
+    /// Give up `holder`'s lease on `b`; a lease held by anyone else is left alone.
+    pub fn lease_release_as(&self, b: &BranchRef, holder: &str) -> CoreResult<()> {
+        self.update_ref(b, |r| {
+            if r.lease.as_ref().is_some_and(|l| l.holder == holder) {
+                r.lease = None;
+            }
+            Ok(())
+        })
+        .map(|_| ())
     }
 
     /// Give up the lease on `b`. Another holder's live lease is released only with

@@ -7,6 +7,7 @@ pub mod fork;
 pub mod gc;
 pub mod lease;
 pub mod lifecycle;
+pub mod pages;
 pub mod status;
 pub mod verify;
 

@@ -1,0 +1,17 @@
+//! Live capture of a checkout's WAL into scion versions: what the daemon's sessions run.
+//! [`Capturer`] follows one SQLite database's published commits without ever blocking a
+//! writer; [`LiveBranch`] commits what it captured through the engine's one commit path,
+//! with the cursor that lets a restart resume exactly where the durable version ends.
+
+pub mod capturer;
+pub mod cursor;
+mod error;
+pub mod live;
+pub mod pending;
+pub mod shm;
+pub mod walfile;
+
+pub use capturer::{BreakReason, Capturer, ReconcileReport, Step};
+pub use cursor::{Cursor, FileId, Mark, MARK_KEY};
+pub use error::{CaptureError, CaptureResult};
+pub use live::{Attach, FlushReport, LiveBranch, LiveStatus};

@@ -1,0 +1,441 @@
+//! A branch under live capture: its checkout followed by a [`Capturer`], what was captured
+//! committed through the engine's one commit path, under the branch's lease.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use scion_core::checkout::live::LiveClaim;
+use scion_core::checkout::{now_ns, Fingerprint, Sidecar};
+use scion_core::format::{page_hash, Locator};
+use scion_core::refs::Ref;
+use scion_core::writer::WriteStats;
+use scion_core::{BranchRef, CheckpointName, CoreError, Scion};
+use scion_store::ETag;
+use serde::Serialize;
+
+use crate::capturer::{restore_wal_mode, CaptureCounters, Capturer, ReconcileReport, Step};
+use crate::cursor::{FileId, Mark, MARK_KEY};
+use crate::error::{CaptureError, CaptureResult};
+
+/// A generation longer than this many frames is recycled after a flush.
+const SOFT_FRAMES: u32 = 1000;
+
+/// How a live branch began.
+#[derive(Debug, Clone, Copy, Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Attach {
+    /// The checkout was proved to hold the head; capture starts at the WAL's end.
+    Clean,
+    /// The head's stored cursor still matched the WAL: capture went on from it.
+    Resumed,
+    /// The checkout was compared page by page with the head; what differed was committed.
+    Reconciled(ReconcileReport),
+}
+
+/// What a flush made durable.
+#[derive(Debug, Clone, Serialize)]
+pub struct FlushReport {
+    /// The durable version after the flush.
+    pub version: u64,
+    /// Whether a new version was committed (false: nothing was captured since the last).
+    pub committed: bool,
+    pub pages: u64,
+    /// Bytes of page images committed.
+    pub bytes: u64,
+    pub transactions: u64,
+    pub checkpoint: Option<String>,
+    pub store: WriteStats,
+}
+
+/// Where a live branch stands.
+#[derive(Debug, Clone, Serialize)]
+pub struct LiveStatus {
+    pub branch: String,
+    pub path: PathBuf,
+    pub durable_version: u64,
+    /// Milliseconds since the oldest captured transaction that is not yet durable (0 when
+    /// everything captured is durable).
+    pub durable_age_ms: u64,
+    pub pending_pages: u64,
+    pub pending_bytes: u64,
+    pub pending_transactions: u64,
+    /// Bytes published in the WAL and not yet captured.
+    pub wal_lag_bytes: u64,
+    pub transactions_captured: u64,
+    pub reconciles: u64,
+    pub fenced: Option<String>,
+    pub last_flush_error: Option<String>,
+}
+
+pub struct LiveBranch {
+    /// Dropped after the capturer (fields drop in order): other code of this process
+    /// keeps its hands off the file for as long as capture has it open.
+    capturer: Option<Capturer>,
+    claim: Option<LiveClaim>,
+    scion: Arc<Scion>,
+    branch: BranchRef,
+    holder: String,
+    path: PathBuf,
+    base: Ref,
+    etag: ETag,
+    /// Page hashes of `base` where known (index: page number - 1).
+    hashes: Vec<Option<u64>>,
+    lease_ttl: Duration,
+    fenced: Option<String>,
+    last_flush_error: Option<String>,
+    dirty_since: Option<Instant>,
+    reconciles: u64,
+    pub attach: Attach,
+}
+
+fn file_id(path: &Path) -> Option<FileId> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| FileId {
+        dev: m.dev(),
+        ino: m.ino(),
+    })
+}
+
+impl LiveBranch {
+    /// Take `b`'s lease as `holder`, make sure its checkout holds the head (checking it
+    /// out when there is none or it is stale; a checkout with changes of unknown origin
+    /// is refused unless `force`), and start capture: resume from the head's cursor when
+    /// the WAL still continues it, start clean when the checkout provably is the head, or
+    /// reconcile page by page and commit the difference.
+    pub fn open(
+        scion: Arc<Scion>,
+        b: &BranchRef,
+        holder: &str,
+        lease_ttl: Duration,
+        force: bool,
+    ) -> CaptureResult<LiveBranch> {
+        let (base, etag) = scion.lease_acquire_as(b, holder, lease_ttl)?;
+        match Self::attach(scion.clone(), b, holder, lease_ttl, force, base, etag) {
+            Ok(live) => Ok(live),
+            Err(e) => {
+                let _ = scion.lease_release_as(b, holder);
+                Err(e)
+            }
+        }
+    }
+
+    fn attach(
+        scion: Arc<Scion>,
+        b: &BranchRef,
+        holder: &str,
+        lease_ttl: Duration,
+        force: bool,
+        mut base: Ref,
+        mut etag: ETag,
+    ) -> CaptureResult<LiveBranch> {
+        let path = scion.checkout_path(b);
+        let mark = base
+            .meta
+            .get(MARK_KEY)
+            .and_then(|m| m.parse::<Mark>().ok())
+            .filter(|m| m.root == base.root && Some(m.file) == file_id(&path));
+        let mut sidecar = Sidecar::load(&path, &base.root)?.filter(|s| s.root == base.root);
+        if mark.is_none() && sidecar.is_none() {
+            // Everything that may open and close the file happens before capture opens.
+            scion.checkout(b, force)?;
+            (base, etag) = scion.read_ref(b)?;
+            sidecar = Sidecar::load(&path, &base.root)?.filter(|s| s.root == base.root);
+            if sidecar.is_none() {
+                return Err(CoreError::UnknownCheckout {
+                    path,
+                    branch: b.to_string(),
+                }
+                .into());
+            }
+        }
+        let claim = scion_core::checkout::live::claim(&path);
+        let mut capturer = match Capturer::open(&path) {
+            Err(CaptureError::NotWal { .. }) => {
+                // Switched out of WAL mode while nothing captured it: switch it back
+                // (refused while another connection has it open) and reconcile below.
+                tracing::warn!(path = %path.display(), "checkout left WAL mode; switching it back");
+                restore_wal_mode(&path)?;
+                Capturer::open(&path)?
+            }
+            other => other?,
+        };
+        let mut hashes: Vec<Option<u64>> = match &sidecar {
+            Some(s) => s.hashes.iter().map(|h| Some(*h)).collect(),
+            None => vec![None; base.page_count as usize],
+        };
+        let resumed = match mark.as_ref().filter(|m| m.file == capturer.file()) {
+            Some(m) => capturer.resume(m.cursor, base.page_count)?,
+            None => false,
+        };
+        let attach = if resumed {
+            Attach::Resumed
+        } else if sidecar.as_ref().is_some_and(|s| {
+            Fingerprint::of(&path)
+                .ok()
+                .flatten()
+                .is_some_and(|fp| s.proves_unmodified(&fp))
+        }) && capturer.start_clean(base.page_count)?
+        {
+            Attach::Clean
+        } else {
+            let full = complete(&scion, &base.root, &mut hashes)?;
+            Attach::Reconciled(capturer.reconcile(&full)?)
+        };
+        let mut live = LiveBranch {
+            scion,
+            branch: b.clone(),
+            holder: holder.to_string(),
+            path,
+            capturer: Some(capturer),
+            claim,
+            base,
+            etag,
+            hashes,
+            lease_ttl,
+            fenced: None,
+            last_flush_error: None,
+            dirty_since: None,
+            reconciles: u64::from(matches!(attach, Attach::Reconciled(_))),
+            attach,
+        };
+        if !live.capturer().pending().is_empty() {
+            live.dirty_since = Some(Instant::now());
+            live.flush(None)?;
+        }
+        Ok(live)
+    }
+
+    fn capturer(&mut self) -> &mut Capturer {
+        self.capturer.as_mut().expect("open until closed")
+    }
+
+    pub fn branch(&self) -> &BranchRef {
+        &self.branch
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn holder(&self) -> &str {
+        &self.holder
+    }
+
+    pub fn durable_version(&self) -> u64 {
+        self.base.version
+    }
+
+    pub fn fenced(&self) -> Option<&str> {
+        self.fenced.as_deref()
+    }
+
+    pub fn counters(&self) -> CaptureCounters {
+        self.capturer
+            .as_ref()
+            .map(|c| c.counters)
+            .unwrap_or_default()
+    }
+
+    /// Capture what was published since the last look; a WAL that no longer continues
+    /// the cursor is reconciled against the durable version.
+    pub fn poll(&mut self) -> CaptureResult<Step> {
+        self.check_fenced()?;
+        let was_empty = self.capturer().pending().is_empty();
+        let step = self.capturer().catch_up()?;
+        if let Step::Break(reason) = step {
+            tracing::warn!(branch = %self.branch, %reason, "capture cannot continue its cursor; reconciling");
+            let full = complete(&self.scion, &self.base.root, &mut self.hashes)?;
+            self.capturer().reconcile(&full)?;
+            self.reconciles += 1;
+        }
+        if was_empty && !self.capturer().pending().is_empty() {
+            self.dirty_since = Some(Instant::now());
+        }
+        Ok(step)
+    }
+
+    fn check_fenced(&self) -> CaptureResult<()> {
+        match &self.fenced {
+            Some(reason) => Err(CaptureError::Fenced {
+                reason: reason.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Capture everything published so far and commit it: every transaction whose commit
+    /// returned before this call is in the returned version. With `checkpoint`, the
+    /// durable version is also named.
+    pub fn flush(
+        &mut self,
+        checkpoint: Option<(&CheckpointName, BTreeMap<String, String>)>,
+    ) -> CaptureResult<FlushReport> {
+        self.poll()?;
+        let pending = self.capturer().pending().clone();
+        let mut report = FlushReport {
+            version: self.base.version,
+            committed: false,
+            pages: 0,
+            bytes: 0,
+            transactions: pending.transactions,
+            checkpoint: None,
+            store: WriteStats::default(),
+        };
+        if !pending.is_empty() {
+            let file = self.capturer().file();
+            let cursor = pending.cursor;
+            let changes = pending.changes();
+            let hashes = &self.hashes;
+            let committed = self.scion.commit_pages(
+                &self.branch,
+                &self.base,
+                self.etag.clone(),
+                &changes,
+                &mut |pgno| hashes.get(pgno as usize - 1).copied().flatten(),
+                &|root: &Locator| {
+                    let mark = Mark {
+                        root: *root,
+                        file,
+                        cursor,
+                    };
+                    BTreeMap::from([(MARK_KEY.to_string(), mark.to_string())])
+                },
+            );
+            let (r, etag, done) = match committed {
+                Ok(c) => c,
+                Err(CoreError::Conflict { .. }) => {
+                    let reason = "the branch's head or lease changed under the session".to_string();
+                    self.fenced = Some(reason.clone());
+                    return Err(CaptureError::Fenced { reason });
+                }
+                Err(e) => {
+                    self.last_flush_error = Some(e.to_string());
+                    return Err(e.into());
+                }
+            };
+            let zero = page_hash(&vec![0u8; changes.page_size as usize]);
+            self.hashes.resize(done.page_count as usize, Some(zero));
+            for (pgno, h) in &done.hashes {
+                self.hashes[*pgno as usize - 1] = Some(*h);
+            }
+            (self.base, self.etag) = (r, etag);
+            self.capturer().committed();
+            self.dirty_since = None;
+            self.last_flush_error = None;
+            report.version = done.version;
+            report.committed = true;
+            report.pages = done.pages;
+            report.bytes = done.pages * changes.page_size as u64;
+            report.store = done.store;
+        }
+        if let Some((name, meta)) = checkpoint {
+            self.scion
+                .name_version(&self.branch, name, self.base.root, self.base.version, meta)?;
+            report.checkpoint = Some(format!("{}@{name}", self.branch));
+        }
+        if report.committed {
+            self.recycle()?;
+        }
+        Ok(report)
+    }
+
+    /// After a flush: pass the pin on, and let the WAL restart when it grew long.
+    fn recycle(&mut self) -> CaptureResult<()> {
+        let long = self
+            .capturer()
+            .published()?
+            .is_some_and(|p| p.max_frame >= SOFT_FRAMES);
+        let step = if long {
+            self.capturer().recycle()?
+        } else {
+            self.capturer().rotate_pin()?
+        };
+        if !matches!(step, Step::Idle) && !self.capturer().pending().is_empty() {
+            self.dirty_since.get_or_insert_with(Instant::now);
+        }
+        Ok(())
+    }
+
+    /// Extend the lease; a lease lost to someone else fences the session.
+    pub fn renew(&mut self) -> CaptureResult<()> {
+        self.check_fenced()?;
+        match self
+            .scion
+            .lease_renew_as(&self.branch, &self.holder, self.base.epoch, self.lease_ttl)
+        {
+            Ok((r, etag)) if r.root == self.base.root => {
+                (self.base, self.etag) = (r, etag);
+                Ok(())
+            }
+            Ok(_) | Err(CoreError::Conflict { .. }) | Err(CoreError::BranchNotFound { .. }) => {
+                let reason = "the branch's lease was taken or the branch is gone".to_string();
+                self.fenced = Some(reason.clone());
+                Err(CaptureError::Fenced { reason })
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    pub fn status(&mut self) -> LiveStatus {
+        let lag = self.capturer().lag_bytes().unwrap_or(0);
+        let counters = self.counters();
+        let pending = self.capturer.as_ref().expect("open until closed").pending();
+        LiveStatus {
+            branch: self.branch.to_string(),
+            path: self.path.clone(),
+            durable_version: self.base.version,
+            durable_age_ms: self
+                .dirty_since
+                .map_or(0, |t| t.elapsed().as_millis() as u64),
+            pending_pages: pending.pages.len() as u64,
+            pending_bytes: pending.bytes(),
+            pending_transactions: pending.transactions,
+            wal_lag_bytes: lag,
+            transactions_captured: counters.transactions,
+            reconciles: self.reconciles,
+            fenced: self.fenced.clone(),
+            last_flush_error: self.last_flush_error.clone(),
+        }
+    }
+
+    /// Flush, stop capturing, give the lease up and record the checkout as holding the
+    /// durable version (a fenced session leaves its record alone: the file may hold
+    /// changes no version has).
+    pub fn close(mut self) -> CaptureResult<FlushReport> {
+        let stamp = now_ns();
+        let flushed = self.flush(None);
+        // Connections first, then the descriptors: before anything else looks at the file.
+        self.capturer = None;
+        self.claim = None;
+        let _ = self.scion.lease_release_as(&self.branch, &self.holder);
+        let report = flushed?;
+        let hashes = complete(&self.scion, &self.base.root, &mut self.hashes)?;
+        if let Some(fingerprint) = Fingerprint::of(&self.path)? {
+            let record = Sidecar {
+                page_size: self.base.page_size,
+                root: self.base.root,
+                version: self.base.version,
+                fingerprint,
+                stamp_ns: stamp,
+                hashes,
+            };
+            record.store(&self.path)?;
+        }
+        Ok(report)
+    }
+}
+
+/// Every page hash of the version at `root`, reading the store for the ones not known.
+fn complete(
+    scion: &Scion,
+    root: &Locator,
+    hashes: &mut Vec<Option<u64>>,
+) -> CaptureResult<Vec<u64>> {
+    if hashes.iter().any(Option::is_none) {
+        let all = scion.page_hashes(root)?;
+        *hashes = all.iter().map(|h| Some(*h)).collect();
+    }
+    Ok(hashes.iter().map(|h| h.expect("completed")).collect())
+}

@@ -1,0 +1,327 @@
+//! Live capture against real writers: the stock `sqlite3` CLI and Python's `sqlite3` in
+//! their own processes, foreign checkpoints, a phantom commit frame, and restarts.
+
+mod common;
+
+use std::fs::OpenOptions;
+use std::os::unix::fs::FileExt;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::*;
+use rusqlite::Connection;
+use scion_capture::walfile::{checksum, Checksum, FRAME_HEADER_LEN, WAL_HEADER_LEN};
+use scion_capture::{Attach, LiveBranch, Step};
+
+const FOUR_TRANSACTIONS: &str = "
+INSERT INTO items(name, qty, blob) VALUES ('new', 1, randomblob(200));
+UPDATE items SET qty = qty + 1 WHERE id IN (SELECT id FROM items ORDER BY random() LIMIT 5);
+INSERT INTO items(name, qty, blob) SELECT name || '+', qty, blob FROM items ORDER BY random() LIMIT 3;
+DELETE FROM items WHERE id = (SELECT id FROM items ORDER BY random() LIMIT 1);
+";
+
+#[test]
+fn cli_commits_are_captured_and_a_flush_makes_them_durable() {
+    let env = env();
+    let b = env.shop(300);
+    let mut live = env.open(&b);
+    assert!(matches!(live.attach, Attach::Clean), "{:?}", live.attach);
+    let path = live.path().to_path_buf();
+    sqlite3(&path, FOUR_TRANSACTIONS);
+    let report = live.flush(None).unwrap();
+    assert!(report.committed);
+    assert_eq!(report.transactions, 4);
+    assert_eq!(report.version, 2);
+    assert_eq!(env.dump_head(&b), dump(&path));
+    // O(changed pages): four small transactions touch a handful of pages, not the file.
+    assert!(report.pages < 20, "{report:?}");
+    // Nothing new: a flush commits nothing.
+    let again = live.flush(None).unwrap();
+    assert!(!again.committed);
+    assert_eq!(again.version, 2);
+    live.close().unwrap();
+    // Closed: the checkout is recorded as holding the durable head.
+    let (r, _) = env.scion.read_ref(&b).unwrap();
+    assert_eq!(
+        env.scion.checkout_state(&b, &r.root).unwrap(),
+        scion_core::CheckoutState::Clean
+    );
+}
+
+/// Append to the WAL a checksum-valid commit frame that the wal-index never published:
+/// what a writer killed between writing its frames and publishing them leaves behind.
+fn graft_phantom_frame(wal: &std::path::Path, page_size: usize, max_frame: u32) {
+    let f = OpenOptions::new().read(true).write(true).open(wal).unwrap();
+    let step = FRAME_HEADER_LEN + page_size;
+    let mut last = vec![0u8; step];
+    let at = (WAL_HEADER_LEN + (max_frame as usize - 1) * step) as u64;
+    f.read_exact_at(&mut last, at).unwrap();
+    let mut header = [0u8; WAL_HEADER_LEN];
+    f.read_exact_at(&mut header, 0).unwrap();
+    let big_endian = header[3] & 1 == 1;
+    let be = |b: &[u8], i: usize| u32::from_be_bytes(b[i..i + 4].try_into().unwrap());
+    let seed = Checksum(be(&last, 16), be(&last, 20));
+    let mut phantom = last.clone();
+    // Same page, different content near its end (row data), still a commit frame.
+    for b in &mut phantom[step - 64..step - 32] {
+        *b ^= 0x5a;
+    }
+    let mut sum = checksum(big_endian, &phantom[..8], seed);
+    sum = checksum(big_endian, &phantom[FRAME_HEADER_LEN..], sum);
+    phantom[16..20].copy_from_slice(&sum.0.to_be_bytes());
+    phantom[20..24].copy_from_slice(&sum.1.to_be_bytes());
+    f.write_all_at(&phantom, at + step as u64).unwrap();
+}
+
+#[test]
+fn a_phantom_commit_frame_past_the_published_end_is_never_captured() {
+    let env = env();
+    let b = env.shop(100);
+    let mut live = env.open(&b);
+    let path = live.path().to_path_buf();
+    sqlite3(&path, "UPDATE items SET qty = qty + 1 WHERE id = 7;");
+    live.poll().unwrap();
+    let captured = live.counters().transactions;
+    let wal = std::path::PathBuf::from(format!("{}-wal", path.display()));
+    let c = Connection::open(&path).unwrap();
+    let max_frame: u32 = c
+        .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| r.get(1))
+        .unwrap();
+    graft_phantom_frame(&wal, 4096, max_frame);
+    assert_eq!(
+        live.poll().unwrap(),
+        Step::Idle,
+        "the phantom is not consumed"
+    );
+    assert_eq!(live.counters().transactions, captured);
+    let report = live.flush(None).unwrap();
+    assert_eq!(env.dump_head(&b), dump_conn(&c));
+    // The next real commit overwrites the phantom's slot; capture takes the real one.
+    sqlite3(&path, "UPDATE items SET qty = qty + 100 WHERE id = 8;");
+    let next = live.flush(None).unwrap();
+    assert_eq!(next.version, report.version + 1);
+    assert_eq!(next.transactions, 1);
+    assert_eq!(env.dump_head(&b), dump_conn(&c));
+    drop(c);
+    live.close().unwrap();
+}
+
+#[test]
+fn foreign_checkpoints_and_vacuum_never_lose_a_commit() {
+    let env = env();
+    let b = env.shop(500);
+    let mut live = env.open(&b);
+    let path = live.path().to_path_buf();
+    let foreign = [
+        "PRAGMA wal_checkpoint(PASSIVE);",
+        ".timeout 200\nPRAGMA wal_checkpoint(FULL);",
+        ".timeout 200\nPRAGMA wal_checkpoint(RESTART);",
+        ".timeout 200\nPRAGMA wal_checkpoint(TRUNCATE);",
+        "VACUUM;",
+        "DELETE FROM items WHERE id % 3 = 0; VACUUM;",
+    ];
+    for (round, action) in foreign.iter().cycle().take(18).enumerate() {
+        sqlite3(&path, FOUR_TRANSACTIONS);
+        if round % 2 == 0 {
+            live.poll().unwrap();
+        }
+        let out = Command::new("sqlite3")
+            .arg(&path)
+            .arg(action)
+            .output()
+            .unwrap();
+        // A checkpoint that waits on capture's pin may give up: that is the writer's
+        // busy timeout at work, not an error of capture.
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success() || err.contains("locked"), "{err}");
+        sqlite3(&path, FOUR_TRANSACTIONS);
+        live.flush(None).unwrap();
+        assert_eq!(env.dump_head(&b), dump(&path), "round {round}: {action}");
+    }
+    live.close().unwrap();
+}
+
+#[test]
+fn a_long_run_of_small_commits_recycles_the_wal_and_continues() {
+    let env = env();
+    let b = env.shop(50);
+    let mut live = env.open(&b);
+    let path = live.path().to_path_buf();
+    let c = Connection::open(&path).unwrap();
+    for round in 0..6 {
+        for i in 0..400 {
+            c.execute(
+                "INSERT INTO items(name, qty) VALUES (?1, ?2)",
+                (format!("r{round}-{i}"), i),
+            )
+            .unwrap();
+        }
+        live.flush(None).unwrap();
+        assert_eq!(env.dump_head(&b), dump_conn(&c), "round {round}");
+    }
+    let counters = live.counters();
+    assert!(counters.passive_checkpoints > 0, "{counters:?}");
+    assert!(
+        counters.continuations > 0,
+        "the WAL restarted and capture went on: {counters:?}"
+    );
+    drop(c);
+    live.close().unwrap();
+}
+
+#[test]
+fn a_restart_resumes_from_the_durable_cursor_when_the_wal_still_holds_it() {
+    let env = env();
+    let b = env.shop(200);
+    let mut live = env.open(&b);
+    let path = live.path().to_path_buf();
+    // A connection in another process keeps the WAL from being checkpointed away when
+    // capture stops (in this process, closing capture's descriptors would drop its locks).
+    let mut keeper = hold_open(&path);
+    sqlite3(&path, FOUR_TRANSACTIONS);
+    live.flush(None).unwrap();
+    sqlite3(&path, FOUR_TRANSACTIONS);
+    // Stop without closing (a killed daemon does not close): nothing of the second batch
+    // is durable yet.
+    drop(live);
+    sqlite3(&path, FOUR_TRANSACTIONS);
+    let mut live = env.open(&b);
+    assert!(matches!(live.attach, Attach::Resumed), "{:?}", live.attach);
+    // What was published while capture was stopped is captured and committed at once.
+    assert_eq!(live.durable_version(), 3);
+    assert!(!live.flush(None).unwrap().committed);
+    assert_eq!(env.dump_head(&b), dump(&path));
+    keeper.kill().unwrap();
+    keeper.wait().unwrap();
+    live.close().unwrap();
+}
+
+#[test]
+fn a_restart_after_the_wal_was_checkpointed_away_reconciles_by_page_hashes() {
+    let env = env();
+    let b = env.shop(2000);
+    let mut live = env.open(&b);
+    let path = live.path().to_path_buf();
+    sqlite3(&path, FOUR_TRANSACTIONS);
+    live.flush(None).unwrap();
+    drop(live);
+    // With no connection left, the writer's close checkpoints and deletes the WAL.
+    sqlite3(&path, "UPDATE items SET qty = -1 WHERE id = 1500;");
+    assert!(!std::path::Path::new(&format!("{}-wal", path.display())).exists());
+    let live = env.open(&b);
+    let Attach::Reconciled(r) = live.attach else {
+        panic!("expected a reconcile, got {:?}", live.attach);
+    };
+    assert_eq!(
+        r.pages_changed, 1,
+        "only the changed page is committed: {r:?}"
+    );
+    assert_eq!(env.dump_head(&b), dump(&path));
+    live.close().unwrap();
+}
+
+#[test]
+fn a_database_switched_out_of_wal_while_capture_was_stopped_is_switched_back_and_reconciled() {
+    let env = env();
+    let b = env.shop(100);
+    let live = env.open(&b);
+    let path = live.path().to_path_buf();
+    // While capture holds the file, nobody can leave WAL mode.
+    let out = Command::new("sqlite3")
+        .arg(&path)
+        .arg("PRAGMA journal_mode=DELETE;")
+        .output()
+        .unwrap();
+    let said =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("wal") || said.contains("locked"), "{said}");
+    live.close().unwrap();
+    sqlite3(
+        &path,
+        "PRAGMA journal_mode=DELETE; UPDATE items SET qty = 0 WHERE id = 3;",
+    );
+    let mut live = env.open(&b);
+    assert!(
+        matches!(live.attach, Attach::Reconciled(_)),
+        "{:?}",
+        live.attach
+    );
+    assert_eq!(env.dump_head(&b), dump(&path));
+    sqlite3(&path, FOUR_TRANSACTIONS);
+    live.flush(None).unwrap();
+    assert_eq!(env.dump_head(&b), dump(&path));
+    live.close().unwrap();
+}
+
+/// A Python writer with no busy timeout at all commits small transactions while capture
+/// polls, flushes and recycles the WAL as fast as it can: it must never be refused.
+#[test]
+fn a_writer_without_busy_timeout_is_never_locked_out_by_capture() {
+    let env = env();
+    let b = env.shop(100);
+    let mut live = env.open(&b);
+    let path = live.path().to_path_buf();
+    let script = r#"
+import sqlite3, sys
+c = sqlite3.connect(sys.argv[1], timeout=0, isolation_level=None)
+locked = 0
+for i in range(3000):
+    try:
+        c.execute("INSERT INTO items(name, qty) VALUES (?, ?)", ("py", i))
+    except sqlite3.OperationalError as e:
+        if "locked" in str(e) or "busy" in str(e):
+            locked += 1
+        else:
+            raise
+print(locked)
+"#;
+    let mut child = Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .arg(&path)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    let mut flushes = 0;
+    while child.try_wait().unwrap().is_none() {
+        live.poll().unwrap();
+        if started.elapsed() > Duration::from_millis(20 * flushes) {
+            live.flush(None).unwrap();
+            flushes += 1;
+        }
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let locked: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    assert_eq!(locked, 0, "writes refused because of capture");
+    live.flush(None).unwrap();
+    assert!(flushes > 1);
+    assert_eq!(env.dump_head(&b), dump(&path));
+    live.close().unwrap();
+}
+
+#[test]
+fn a_second_session_on_the_same_branch_is_refused_by_the_lease() {
+    let env = env();
+    let b = env.shop(10);
+    let live = env.open(&b);
+    let other = LiveBranch::open(
+        env.scion.clone(),
+        &b,
+        "another-holder#s2",
+        Duration::from_secs(60),
+        false,
+    );
+    assert!(
+        matches!(
+            other,
+            Err(scion_capture::CaptureError::Core(
+                scion_core::CoreError::LeaseHeld { .. }
+            ))
+        ),
+        "{:?}",
+        other.err()
+    );
+    live.close().unwrap();
+}

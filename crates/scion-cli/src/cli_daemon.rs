@@ -1,0 +1,101 @@
+//! Command-line syntax of the daemon's commands: `serve`, `session`, `events`.
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+
+/// Where the daemon's socket is: `--socket`, `SCION_SOCKET`, or the default for the store.
+#[derive(Debug, Args)]
+pub struct SocketArg {
+    /// The daemon's unix socket (default: SCION_SOCKET, else one per store under
+    /// $XDG_RUNTIME_DIR or the temp directory: `scion serve` prints it).
+    #[arg(long, value_name = "PATH", env = "SCION_SOCKET")]
+    pub socket: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub socket: SocketArg,
+    /// Also listen on TCP at this address (needs --token-file).
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<std::net::SocketAddr>,
+    /// A file holding the bearer token TCP clients must present.
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+    /// Allow --listen on an address other hosts can reach.
+    #[arg(long)]
+    pub allow_remote: bool,
+    /// Commit what sessions captured at least this often while they are dirty.
+    #[arg(long, default_value = "5s", value_name = "DURATION")]
+    pub flush_every: String,
+    /// How long a session's branch lease lasts (renewed every third of it).
+    #[arg(long, default_value = "60s", value_name = "DURATION")]
+    pub lease_ttl: String,
+    /// How often the janitor reaps branches whose TTL passed.
+    #[arg(long, default_value = "60s", value_name = "DURATION")]
+    pub janitor_every: String,
+    /// How often the janitor runs GC with the store's grace ('never' to leave GC to
+    /// `scion gc`).
+    #[arg(long, default_value = "1h", value_name = "DURATION|never")]
+    pub gc_every: String,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SessionCommand {
+    /// Open a session: fork (optionally), check out, lease and capture, in one call.
+    /// Prints the session's id and the checkout path to open with any SQLite client.
+    #[command(
+        after_help = "Examples:\n  scion session open shop\n  scion session open shop@test-1 --fork-from main --ephemeral --owner-pid $$\n  sqlite3 \"$(scion session open shop --json | jq -r .path)\""
+    )]
+    Open {
+        /// db[@branch] to capture (with --fork-from: the new branch; default a name
+        /// made from the session's id).
+        target: String,
+        /// Fork this branch of the database first (`main`, or `main@checkpoint`).
+        #[arg(long, value_name = "BRANCH[@CHECKPOINT]")]
+        fork_from: Option<String>,
+        /// Close the session after this long (a fork may be reaped after it too).
+        #[arg(long, value_name = "DURATION")]
+        ttl: Option<String>,
+        /// Close the session after this long without a captured commit or a request.
+        #[arg(long, value_name = "DURATION")]
+        idle_timeout: Option<String>,
+        /// Destroy the branch when the session closes (needs --fork-from).
+        #[arg(long)]
+        ephemeral: bool,
+        /// Close the session when this process exits (e.g. --owner-pid $$).
+        #[arg(long, value_name = "PID")]
+        owner_pid: Option<u32>,
+        #[command(flatten)]
+        socket: SocketArg,
+    },
+    /// Make everything committed so far durable, and print the durable version.
+    #[command(
+        after_help = "Examples:\n  scion session flush s-1a2b3c4d5e6f\n  scion session flush s-1a2b3c4d5e6f --checkpoint before-migration --meta by=agent-7"
+    )]
+    Flush {
+        id: String,
+        /// Name the durable version as this checkpoint.
+        #[arg(long)]
+        checkpoint: Option<String>,
+        /// key=value kept with the checkpoint (repeatable).
+        #[arg(long, value_name = "KEY=VALUE")]
+        meta: Vec<String>,
+        #[command(flatten)]
+        socket: SocketArg,
+    },
+    /// Flush and close a session (closing a closed session answers the same again).
+    #[command(after_help = "Example:\n  scion session close s-1a2b3c4d5e6f")]
+    Close {
+        id: String,
+        #[command(flatten)]
+        socket: SocketArg,
+    },
+    /// The open sessions: branch, durable version and age, capture lag.
+    #[command(after_help = "Example:\n  scion session list --json")]
+    List {
+        #[command(flatten)]
+        socket: SocketArg,
+    },
+}

@@ -1,0 +1,213 @@
+//! The daemon's commands: `serve` runs it; `session` and `events` talk to it over its
+//! socket.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use scion_core::attach::StoreSpec;
+use scion_core::clock::parse_duration;
+use scion_core::BranchRef;
+use scion_daemon::client::DaemonClient;
+use scion_daemon::{Config, Daemon, Listen, Metrics};
+
+use crate::cli::Cli;
+use crate::cli_daemon::{ServeArgs, SessionCommand, SocketArg};
+
+/// The socket `--socket` / `SCION_SOCKET` names, else the default one of the store.
+fn socket_path(cli: &Cli, arg: &SocketArg) -> Result<PathBuf> {
+    if let Some(p) = &arg.socket {
+        return Ok(p.clone());
+    }
+    let cwd = std::env::current_dir().context("reading the current directory")?;
+    let spec = StoreSpec::find(cli.store.as_deref(), &cwd, false)?;
+    Ok(scion_daemon::transport::default_socket(&spec.location()))
+}
+
+fn client(cli: &Cli, arg: &SocketArg) -> Result<DaemonClient> {
+    Ok(DaemonClient::new(socket_path(cli, arg)?))
+}
+
+pub fn serve(cli: &Cli, args: &ServeArgs) -> Result<()> {
+    let metrics = Arc::new(Metrics::default());
+    let observer = Arc::new(scion_daemon::StoreObserver(metrics.clone()));
+    let attached = crate::store::open_store_observed(cli, observer)?;
+    let scion = Arc::new(attached.scion);
+    let gc_every = match args.gc_every.as_str() {
+        "never" => None,
+        d => Some(parse_duration(d)?),
+    };
+    let config = Config {
+        flush_every: parse_duration(&args.flush_every)?,
+        lease_ttl: parse_duration(&args.lease_ttl)?,
+        janitor_every: parse_duration(&args.janitor_every)?,
+        gc_every,
+    };
+    let token = match &args.token_file {
+        Some(f) => Some(
+            std::fs::read_to_string(f)
+                .with_context(|| format!("reading the token file {}", f.display()))?
+                .trim()
+                .to_string(),
+        ),
+        None => None,
+    };
+    let socket = match &args.socket.socket {
+        Some(p) => p.clone(),
+        None => scion_daemon::transport::default_socket(scion.location()),
+    };
+    let listen = Listen {
+        socket: socket.clone(),
+        tcp: args.listen,
+        token,
+        allow_remote: args.allow_remote,
+    };
+    let daemon = Daemon::new(scion.clone(), config, metrics, listen)?;
+    eprintln!(
+        "scion serve: store {}, socket {}\n  export SCION_SOCKET={}",
+        scion.location(),
+        socket.display(),
+        socket.display()
+    );
+    daemon.serve()?;
+    eprintln!("scion serve: stopped");
+    Ok(())
+}
+
+fn print(cli: &Cli, v: &serde_json::Value, human: impl FnOnce(&serde_json::Value)) {
+    if cli.json {
+        println!("{v}");
+    } else {
+        human(v);
+    }
+}
+
+pub fn session(cli: &Cli, cmd: &SessionCommand) -> Result<()> {
+    match cmd {
+        SessionCommand::Open {
+            target,
+            fork_from,
+            ttl,
+            idle_timeout,
+            ephemeral,
+            owner_pid,
+            socket,
+        } => {
+            let (db, branch) = match target.split_once('@') {
+                Some(_) => {
+                    let b: BranchRef = target.parse()?;
+                    (b.db.to_string(), Some(b.branch.to_string()))
+                }
+                None => (target.clone(), None),
+            };
+            let branch = branch.or_else(|| fork_from.is_none().then(|| "main".to_string()));
+            let body = serde_json::json!({
+                "db": db,
+                "branch": branch,
+                "fork_from": fork_from,
+                "ttl": ttl,
+                "idle_timeout": idle_timeout,
+                "ephemeral": ephemeral,
+                "owner_pid": owner_pid,
+            });
+            let r = client(cli, socket)?.request("POST", "/v1/sessions", Some(&body), &[])?;
+            print(cli, &r.body, |v| {
+                println!("{}", v["path"].as_str().unwrap_or_default());
+                eprintln!(
+                    "session {} on {} (version {})",
+                    v["id"].as_str().unwrap_or_default(),
+                    v["branch"].as_str().unwrap_or_default(),
+                    v["version"]
+                );
+            });
+        }
+        SessionCommand::Flush {
+            id,
+            checkpoint,
+            meta,
+            socket,
+        } => {
+            let mut m = serde_json::Map::new();
+            for kv in meta {
+                let (k, v) = kv
+                    .split_once('=')
+                    .with_context(|| format!("--meta {kv:?}: expected KEY=VALUE"))?;
+                m.insert(k.to_string(), serde_json::Value::String(v.to_string()));
+            }
+            let body = serde_json::json!({"checkpoint": checkpoint, "meta": m});
+            let r = client(cli, socket)?.request(
+                "POST",
+                &format!("/v1/sessions/{id}/flush"),
+                Some(&body),
+                &[],
+            )?;
+            print(cli, &r.body, |v| {
+                let what = if v["committed"].as_bool() == Some(true) {
+                    format!(
+                        "committed {} transactions ({} pages)",
+                        v["transactions"], v["pages"]
+                    )
+                } else {
+                    "nothing new to commit".to_string()
+                };
+                println!("durable version {}: {what}", v["version"]);
+                if let Some(c) = v["checkpoint"].as_str() {
+                    println!("checkpoint {c}");
+                }
+            });
+        }
+        SessionCommand::Close { id, socket } => {
+            let r =
+                client(cli, socket)?.request("DELETE", &format!("/v1/sessions/{id}"), None, &[])?;
+            print(cli, &r.body, |v| {
+                println!(
+                    "closed {} on {} at version {}{}",
+                    v["id"].as_str().unwrap_or_default(),
+                    v["branch"].as_str().unwrap_or_default(),
+                    v["version"],
+                    if v["destroyed"].as_bool() == Some(true) {
+                        " (branch destroyed)"
+                    } else {
+                        ""
+                    }
+                );
+            });
+        }
+        SessionCommand::List { socket } => {
+            let r = client(cli, socket)?.request("GET", "/v1/sessions", None, &[])?;
+            print(cli, &r.body, |v| {
+                let list = v["sessions"].as_array().cloned().unwrap_or_default();
+                if list.is_empty() {
+                    println!("no sessions");
+                }
+                for s in list {
+                    println!(
+                        "{}  {}  {}  durable v{}  age {} ms  lag {} B  {}",
+                        s["id"].as_str().unwrap_or_default(),
+                        s["branch"].as_str().unwrap_or_default(),
+                        s["state"].as_str().unwrap_or_default(),
+                        s["durable_version"],
+                        s["durable_age_ms"],
+                        s["capture_lag_bytes"],
+                        s["path"].as_str().unwrap_or_default(),
+                    );
+                }
+            });
+        }
+    }
+    Ok(())
+}
+
+pub fn events(cli: &Cli, since: Option<u64>, socket: &SocketArg) -> Result<()> {
+    use std::io::Write;
+    client(cli, socket)?.events(since, |e| {
+        let line = if cli.json {
+            e.data
+        } else {
+            let v: serde_json::Value = serde_json::from_str(&e.data).unwrap_or_default();
+            format!("{} {} {}", e.id.unwrap_or(0), e.event, v["data"])
+        };
+        writeln!(std::io::stdout(), "{line}").is_ok() && std::io::stdout().flush().is_ok()
+    })?;
+    Ok(())
+}

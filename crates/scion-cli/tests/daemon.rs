@@ -1,0 +1,559 @@
+//! `scion serve` as a real process: every endpoint's success and refusal, idempotent
+//! retries, who may connect, events and their replay, sessions end to end, SIGTERM.
+
+mod served;
+
+use std::os::unix::fs::PermissionsExt;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use served::{code, Served};
+
+fn served(rows: usize, args: &[&str]) -> (tempfile::TempDir, Served) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = Served::prepare(dir.path(), rows);
+    s.start(args);
+    (dir, s)
+}
+
+fn rows(path: &std::path::Path, sql: &str) -> i64 {
+    rusqlite::Connection::open(path)
+        .unwrap()
+        .query_row(sql, [], |r| r.get(0))
+        .unwrap()
+}
+
+#[test]
+fn the_at_rest_api_answers_and_refuses_like_the_cli() {
+    let (_d, s) = served(100, &[]);
+    assert_eq!(s.get("/v1/databases")["databases"], json!(["shop"]));
+    assert_eq!(
+        code(s.post("/v1/databases", json!({"name": "Bad Name"}))),
+        (400, "invalid_name".into())
+    );
+    assert_eq!(
+        code(s.post("/v1/databases", json!({"name": "shop"}))),
+        (409, "database_exists".into())
+    );
+    let created = s.post("/v1/databases", json!({"name": "empty"})).unwrap();
+    assert_eq!(created.status, 201);
+
+    // fork, branch, checkpoints
+    let fork = s
+        .post(
+            "/v1/branches",
+            json!({"source": "shop", "name": "try", "ttl": "1h"}),
+        )
+        .unwrap();
+    assert_eq!(fork.status, 201);
+    assert_eq!(
+        code(s.post("/v1/branches", json!({"source": "shop", "name": "try"}))),
+        (409, "branch_exists".into())
+    );
+    assert_eq!(
+        code(s.post("/v1/branches", json!({"source": "nope", "name": "x"}))),
+        (404, "database_not_found".into())
+    );
+    assert_eq!(
+        code(s.post(
+            "/v1/branches",
+            json!({"source": "shop", "name": "x", "bogus": 1})
+        )),
+        (400, "invalid_input".into())
+    );
+    let b = s.get("/v1/branches/shop@try");
+    assert_eq!(b["branch"], "try");
+    assert_eq!(b["ttl_secs"], 3600);
+    let branches = s.get("/v1/databases/shop/branches");
+    assert_eq!(branches["branches"].as_array().unwrap().len(), 2);
+
+    // checkout, write, checkpoint, diff, rollback
+    let co = s.post("/v1/branches/shop@try/checkout", json!({})).unwrap();
+    let path = std::path::PathBuf::from(co.body["path"].as_str().unwrap());
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute("DELETE FROM items WHERE id <= 10", [])
+        .unwrap();
+    let cp = s
+        .post(
+            "/v1/branches/shop@try/checkpoints",
+            json!({"name": "trimmed"}),
+        )
+        .unwrap();
+    assert_eq!(cp.status, 201);
+    assert_eq!(
+        code(s.post(
+            "/v1/branches/shop@try/checkpoints",
+            json!({"name": "trimmed"})
+        )),
+        (409, "checkpoint_exists".into())
+    );
+    let list = s.get("/v1/branches/shop@try/checkpoints");
+    assert_eq!(list["checkpoints"][0]["name"], "trimmed");
+    let diff = s.get("/v1/diff?from=shop@main&to=shop@try&rows=true&limit=3");
+    assert_eq!(diff["tables"][0]["removed"], 10);
+    assert_eq!(
+        code(s.client().request("GET", "/v1/diff?from=shop", None, &[])),
+        (400, "invalid_input".into())
+    );
+    let rb = s
+        .post("/v1/branches/shop@try/rollback", json!({"to": "fork"}))
+        .unwrap();
+    assert_eq!(rb.status, 200);
+    assert_eq!(
+        code(s.post(
+            "/v1/branches/shop@try/rollback",
+            json!({"to": "never-made"})
+        )),
+        (404, "checkpoint_not_found".into())
+    );
+
+    // touch, protect, promote, export, destroy, gc
+    s.post("/v1/branches/shop@try/touch", json!({"ttl": "2h"}))
+        .unwrap();
+    assert_eq!(s.get("/v1/branches/shop@try")["ttl_secs"], 7200);
+    s.post("/v1/branches/shop@try/protect", json!({"protected": true}))
+        .unwrap();
+    assert_eq!(
+        code(
+            s.client()
+                .request("DELETE", "/v1/branches/shop@try", None, &[])
+        ),
+        (409, "protected".into())
+    );
+    s.post("/v1/branches/shop@try/protect", json!({"protected": false}))
+        .unwrap();
+    assert_eq!(
+        code(s.post("/v1/branches/shop@try/promote", json!({"onto": "main"}))),
+        (409, "protected".into())
+    );
+    let promoted = s
+        .post(
+            "/v1/branches/shop@try/promote",
+            json!({"onto": "main", "force": true}),
+        )
+        .unwrap();
+    assert_eq!(promoted.status, 200);
+    let out = s.dir.join("out.db");
+    s.post("/v1/export", json!({"target": "shop@main", "path": out}))
+        .unwrap();
+    assert_eq!(rows(&out, "SELECT count(*) FROM items"), 100);
+    assert_eq!(
+        code(s.post("/v1/export", json!({"target": "shop@main", "path": out}))),
+        (409, "output_exists".into())
+    );
+    assert_eq!(
+        code(
+            s.client()
+                .request("DELETE", "/v1/branches/shop@main", None, &[])
+        ),
+        (409, "protected".into())
+    );
+    let gone = s
+        .client()
+        .request("DELETE", "/v1/branches/shop@try", None, &[])
+        .unwrap();
+    assert_eq!(gone.status, 200);
+    assert_eq!(
+        code(
+            s.client()
+                .request("GET", "/v1/branches/shop@try", None, &[])
+        ),
+        (404, "branch_not_found".into())
+    );
+    assert_eq!(
+        code(s.post("/v1/gc", json!({"grace": "1s"}))),
+        (409, "grace_below_minimum".into())
+    );
+    assert_eq!(s.post("/v1/gc", json!({})).unwrap().status, 200);
+
+    // the rest
+    assert_eq!(
+        code(s.client().request("GET", "/v1/nothing", None, &[])),
+        (404, "no_such_endpoint".into())
+    );
+    let bad = s
+        .client()
+        .raw(
+            "POST",
+            "/v1/branches",
+            None,
+            &[("content-type", "application/json")],
+        )
+        .unwrap();
+    assert_eq!(bad.status, 400);
+    assert_eq!(bad.body["error"]["code"], "invalid_input");
+    assert_eq!(
+        s.client().raw("GET", "/readyz", None, &[]).unwrap().status,
+        200
+    );
+    let status = s.get("/v1/status");
+    assert!(status["databases"].as_array().unwrap().len() == 2);
+}
+
+#[test]
+fn a_retry_with_the_same_idempotency_key_gets_the_first_answer() {
+    let (_d, s) = served(10, &[]);
+    let c = s.client();
+    let body = json!({"source": "shop", "name": "once"});
+    let first = c
+        .request(
+            "POST",
+            "/v1/branches",
+            Some(&body),
+            &[("idempotency-key", "k1")],
+        )
+        .unwrap();
+    let again = c
+        .request(
+            "POST",
+            "/v1/branches",
+            Some(&body),
+            &[("idempotency-key", "k1")],
+        )
+        .unwrap();
+    assert_eq!(first.status, 201);
+    assert_eq!(
+        again.status, 201,
+        "the retry is answered, not refused as a duplicate"
+    );
+    assert!(again.replayed && !first.replayed);
+    assert_eq!(first.body, again.body);
+    let other = json!({"source": "shop", "name": "twice"});
+    assert_eq!(
+        code(c.request(
+            "POST",
+            "/v1/branches",
+            Some(&other),
+            &[("idempotency-key", "k1")]
+        )),
+        (422, "invalid_input".into())
+    );
+    // Without a key, the same request is a real second attempt.
+    assert_eq!(
+        code(c.request("POST", "/v1/branches", Some(&body), &[])),
+        (409, "branch_exists".into())
+    );
+    let events = s.get("/v1/branches/shop@once");
+    assert_eq!(events["branch"], "once");
+}
+
+#[test]
+fn only_this_user_may_use_the_socket_and_tcp_needs_the_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = Served::prepare(dir.path(), 10);
+    let token = dir.path().join("token");
+    std::fs::write(&token, "sekrit-token\n").unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    s.start(&["--listen", &addr, "--token-file", token.to_str().unwrap()]);
+    let sock_mode = std::fs::metadata(&s.socket).unwrap().permissions().mode() & 0o777;
+    let dir_mode = std::fs::metadata(s.socket.parent().unwrap())
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!((sock_mode, dir_mode), (0o600, 0o700));
+
+    // Another uid, let through the file modes on purpose, is refused by its credentials.
+    std::fs::set_permissions(
+        s.socket.parent().unwrap(),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    std::fs::set_permissions(&s.socket, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let as_nobody = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(
+            "import os, socket, sys\nos.setgid(65534); os.setuid(65534)\ns = socket.socket(socket.AF_UNIX)\ns.connect(sys.argv[1])\ns.sendall(b'GET /v1/databases HTTP/1.1\\r\\nHost: x\\r\\nConnection: close\\r\\n\\r\\n')\nprint(s.recv(65536).decode().split('\\r\\n')[0])",
+        )
+        .arg(&s.socket)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&as_nobody.stdout);
+    assert!(
+        said.contains("403"),
+        "{said}{}",
+        String::from_utf8_lossy(&as_nobody.stderr)
+    );
+
+    // TCP: no token, a wrong one, the right one.
+    let tcp = |auth: Option<&str>| -> String {
+        use std::io::{Read, Write};
+        let mut c = std::net::TcpStream::connect(&addr).unwrap();
+        let header = auth
+            .map(|a| format!("Authorization: Bearer {a}\r\n"))
+            .unwrap_or_default();
+        write!(
+            c,
+            "GET /v1/databases HTTP/1.1\r\nHost: x\r\n{header}Connection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut out = String::new();
+        c.read_to_string(&mut out).unwrap();
+        out.lines().next().unwrap_or_default().to_string()
+    };
+    assert!(tcp(None).contains("401"));
+    assert!(tcp(Some("wrong-token!")).contains("401"));
+    assert!(tcp(Some("sekrit-token")).contains("200"));
+    // Exports name daemon-host paths: never over TCP.
+    {
+        use std::io::{Read, Write};
+        let mut c = std::net::TcpStream::connect(&addr).unwrap();
+        let body = r#"{"target":"shop","path":"/tmp/x.db"}"#;
+        write!(c, "POST /v1/export HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sekrit-token\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len()).unwrap();
+        let mut out = String::new();
+        c.read_to_string(&mut out).unwrap();
+        assert!(out.starts_with("HTTP/1.1 403"), "{out}");
+    }
+    let metrics = s.client().raw("GET", "/metrics", None, &[]).unwrap();
+    let text = metrics.body.as_str().unwrap().to_string();
+    for reason in ["other_uid", "missing_token", "wrong_token"] {
+        assert!(
+            text.contains(&format!(
+                "scion_refused_requests_total{{reason=\"{reason}\"}} 1"
+            )),
+            "{reason} not counted:\n{text}"
+        );
+    }
+}
+
+#[test]
+fn tcp_without_a_token_or_on_a_public_address_does_not_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Served::prepare(dir.path(), 1);
+    let out = s
+        .cmd(&["serve", "--listen", "127.0.0.1:0"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--token-file"));
+    let token = dir.path().join("t");
+    std::fs::write(&token, "x").unwrap();
+    let out = s
+        .cmd(&[
+            "serve",
+            "--listen",
+            "0.0.0.0:0",
+            "--token-file",
+            token.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--allow-remote"));
+}
+
+#[test]
+fn a_session_captures_commits_and_refuses_at_rest_changes_until_closed() {
+    let (_d, s) = served(50, &["--flush-every", "1h"]);
+    let opened = s.post("/v1/sessions", json!({"db": "shop"})).unwrap();
+    let id = opened.body["id"].as_str().unwrap().to_string();
+    let path = std::path::PathBuf::from(opened.body["path"].as_str().unwrap());
+    assert_eq!(opened.body["version"], 1);
+    let out = std::process::Command::new("sqlite3")
+        .arg(&path)
+        .arg("INSERT INTO items(name, qty) VALUES ('new', 1); UPDATE items SET qty = 0 WHERE id = 3;")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    // The CLI and the API both refuse at-rest changes, naming the session.
+    let cli = s.cmd(&["checkpoint", "shop", "x"]).output().unwrap();
+    assert_eq!(cli.status.code(), Some(6));
+    assert!(String::from_utf8_lossy(&cli.stderr).contains(&format!("scion session flush {id}")));
+    assert_eq!(
+        code(s.post("/v1/branches/shop@main/checkpoints", json!({"name": "x"}))),
+        (409, "lease_held".into())
+    );
+    assert_eq!(
+        code(s.post("/v1/sessions", json!({"db": "shop"}))),
+        (409, "lease_held".into())
+    );
+    let flushed = s
+        .post(
+            &format!("/v1/sessions/{id}/flush"),
+            json!({"checkpoint": "after", "meta": {"by": "test"}}),
+        )
+        .unwrap();
+    assert_eq!(flushed.body["version"], 2);
+    assert_eq!(flushed.body["transactions"], 2);
+    assert_eq!(flushed.body["checkpoint"], "shop@main@after");
+    let listed = s.get("/v1/sessions");
+    assert_eq!(listed["sessions"][0]["id"], id.as_str());
+    assert_eq!(listed["sessions"][0]["durable_version"], 2);
+    let out = s.export("shop@main@after");
+    assert_eq!(rows(&out, "SELECT count(*) FROM items"), 51);
+    assert_eq!(
+        code(s.post("/v1/sessions/s-000000000000/flush", json!({}))),
+        (404, "session_not_found".into())
+    );
+    let closed = s
+        .client()
+        .request("DELETE", &format!("/v1/sessions/{id}"), None, &[])
+        .unwrap();
+    let again = s
+        .client()
+        .request("DELETE", &format!("/v1/sessions/{id}"), None, &[])
+        .unwrap();
+    assert_eq!(closed.body, again.body, "closing twice answers the same");
+    assert!(s.get("/v1/sessions")["sessions"]
+        .as_array()
+        .unwrap()
+        .is_empty());
+    // Closed: the checkout is clean at the durable version, and at-rest commands work.
+    s.scion(&["checkpoint", "shop", "x"]);
+}
+
+#[test]
+fn ephemeral_owner_bound_and_idle_sessions_end_by_themselves() {
+    let (_d, s) = served(20, &["--flush-every", "200ms"]);
+    // Ephemeral: a fork per test, destroyed on close.
+    let e = s
+        .post(
+            "/v1/sessions",
+            json!({"db": "shop", "branch": "t1", "fork_from": "main", "ephemeral": true}),
+        )
+        .unwrap();
+    let id = e.body["id"].as_str().unwrap();
+    assert_eq!(e.body["branch"], "shop@t1");
+    let closed = s
+        .client()
+        .request("DELETE", &format!("/v1/sessions/{id}"), None, &[])
+        .unwrap();
+    assert_eq!(closed.body["destroyed"], true);
+    assert_eq!(
+        code(s.client().request("GET", "/v1/branches/shop@t1", None, &[])),
+        (404, "branch_not_found".into())
+    );
+    assert_eq!(
+        code(s.post("/v1/sessions", json!({"db": "shop", "ephemeral": true}))),
+        (400, "invalid_input".into())
+    );
+
+    // Bound to an owner process: closes when it dies.
+    let mut owner = std::process::Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .unwrap();
+    let o = s
+        .post(
+            "/v1/sessions",
+            json!({"db": "shop", "branch": "t2", "fork_from": "main", "owner_pid": owner.id()}),
+        )
+        .unwrap();
+    let oid = o.body["id"].as_str().unwrap().to_string();
+    owner.kill().unwrap();
+    owner.wait().unwrap();
+    // Idle: closes after its timeout.
+    let i = s
+        .post(
+            "/v1/sessions",
+            json!({"db": "shop", "branch": "t3", "fork_from": "main", "idle_timeout": "1s"}),
+        )
+        .unwrap();
+    let iid = i.body["id"].as_str().unwrap().to_string();
+    let started = Instant::now();
+    while !s.get("/v1/sessions")["sessions"]
+        .as_array()
+        .unwrap()
+        .is_empty()
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "sessions did not end: {}",
+            s.get("/v1/sessions")
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let mut reasons = std::collections::BTreeMap::new();
+    s.client()
+        .events(Some(0), |e| {
+            if e.event == "session_closed" {
+                let v: serde_json::Value = serde_json::from_str(&e.data).unwrap();
+                reasons.insert(
+                    v["data"]["id"].as_str().unwrap().to_string(),
+                    v["data"]["reason"].as_str().unwrap().to_string(),
+                );
+            }
+            reasons.len() < 3
+        })
+        .unwrap();
+    assert_eq!(reasons[&oid], "owner_exited");
+    assert_eq!(reasons[&iid], "idle_timeout");
+}
+
+#[test]
+fn events_come_in_order_and_replay_from_last_event_id() {
+    let (_d, s) = served(10, &[]);
+    s.post("/v1/branches", json!({"source": "shop", "name": "a"}))
+        .unwrap();
+    s.post("/v1/branches/shop@a/checkpoints", json!({"name": "one"}))
+        .unwrap();
+    s.client()
+        .request("DELETE", "/v1/branches/shop@a", None, &[])
+        .unwrap();
+    let mut seen = Vec::new();
+    s.client()
+        .events(Some(0), |e| {
+            seen.push((e.id.unwrap(), e.event));
+            seen.len() < 3
+        })
+        .unwrap();
+    let kinds: Vec<&str> = seen.iter().map(|(_, k)| k.as_str()).collect();
+    assert_eq!(kinds, ["forked", "checkpointed", "destroyed"]);
+    assert!(seen.windows(2).all(|w| w[0].0 < w[1].0));
+    // Replay after the first: the second and third, then what happens live.
+    let first = seen[0].0;
+    let live = std::thread::spawn({
+        let socket = s.socket.clone();
+        move || {
+            let mut got = Vec::new();
+            scion_daemon::client::DaemonClient::new(socket)
+                .events(Some(first), |e| {
+                    got.push(e.event);
+                    got.len() < 3
+                })
+                .unwrap();
+            got
+        }
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    s.post("/v1/branches", json!({"source": "shop", "name": "b"}))
+        .unwrap();
+    assert_eq!(
+        live.join().unwrap(),
+        ["checkpointed", "destroyed", "forked"]
+    );
+    // The Last-Event-ID header works as ?since= does.
+    let raw = s
+        .client()
+        .raw("GET", "/healthz", None, &[("last-event-id", "2")])
+        .unwrap();
+    assert_eq!(raw.status, 200);
+}
+
+#[test]
+fn sigterm_flushes_and_closes_every_session_then_exits_zero() {
+    let (_d, mut s) = served(30, &["--flush-every", "1h"]);
+    let opened = s.post("/v1/sessions", json!({"db": "shop"})).unwrap();
+    let path = std::path::PathBuf::from(opened.body["path"].as_str().unwrap());
+    let out = std::process::Command::new("sqlite3")
+        .arg(&path)
+        .arg("INSERT INTO items(name, qty) VALUES ('kept', 7);")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(s.terminate(), 0, "{}", s.log());
+    assert!(!s.socket.exists(), "the socket is removed on the way out");
+    let out = s.export("shop");
+    assert_eq!(
+        rows(&out, "SELECT count(*) FROM items WHERE name = 'kept'"),
+        1
+    );
+    // Nothing holds the branch any more.
+    s.scion(&["checkpoint", "shop", "after-stop"]);
+}

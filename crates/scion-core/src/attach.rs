@@ -1,0 +1,272 @@
+//! Attaching to a store from a spec: a local directory (named, or the nearest `.scion`
+//! above the current directory, as git finds `.git`) or an S3 bucket. Every front end (the
+//! CLI, the daemon, the SDKs) attaches this way and never builds backends itself.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use scion_store::{
+    Backend, CountingBackend, LocalBackend, ObservedBackend, RequestObserver, S3Backend, S3Config,
+    S3Location, SegmentCache,
+};
+
+use crate::error::{CoreError, CoreResult};
+use crate::{ClonePolicy, Scion, ScionOptions, MANIFEST_KEY};
+
+/// The directory name `scion init` creates and discovery looks for.
+pub const DEFAULT_STORE: &str = ".scion";
+
+/// The nearest `<dir>/.scion` holding a store, from `start` upward, and the last directory
+/// looked in. The search stops at the home directory (a store above it is someone else's)
+/// and where the filesystem changes (as git does without GIT_DISCOVERY_ACROSS_FILESYSTEM).
+fn discover(start: &Path) -> (Option<PathBuf>, PathBuf) {
+    use std::os::unix::fs::MetadataExt;
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let device = |p: &Path| std::fs::metadata(p).map(|m| m.dev()).ok();
+    let start_dev = device(start);
+    let mut dir = start.to_path_buf();
+    loop {
+        let candidate = dir.join(DEFAULT_STORE);
+        if candidate.join(MANIFEST_KEY).is_file() {
+            return (Some(candidate), dir);
+        }
+        if home.as_deref() == Some(dir.as_path()) {
+            return (None, dir);
+        }
+        match dir.parent() {
+            Some(up) if device(up) == start_dev => dir = up.to_path_buf(),
+            _ => return (None, dir),
+        }
+    }
+}
+
+/// Where a store lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreSpec {
+    Local(PathBuf),
+    S3(S3Location),
+}
+
+impl StoreSpec {
+    /// A directory path, `file:///path` or `s3://bucket[/prefix]`. Relative paths are made
+    /// absolute so that printed checkout paths work from anywhere.
+    pub fn parse(spec: &str) -> CoreResult<StoreSpec> {
+        let invalid = |reason: String| CoreError::InvalidInput { reason };
+        if spec.starts_with("s3://") {
+            return S3Location::parse(spec).map(StoreSpec::S3).ok_or_else(|| {
+                invalid(format!(
+                    "invalid S3 store {spec:?}: expected s3://bucket[/prefix]"
+                ))
+            });
+        }
+        let path = if let Some(rest) = spec.strip_prefix("file://") {
+            PathBuf::from(rest)
+        } else if spec.contains("://") {
+            return Err(invalid(format!(
+                "unsupported store {spec:?}: use a directory path, file:///path or s3://bucket/prefix"
+            )));
+        } else {
+            PathBuf::from(spec)
+        };
+        let abs = std::path::absolute(&path).map_err(|e| CoreError::io(&path, e))?;
+        Ok(StoreSpec::Local(abs))
+    }
+
+    /// The store to use: `spec` when given (a local one must exist unless `init`); else
+    /// the nearest `.scion` holding a store in `cwd` or above it (stopping at the home
+    /// directory and at filesystem boundaries); `init` without a spec means `cwd/.scion`.
+    pub fn find(spec: Option<&str>, cwd: &Path, init: bool) -> CoreResult<StoreSpec> {
+        if let Some(spec) = spec.filter(|s| !s.is_empty()) {
+            let parsed = StoreSpec::parse(spec)?;
+            if let StoreSpec::Local(dir) = &parsed {
+                if !init && !dir.join(MANIFEST_KEY).exists() {
+                    return Err(CoreError::NotInitialized {
+                        location: dir.display().to_string(),
+                    });
+                }
+            }
+            return Ok(parsed);
+        }
+        if init {
+            return Ok(StoreSpec::Local(cwd.join(DEFAULT_STORE)));
+        }
+        match discover(cwd) {
+            (Some(dir), _) => Ok(StoreSpec::Local(dir)),
+            (None, searched_up_to) => Err(CoreError::NotInitialized {
+                location: format!(
+                    "{}, nor in any directory above it up to {}",
+                    cwd.join(DEFAULT_STORE).display(),
+                    searched_up_to.display()
+                ),
+            }),
+        }
+    }
+
+    /// How the store is named in messages and `status`.
+    pub fn location(&self) -> String {
+        match self {
+            StoreSpec::Local(dir) => dir.display().to_string(),
+            StoreSpec::S3(loc) => format!("s3://{}/{}", loc.bucket, loc.prefix),
+        }
+    }
+}
+
+/// The local cache directory of a remote store: `SCION_CHECKOUTS`, or the user's cache
+/// directory keyed by the store's identity.
+fn remote_cache_dir(identity: &str) -> CoreResult<PathBuf> {
+    if let Ok(dir) = std::env::var("SCION_CHECKOUTS") {
+        if !dir.is_empty() {
+            return std::path::absolute(&dir).map_err(|e| CoreError::io(&dir, e));
+        }
+    }
+    let base = std::env::var("XDG_CACHE_HOME")
+        .ok()
+        .filter(|s| !s.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var("HOME")
+                .ok()
+                .map(|h| PathBuf::from(h).join(".cache"))
+        })
+        .ok_or_else(|| CoreError::InvalidInput {
+            reason: "no cache directory for the remote store's checkouts: set SCION_CHECKOUTS"
+                .to_string(),
+        })?;
+    // FNV-1a: stable across builds, so the cache survives upgrades.
+    let hash = identity.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
+    });
+    Ok(base
+        .join("scion")
+        .join(format!("{hash:016x}"))
+        .join("checkouts"))
+}
+
+const PROBE_VALID: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// The clock offset of a probe this machine ran against the store in the last hour.
+fn recent_probe(path: &std::path::Path) -> Option<i64> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(v["probed_at_unix"].as_u64()?);
+    let age = std::time::SystemTime::now().duration_since(at).ok()?;
+    (age < PROBE_VALID)
+        .then(|| v["clock_offset_ms"].as_i64())
+        .flatten()
+}
+
+fn remember_probe(path: &std::path::Path, offset: i64) {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let body = serde_json::json!({"probed_at_unix": now, "clock_offset_ms": offset}).to_string();
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    let _ = std::fs::write(path, body);
+}
+
+/// How to attach.
+#[derive(Clone)]
+pub struct AttachOptions {
+    pub clone_policy: ClonePolicy,
+    /// Lease holder name; the default names this process.
+    pub holder: Option<String>,
+    /// Create the store (with this minimum GC grace) instead of opening one.
+    pub init: Option<Duration>,
+    pub progress: crate::progress::ProgressSink,
+    /// Told of every store request (operation, outcome, latency).
+    pub observer: Option<Arc<dyn RequestObserver>>,
+}
+
+impl std::fmt::Debug for AttachOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AttachOptions")
+            .field("clone_policy", &self.clone_policy)
+            .field("holder", &self.holder)
+            .field("init", &self.init)
+            .finish()
+    }
+}
+
+impl Default for AttachOptions {
+    fn default() -> Self {
+        AttachOptions {
+            clone_policy: ClonePolicy::Auto,
+            holder: None,
+            init: None,
+            progress: Default::default(),
+            observer: None,
+        }
+    }
+}
+
+/// An attached store and the request counter that sits right on it (a segment served
+/// from the local cache is not a request).
+pub struct Attached {
+    pub scion: Scion,
+    pub counter: Arc<CountingBackend>,
+}
+
+impl Scion {
+    /// Open (or, with `options.init`, create) the store `spec` names. S3 stores must
+    /// enforce conditional writes: that is probed once an hour per store and machine, and
+    /// the store's clock learnt at the same time.
+    pub fn attach(spec: &StoreSpec, options: AttachOptions) -> CoreResult<Attached> {
+        let location = spec.location();
+        let observe = |b: Arc<dyn Backend>| -> Arc<dyn Backend> {
+            match &options.observer {
+                Some(o) => Arc::new(ObservedBackend::new(b, o.clone())),
+                None => b,
+            }
+        };
+        let (backend, counter, checkouts, store_dir): (
+            Arc<dyn Backend>,
+            Arc<CountingBackend>,
+            PathBuf,
+            Option<PathBuf>,
+        ) = match spec {
+            StoreSpec::Local(dir) => {
+                let b = LocalBackend::open(dir)?;
+                let counter = Arc::new(CountingBackend::new(observe(Arc::new(b))));
+                (
+                    counter.clone(),
+                    counter,
+                    dir.join("checkouts"),
+                    Some(dir.clone()),
+                )
+            }
+            StoreSpec::S3(loc) => {
+                let s3 = Arc::new(S3Backend::connect(loc.clone(), &S3Config::from_env())?);
+                let counter = Arc::new(CountingBackend::new(observe(s3.clone())));
+                let checkouts = remote_cache_dir(&s3.identity())?;
+                let proof = checkouts.join(".probe.json");
+                match recent_probe(&proof) {
+                    Some(offset) => s3.set_clock_offset_ms(offset),
+                    None => {
+                        scion_store::probe::probe_with(counter.as_ref(), |key| {
+                            s3.learn_clock(key)
+                        })?;
+                        remember_probe(&proof, s3.clock_offset_ms());
+                    }
+                }
+                let cached =
+                    SegmentCache::new(counter.clone(), checkouts.join(".segments"), "segments/")?;
+                (Arc::new(cached), counter, checkouts, None)
+            }
+        };
+        let mut o = ScionOptions::new(checkouts, options.clone_policy);
+        o.store_dir = store_dir;
+        o.progress = options.progress;
+        if let Some(h) = options.holder {
+            o.holder = h;
+        }
+        let scion = match options.init {
+            Some(min_grace) => Scion::init_with_min_grace(backend, &location, o, min_grace)?,
+            None => Scion::open(backend, &location, o)?,
+        };
+        Ok(Attached { scion, counter })
+    }
+}

@@ -1,0 +1,242 @@
+//! Commit a set of changed pages onto a branch head: what live capture (the daemon's
+//! sessions) and anything else that already knows which pages changed uses. The cost is
+//! O(changed pages): the new version path-copies the page map, and its whole-database
+//! checksum is updated from the old and new hashes of the changed pages alone.
+
+use std::collections::BTreeMap;
+
+use scion_store::ETag;
+use serde::Serialize;
+
+use crate::commit::Commit;
+use crate::error::{CoreError, CoreResult};
+use crate::format::{decode_frame, page_contribution, page_hash, FrameKind, Locator, RootRecord};
+use crate::names::{BranchRef, CheckpointName};
+use crate::pagemap::{depth_for, leaves, lookup, Changes, TreeUpdate};
+use crate::refs::Ref;
+use crate::writer::WriteStats;
+use crate::Scion;
+
+/// At most this many pages of one commit are stored as deltas against their old frame
+/// (each costs a read of that frame).
+const MAX_DELTA_PAGES: usize = 256;
+
+/// The pages that changed since a head, with the database's size after the change.
+#[derive(Debug, Clone, Default)]
+pub struct PageChanges {
+    pub page_size: u32,
+    /// The database's size in pages after the change; pages above it cease to exist.
+    pub page_count: u32,
+    /// New images by page number (1-based), page 1 normalized (bytes 18/19 = 1). Pages
+    /// above `page_count` must not be present.
+    pub pages: BTreeMap<u32, Vec<u8>>,
+}
+
+impl PageChanges {
+    pub fn is_empty(&self) -> bool {
+        self.pages.is_empty()
+    }
+
+    pub fn bytes(&self) -> u64 {
+        self.pages.values().map(|p| p.len() as u64).sum()
+    }
+}
+
+/// What a page commit made.
+#[derive(Debug, Clone, Serialize)]
+pub struct PagesCommitted {
+    pub version: u64,
+    #[serde(skip)]
+    pub root: Locator,
+    pub pages: u64,
+    pub page_count: u32,
+    pub store: WriteStats,
+    /// New hash of every page written (page number, hash), for the caller's hash table.
+    #[serde(skip)]
+    pub hashes: Vec<(u32, u64)>,
+}
+
+impl Scion {
+    /// The hash of every page of the version at `root` (an absent page hashes as zeros),
+    /// read from the store: O(size), for a caller that lost its own table.
+    pub fn page_hashes(&self, root: &Locator) -> CoreResult<Vec<u64>> {
+        let rec = self.reader.root(root)?;
+        let zero = page_hash(&vec![0u8; rec.page_size as usize]);
+        let mut hashes = vec![zero; rec.page_count as usize];
+        let slots = leaves(&self.reader, rec.node, rec.depth, rec.fanout_bits)?
+            .into_iter()
+            .map(|(idx, slot)| (slot, idx + 1))
+            .collect();
+        self.reader.for_each_page(slots, |page| {
+            hashes[*page.tag as usize - 1] = page.hash;
+            Ok(())
+        })?;
+        Ok(hashes)
+    }
+
+    /// Name the version `root` (number `version`) of `b` as checkpoint `name`, with
+    /// `meta`: what a writer that committed the version itself (a capture flush) uses.
+    pub fn name_version(
+        &self,
+        b: &BranchRef,
+        name: &CheckpointName,
+        root: Locator,
+        version: u64,
+        meta: BTreeMap<String, String>,
+    ) -> CoreResult<()> {
+        self.check_new_checkpoint_name(b, name)?;
+        self.bind_checkpoint_with_meta(b, name, root, version, meta)
+            .map(|_| ())
+    }
+
+    /// Commit `changes` on top of `base` (the head read with `etag`) through the one
+    /// commit path, and set the `meta` entries made for the new root on the ref in the
+    /// same compare-and-swap (a capture cursor travels with the version it describes). `old_hash` answers the
+    /// hash a page had in `base` when the caller knows it; otherwise it is read from the
+    /// store. A head that moved, or a lease that changed hands, is a
+    /// [`CoreError::Conflict`]: the caller has been fenced.
+    pub fn commit_pages(
+        &self,
+        b: &BranchRef,
+        base: &Ref,
+        etag: ETag,
+        changes: &PageChanges,
+        old_hash: &mut dyn FnMut(u32) -> Option<u64>,
+        meta: &dyn Fn(&Locator) -> BTreeMap<String, String>,
+    ) -> CoreResult<(Ref, ETag, PagesCommitted)> {
+        let old = self.reader.root(&base.root)?;
+        if changes.page_size != old.page_size && old.page_count > 0 {
+            return Err(CoreError::InvalidInput {
+                reason: format!(
+                    "page size {} differs from the branch's {}",
+                    changes.page_size, old.page_size
+                ),
+            });
+        }
+        if let Some((&last, _)) = changes.pages.last_key_value() {
+            if last > changes.page_count {
+                return Err(CoreError::InvalidInput {
+                    reason: format!(
+                        "page {last} is past the database's end ({} pages)",
+                        changes.page_count
+                    ),
+                });
+            }
+        }
+        let zero = page_hash(&vec![0u8; changes.page_size as usize]);
+        let (sealed, hashes) = super::with_fresh_ids(|| {
+            let mut commit = Commit::begin(self)?;
+            let writer = &mut commit.writer;
+            let mut tree: Changes = BTreeMap::new();
+            let mut checksum = old.db_checksum;
+            let mut hashes = Vec::with_capacity(changes.pages.len());
+            let mut deltas = 0;
+            for (&pgno, page) in &changes.pages {
+                let hash = page_hash(page);
+                let slot = if pgno <= old.page_count {
+                    lookup(&self.reader, old.node, old.depth, old.fanout_bits, pgno - 1)?
+                } else {
+                    None
+                };
+                let mut base_frame = None;
+                let previous = match slot {
+                    None => Some(zero),
+                    Some(_) => old_hash(pgno),
+                };
+                let previous = match (previous, slot) {
+                    (Some(h), _) => h,
+                    (None, Some(s)) => self.reader.page(&s, pgno)?.1,
+                    (None, None) => zero,
+                };
+                if previous == hash {
+                    continue;
+                }
+                checksum = checksum
+                    .wrapping_sub(page_contribution(pgno, previous, zero))
+                    .wrapping_add(page_contribution(pgno, hash, zero));
+                hashes.push((pgno, hash));
+                if hash == zero {
+                    tree.insert(pgno - 1, None);
+                    continue;
+                }
+                if let Some(s) = slot.filter(|_| deltas < MAX_DELTA_PAGES) {
+                    let loc = s.base.unwrap_or(s.loc);
+                    let bytes = self.reader.raw(&loc)?;
+                    let (raw, _) =
+                        decode_frame(&bytes, FrameKind::Page, pgno as u64).map_err(|e| {
+                            CoreError::corrupt(format!("{} at {loc}", loc.segment.key()), e.0)
+                        })?;
+                    base_frame = Some((loc, raw));
+                }
+                let (slot, _) = writer.add_page(
+                    pgno,
+                    page,
+                    base_frame.as_ref().map(|(l, r)| (*l, r.as_slice())),
+                )?;
+                if slot.base.is_some() {
+                    deltas += 1;
+                }
+                tree.insert(pgno - 1, Some(slot));
+            }
+            // Pages past a shrunk end leave the checksum with their old hashes.
+            for pgno in changes.page_count + 1..=old.page_count {
+                let Some(slot) =
+                    lookup(&self.reader, old.node, old.depth, old.fanout_bits, pgno - 1)?
+                else {
+                    continue;
+                };
+                let previous = match old_hash(pgno) {
+                    Some(h) => h,
+                    None => self.reader.page(&slot, pgno)?.1,
+                };
+                checksum = checksum.wrapping_sub(page_contribution(pgno, previous, zero));
+            }
+            let update = TreeUpdate {
+                reader: &self.reader,
+                fanout_bits: old.fanout_bits,
+                limit: changes.page_count,
+            };
+            let new_depth = old
+                .depth
+                .max(depth_for(changes.page_count, old.fanout_bits));
+            let node = update.apply(writer, old.node, old.depth, new_depth, &tree)?;
+            let record = RootRecord {
+                fanout_bits: old.fanout_bits,
+                depth: if node.is_some() { new_depth } else { 0 },
+                page_size: changes.page_size,
+                page_count: if node.is_some() {
+                    changes.page_count
+                } else {
+                    0
+                },
+                change_counter: 0,
+                db_checksum: checksum,
+                node,
+            };
+            Ok((commit.seal(record)?, hashes))
+        })?;
+        let version = base.version + 1;
+        let (root, page_count) = (sealed.root, sealed.record.page_count);
+        let touched = self.store_time()?;
+        let meta = meta(&root);
+        let (r, etag) = self.publish_head(b, base, etag, Some(&sealed), |next| {
+            next.root = root;
+            next.version = version;
+            next.page_size = changes.page_size;
+            next.page_count = page_count;
+            next.touched_at = touched;
+            for (k, v) in &meta {
+                next.meta.insert(k.clone(), v.clone());
+            }
+        })?;
+        let committed = PagesCommitted {
+            version,
+            root,
+            pages: hashes.len() as u64,
+            page_count,
+            store: sealed.stats,
+            hashes,
+        };
+        Ok((r, etag, committed))
+    }
+}

@@ -1,0 +1,193 @@
+//! The HTTP API: JSON under `/v1`, resources not verbs, typed errors with the CLI's codes.
+
+mod branches;
+mod events;
+mod sessions;
+
+use std::sync::Arc;
+
+use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::{FromRequest, FromRequestParts, Request, State};
+use axum::http::request::Parts;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use scion_core::described::Context;
+use scion_core::{CoreError, Scion};
+use serde::de::DeserializeOwned;
+use tokio::sync::watch;
+
+use crate::error::{ApiError, ApiResult};
+use crate::state::Shared;
+use crate::transport::{self, Access};
+
+/// The OpenAPI document of this API (also in `docs/openapi.json`).
+pub const OPENAPI: &str = include_str!("../../../../docs/openapi.json");
+
+/// A JSON body whose problems are answered in the API's error format.
+pub struct Body<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Body<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        match axum::Json::<T>::from_request(req, state).await {
+            Ok(axum::Json(v)) => Ok(Body(v)),
+            Err(e) => Err(ApiError::invalid(json_problem(&e))),
+        }
+    }
+}
+
+/// A JSON body that may be left out (then the defaults apply).
+pub struct MaybeBody<T>(pub T);
+
+impl<T: DeserializeOwned + Default, S: Send + Sync> FromRequest<S> for MaybeBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        let bytes = axum::body::Bytes::from_request(req, state)
+            .await
+            .map_err(|e| ApiError::invalid(format!("bad body: {}", e.body_text())))?;
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok(MaybeBody(T::default()));
+        }
+        serde_json::from_slice(&bytes)
+            .map(MaybeBody)
+            .map_err(|e| ApiError::invalid(format!("bad JSON body: {e}")))
+    }
+}
+
+fn json_problem(e: &JsonRejection) -> String {
+    format!("bad JSON body: {}", e.body_text())
+}
+
+/// Query parameters whose problems are answered in the API's error format.
+pub struct Query<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for Query<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        match axum::extract::Query::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Query(v)) => Ok(Query(v)),
+            Err(e) => Err(ApiError::invalid(query_problem(&e))),
+        }
+    }
+}
+
+fn query_problem(e: &QueryRejection) -> String {
+    format!("bad query: {}", e.body_text())
+}
+
+/// Run engine work off the async threads; its error is presented for `context`.
+pub async fn blocking<T: Send + 'static>(
+    shared: &Arc<Shared>,
+    context: Context,
+    f: impl FnOnce(&Scion) -> Result<T, CoreError> + Send + 'static,
+) -> ApiResult<T> {
+    let scion = shared.scion.clone();
+    tokio::task::spawn_blocking(move || f(&scion))
+        .await
+        .map_err(|e| {
+            ApiError::new(
+                scion_core::described::Exit::Failure,
+                "internal",
+                e.to_string(),
+                None,
+            )
+        })?
+        .map_err(|e| ApiError::core(&e, context))
+}
+
+/// Parse a name, answering a bad one as the API's error.
+pub fn parse<T: std::str::FromStr<Err = CoreError>>(s: &str) -> ApiResult<T> {
+    s.parse().map_err(ApiError::from)
+}
+
+/// Parse a duration such as `30s`, `10m`, `2h`.
+pub fn duration(s: &str) -> ApiResult<std::time::Duration> {
+    scion_core::clock::parse_duration(s).map_err(ApiError::from)
+}
+
+pub fn json<T: serde::Serialize>(v: &T) -> Response {
+    axum::Json(v).into_response()
+}
+
+async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+async fn readyz(State(shared): State<Arc<Shared>>) -> ApiResult<&'static str> {
+    blocking(&shared, Context::Other, |s| s.store_now().map(drop)).await?;
+    Ok("ready\n")
+}
+
+async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
+    (
+        [(
+            "content-type",
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        shared.metrics.render(),
+    )
+        .into_response()
+}
+
+async fn openapi() -> Response {
+    ([("content-type", "application/json")], OPENAPI).into_response()
+}
+
+async fn not_found() -> ApiError {
+    ApiError::not_found("no_such_endpoint", "no such endpoint")
+}
+
+/// The whole API, for one listener (`access` says what TCP needs).
+pub fn router(shared: Arc<Shared>, access: Access, stop: watch::Receiver<bool>) -> Router {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .route("/v1/openapi.json", get(openapi))
+        .route("/v1/status", get(branches::status))
+        .route(
+            "/v1/databases",
+            get(branches::databases).post(branches::create),
+        )
+        .route("/v1/databases/{db}/branches", get(branches::branches))
+        .route("/v1/branches", post(branches::fork))
+        .route(
+            "/v1/branches/{branch}",
+            get(branches::branch).delete(branches::destroy),
+        )
+        .route("/v1/branches/{branch}/checkout", post(branches::checkout))
+        .route(
+            "/v1/branches/{branch}/checkpoints",
+            get(branches::checkpoints).post(branches::checkpoint),
+        )
+        .route("/v1/branches/{branch}/rollback", post(branches::rollback))
+        .route("/v1/branches/{branch}/promote", post(branches::promote))
+        .route("/v1/branches/{branch}/touch", post(branches::touch))
+        .route("/v1/branches/{branch}/protect", post(branches::protect))
+        .route("/v1/diff", get(branches::diff))
+        .route("/v1/export", post(branches::export))
+        .route("/v1/gc", post(branches::gc))
+        .route("/v1/sessions", get(sessions::list).post(sessions::open))
+        .route(
+            "/v1/sessions/{id}",
+            get(sessions::get).delete(sessions::close),
+        )
+        .route("/v1/sessions/{id}/flush", post(sessions::flush))
+        .route("/v1/sessions/{id}/close", post(sessions::close))
+        .route("/v1/events", get(events::stream))
+        .fallback(not_found)
+        .layer(axum::Extension(stop))
+        .layer(axum::middleware::from_fn_with_state(
+            shared.clone(),
+            crate::idempotency::middleware,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            (shared.clone(), access),
+            transport::guard,
+        ))
+        .with_state(shared)
+}

@@ -1,0 +1,189 @@
+//! Sessions: open (optionally forking first), flush, close, list.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::extract::{ConnectInfo, Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use scion_core::described::Context;
+use scion_core::{BranchName, BranchRef, CheckpointName, DbName};
+use serde::Deserialize;
+
+use super::{blocking, duration, json, parse, Body, MaybeBody};
+use crate::error::{ApiError, ApiResult};
+use crate::events::EventKind;
+use crate::sessions::{self, CloseReason, SessionSpec};
+use crate::state::Shared;
+use crate::transport::Peer;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OpenBody {
+    db: String,
+    /// The branch to capture; with `fork_from`, the new branch's name (default: the
+    /// session's id).
+    branch: Option<String>,
+    /// Fork this branch of `db` first (`main`, or `main@checkpoint`).
+    fork_from: Option<String>,
+    /// Close the session (and, for a fork, let the branch be reaped) after this long.
+    ttl: Option<String>,
+    /// Close the session after this long without a captured commit or a request.
+    idle_timeout: Option<String>,
+    /// Destroy the branch when the session closes.
+    #[serde(default)]
+    ephemeral: bool,
+    /// Close the session when this process exits; `"peer"` binds it to the process on
+    /// the other end of the unix socket.
+    owner_pid: Option<serde_json::Value>,
+}
+
+fn owner(peer: &Peer, v: &Option<serde_json::Value>) -> ApiResult<Option<u32>> {
+    match v {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(serde_json::Value::String(s)) if s == "peer" => match peer {
+            Peer::Unix { pid: Some(p), .. } => Ok(Some(*p as u32)),
+            _ => Err(ApiError::invalid(
+                "owner_pid \"peer\" needs a unix socket connection with peer credentials",
+            )),
+        },
+        Some(serde_json::Value::Number(n)) => n
+            .as_u64()
+            .and_then(|n| u32::try_from(n).ok())
+            .filter(|n| *n > 0)
+            .map(Some)
+            .ok_or_else(|| ApiError::invalid("owner_pid is a process id")),
+        _ => Err(ApiError::invalid("owner_pid is a process id or \"peer\"")),
+    }
+}
+
+pub async fn open(
+    State(shared): State<Arc<Shared>>,
+    ConnectInfo(peer): ConnectInfo<Peer>,
+    Body(body): Body<OpenBody>,
+) -> ApiResult<Response> {
+    let db: DbName = parse(&body.db)?;
+    let id = sessions::new_id();
+    let ttl = body.ttl.as_deref().map(duration).transpose()?;
+    let idle_timeout = body.idle_timeout.as_deref().map(duration).transpose()?;
+    let owner_pid = owner(&peer, &body.owner_pid)?;
+    let branch_name: BranchName = match (&body.branch, &body.fork_from) {
+        (Some(b), _) => parse(b)?,
+        (None, Some(_)) => parse(&id)?,
+        (None, None) => parse("main")?,
+    };
+    let branch = BranchRef::new(db.clone(), branch_name.clone());
+    if body.ephemeral && body.fork_from.is_none() {
+        return Err(ApiError::invalid(
+            "an ephemeral session destroys its branch on close: open it on a fork (fork_from)",
+        ));
+    }
+    if let Some(live) = shared.sessions.on_branch(&branch.to_string()) {
+        return Err(ApiError::core(
+            &scion_core::CoreError::LeaseHeld {
+                branch: branch.to_string(),
+                holder: format!("{}#{live}", shared.scion.holder()),
+                expires: "while the session is open".into(),
+            },
+            Context::Other,
+        ));
+    }
+    let mut forked = None;
+    if let Some(from) = &body.fork_from {
+        let (src, at) = match from.split_once('@') {
+            Some((b, c)) => (parse::<BranchName>(b)?, Some(parse::<CheckpointName>(c)?)),
+            None => (parse::<BranchName>(from)?, None),
+        };
+        let src = BranchRef::new(db.clone(), src);
+        let report = blocking(&shared, Context::Other, move |s| {
+            s.fork_with_ttl(&src, &branch_name, at.as_ref(), ttl)
+        })
+        .await?;
+        shared.events.emit(
+            EventKind::Forked,
+            serde_json::to_value(&report).unwrap_or_default(),
+        );
+        forked = Some(report);
+    }
+    let spec = SessionSpec {
+        branch: branch.clone(),
+        ttl,
+        idle_timeout,
+        ephemeral: body.ephemeral,
+        owner_pid,
+    };
+    let start = {
+        let shared = shared.clone();
+        let id = id.clone();
+        tokio::task::spawn_blocking(move || sessions::start(&shared, id, spec))
+            .await
+            .map_err(|e| ApiError::invalid(e.to_string()))?
+    };
+    let info = match start {
+        Ok(info) => info,
+        Err(e) => {
+            // A fork made for a session that could not start is not left behind.
+            if forked.is_some() && body.ephemeral {
+                let b = branch.clone();
+                let _ = blocking(&shared, Context::Other, move |s| s.destroy(&b, false)).await;
+            }
+            return Err(e);
+        }
+    };
+    shared.events.emit(
+        EventKind::SessionOpened,
+        serde_json::json!({"session": id, "branch": info.branch, "path": info.path, "version": info.durable_version, "attach": info.attach}),
+    );
+    let v = serde_json::json!({
+        "id": info.id,
+        "branch": info.branch,
+        "path": info.path,
+        "version": info.durable_version,
+        "attach": info.attach,
+        "forked": forked,
+    });
+    Ok((StatusCode::CREATED, axum::Json(v)).into_response())
+}
+
+pub async fn list(State(shared): State<Arc<Shared>>) -> Response {
+    json(&serde_json::json!({ "sessions": shared.sessions.list() }))
+}
+
+pub async fn get(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> ApiResult<Response> {
+    Ok(json(&shared.sessions.get(&id)?))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct FlushBody {
+    /// Name the durable version as this checkpoint.
+    checkpoint: Option<String>,
+    #[serde(default)]
+    meta: BTreeMap<String, String>,
+}
+
+pub async fn flush(
+    State(shared): State<Arc<Shared>>,
+    Path(id): Path<String>,
+    MaybeBody(body): MaybeBody<FlushBody>,
+) -> ApiResult<Response> {
+    let checkpoint = match body.checkpoint.as_deref() {
+        Some(name) => Some((parse::<CheckpointName>(name)?, body.meta)),
+        None if !body.meta.is_empty() => {
+            return Err(ApiError::invalid(
+                "meta is kept with a checkpoint: name one",
+            ))
+        }
+        None => None,
+    };
+    let report = shared.sessions.flush(&id, checkpoint).await?;
+    Ok(json(&report))
+}
+
+pub async fn close(
+    State(shared): State<Arc<Shared>>,
+    Path(id): Path<String>,
+) -> ApiResult<Response> {
+    let closed = shared.sessions.close(&id, CloseReason::Requested).await?;
+    Ok(json(&closed))
+}

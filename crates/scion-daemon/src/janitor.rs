@@ -1,0 +1,71 @@
+//! The janitor: on a schedule, reap branches whose TTL passed (never one with a live
+//! session or a dirty or open checkout: the engine's GC keeps those) and collect garbage
+//! with the store's grace. Both emit events.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use scion_core::described::Context;
+use scion_core::ops::gc::GcReport;
+use tokio::sync::watch;
+
+use crate::api::blocking;
+use crate::error::ApiResult;
+use crate::events::EventKind;
+use crate::state::Shared;
+
+/// One GC run: branches past their TTL are reaped, unreachable segments older than
+/// `grace` deleted.
+pub async fn gc(shared: &Arc<Shared>, grace: Duration, force: bool) -> ApiResult<GcReport> {
+    let report = blocking(shared, Context::Other, move |s| s.gc(grace, force)).await?;
+    for b in &report.reaped {
+        shared.metrics.janitor_reaped.inc();
+        shared
+            .events
+            .emit(EventKind::Reaped, serde_json::json!({ "branch": b }));
+    }
+    shared
+        .metrics
+        .gc_reclaimed_bytes
+        .inc_by(report.reclaimed_bytes);
+    shared.events.emit(
+        EventKind::Gc,
+        serde_json::to_value(&report).unwrap_or_default(),
+    );
+    Ok(report)
+}
+
+/// Reap expired branches now.
+pub async fn reap(shared: &Arc<Shared>) -> ApiResult<scion_core::ops::gc::ReapReport> {
+    let report = blocking(shared, Context::Other, |s| s.reap_expired()).await?;
+    for b in &report.reaped {
+        shared.metrics.janitor_reaped.inc();
+        shared
+            .events
+            .emit(EventKind::Reaped, serde_json::json!({ "branch": b }));
+    }
+    Ok(report)
+}
+
+pub async fn run(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
+    let mut last_gc = Instant::now();
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(shared.config.janitor_every) => {}
+            _ = stop.changed() => return,
+        }
+        let gc_due = shared
+            .config
+            .gc_every
+            .is_some_and(|every| last_gc.elapsed() >= every);
+        let done = if gc_due {
+            last_gc = Instant::now();
+            gc(&shared, shared.scion.min_grace(), false).await.map(drop)
+        } else {
+            reap(&shared).await.map(drop)
+        };
+        if let Err(e) = done {
+            tracing::warn!(error = %e.body.message, "janitor run failed");
+        }
+    }
+}
