@@ -11,6 +11,7 @@ pub mod machine;
 pub mod postgres;
 pub mod refresh;
 pub mod stats;
+pub mod torture;
 
 /// Anything that stops a benchmark.
 #[derive(Debug, thiserror::Error)]

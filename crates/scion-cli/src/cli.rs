@@ -392,6 +392,14 @@ pub enum BenchCommand {
         after_help = "Examples:\n  scion bench fork --quick\n  scion bench fork --json > fork.json"
     )]
     Fork(BenchRunArgs),
+    /// Live capture under fire: a real `scion serve` captures a checkout while the stock
+    /// `sqlite3` CLI and Python writers commit, and SIGKILL hits writers and the daemon at
+    /// random points; after every round the durable version must hold exactly a prefix of
+    /// the committed transactions, after every flush all of them. Exits 1 on any failure.
+    #[command(
+        after_help = "Examples:\n  scion bench capture --rounds 200\n  scion bench capture --rounds 3500 --seed 7 --json"
+    )]
+    Capture(CaptureBenchArgs),
     /// The five BranchBench workflows (simulation, data_cleaning, software_dev, mcts,
     /// failure_repro) on scion, as the BranchBench harness runs them: its tuples, its uniform
     /// parent rule (nodes may reach depth D+1), its prune coin, cross-branch schedule and op
@@ -547,6 +555,19 @@ pub struct BranchbenchArgs {
     /// Write <run_id>_e2e_stats.json and <run_id>_ops.jsonl per workflow here.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CaptureBenchArgs {
+    /// Torture rounds (CI runs 200; the published figure is 3,500).
+    #[arg(long, default_value_t = 3500)]
+    pub rounds: usize,
+    /// Seed of the round schedule (writers, kill points, maintenance).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Working directory (default: a fresh temp dir, removed afterwards).
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
 }
 
 impl Command {

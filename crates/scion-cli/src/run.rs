@@ -176,6 +176,29 @@ fn run_command(cli: &Cli, open: &dyn Fn(&Cli, bool) -> Result<Scion>) -> Result<
             let _ = std::fs::remove_dir_all(&dir);
             p.bench_fork(&report.map_err(|e| anyhow::anyhow!("{e}"))?);
         }
+        Command::Bench(BenchCommand::Capture(args)) => {
+            let keep = args.dir.is_some();
+            let dir = bench_dir(&args.dir);
+            let opts = scion_bench::torture::TortureOptions {
+                dir: dir.clone(),
+                scion: std::env::current_exe().context("finding the scion binary")?,
+                rounds: args.rounds,
+                seed: args.seed,
+            };
+            let mut progress = |m: &str| eprintln!("bench: {m}");
+            let report = scion_bench::torture::run(&opts, &mut progress);
+            if !keep {
+                let _ = std::fs::remove_dir_all(&dir);
+            }
+            let report = report.map_err(|e| anyhow::anyhow!("{e}"))?;
+            p.rendered(&report, &report.render());
+            if !report.passed() {
+                bail!(
+                    "capture torture failed (seed {}); rerun with --dir to keep its files",
+                    args.seed
+                );
+            }
+        }
         Command::Bench(BenchCommand::Branchbench(args)) => {
             let opts = branchbench_options(args)?;
             let mut progress = |m: &str| eprintln!("bench: {m}");
