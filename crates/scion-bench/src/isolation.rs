@@ -29,6 +29,9 @@ pub struct IsolationOptions {
     pub runs: usize,
     /// A libpq-style connection string for the PostgreSQL row (None: the row says why).
     pub postgres: Option<String>,
+    /// The `scion` binary, for the row that goes through a daemon's sessions (None: the
+    /// row says why).
+    pub scion_bin: Option<PathBuf>,
 }
 
 impl IsolationOptions {
@@ -38,6 +41,7 @@ impl IsolationOptions {
             sizes_mib: vec![10, 100],
             runs: 7,
             postgres,
+            scion_bin: None,
         }
     }
     pub fn quick(dir: PathBuf, postgres: Option<String>) -> Self {
@@ -46,6 +50,7 @@ impl IsolationOptions {
             sizes_mib: vec![2],
             runs: 3,
             postgres,
+            scion_bin: None,
         }
     }
 }
@@ -205,6 +210,76 @@ fn scion_row(
     }))
 }
 
+/// Through a running `scion serve`: per test, one request opens an ephemeral session on a
+/// fresh fork (fork + checkout + lease + capture), the test opens the file, queries and
+/// closes it, and one request closes the session (flush + destroy).
+fn session_row(
+    dir: &Path,
+    seed: &Path,
+    runs: usize,
+    probe_id: i64,
+    scion_bin: &Path,
+) -> BenchResult<MethodRow> {
+    let dir = &dir.join("scion-session");
+    let store = dir.join("store");
+    let run = |args: &[&str]| -> BenchResult<()> {
+        let out = std::process::Command::new(scion_bin)
+            .args(args)
+            .env("SCION_STORE", &store)
+            .output()?;
+        if !out.status.success() {
+            return Err(BenchError::Other(String::from_utf8_lossy(&out.stderr).into()));
+        }
+        Ok(())
+    };
+    run(&["init"])?;
+    run(&["create", "seed", "--from", &seed.display().to_string()])?;
+    run(&["checkout", "seed"])?;
+    let socket = dir.join("run/scion.sock");
+    let mut daemon = std::process::Command::new(scion_bin)
+        .args(["serve", "--gc-every", "never"])
+        .env("SCION_STORE", &store)
+        .env("SCION_SOCKET", &socket)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()?;
+    let client = scion_daemon::client::DaemonClient::new(&socket);
+    let started = Instant::now();
+    while client.raw("GET", "/healthz", None, &[]).is_err() {
+        if started.elapsed() > Duration::from_secs(30) {
+            let _ = daemon.kill();
+            return Err(BenchError::Other("the daemon did not start".into()));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    crate::stats::settle_disk();
+    let mut timer = PhaseTimer::new(&["session open", "open + query + close", "session close"]);
+    let measured = timer.run(runs, |run, lap| {
+        let body = serde_json::json!({"db": "seed", "branch": format!("test-{run}"), "fork_from": "main", "ephemeral": true});
+        let r = client
+            .request("POST", "/v1/sessions", Some(&body), &[])
+            .map_err(|e| BenchError::Other(e.to_string()))?;
+        lap(0);
+        let conn = Connection::open(r.body["path"].as_str().unwrap_or_default())?;
+        first_query(&conn, probe_id)?;
+        drop(conn);
+        lap(1);
+        let id = r.body["id"].as_str().unwrap_or_default();
+        client
+            .request("DELETE", &format!("/v1/sessions/{id}"), None, &[])
+            .map_err(|e| BenchError::Other(e.to_string()))?;
+        lap(2);
+        Ok(())
+    });
+    // SAFETY: signalling our own child.
+    unsafe {
+        libc::kill(daemon.id() as i32, libc::SIGTERM);
+    }
+    let _ = daemon.wait();
+    measured?;
+    Ok(timer.row("scion serve session (ephemeral fork)"))
+}
+
 /// A plain-SQLite baseline: `copy` makes the test's file from the seed, then the same open,
 /// query, close and delete as every method.
 fn sqlite_row(
@@ -312,6 +387,19 @@ pub fn run(opts: &IsolationOptions, progress: Progress<'_>) -> BenchResult<Isola
             probe_id,
             SeedCopy::StoreOnly,
         )?);
+        methods.push(match &opts.scion_bin {
+            Some(bin) => {
+                progress(&format!("{mib} MiB: scion serve sessions"));
+                session_row(&dir, &seed, opts.runs, probe_id, bin)?
+            }
+            None => MethodRow {
+                method: "scion serve session (ephemeral fork)".into(),
+                per_test: None,
+                times_scion: None,
+                phases: Vec::new(),
+                missing: Some("no scion binary given".into()),
+            },
+        });
         progress(&format!("{mib} MiB: file copy"));
         methods.push(copy_row(&dir, &seed, opts.runs, probe_id)?);
         progress(&format!("{mib} MiB: SQLite backup API"));

@@ -400,6 +400,12 @@ pub enum BenchCommand {
         after_help = "Examples:\n  scion bench capture --rounds 200\n  scion bench capture --rounds 3500 --seed 7 --json"
     )]
     Capture(CaptureBenchArgs),
+    /// What live capture costs: a session's flush of a single-row commit at 100 MiB and
+    /// 1 GiB (latency and bytes) beside `scion checkpoint` of the same change at rest; a
+    /// writer's throughput with and without a session; the durable age under a steady
+    /// writer.
+    #[command(after_help = "Examples:\n  scion bench live --quick\n  scion bench live --json > live.json")]
+    Live(BenchRunArgs),
     /// The five BranchBench workflows (simulation, data_cleaning, software_dev, mcts,
     /// failure_repro) on scion, as the BranchBench harness runs them: its tuples, its uniform
     /// parent rule (nodes may reach depth D+1), its prune coin, cross-branch schedule and op

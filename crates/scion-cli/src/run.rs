@@ -199,6 +199,21 @@ fn run_command(cli: &Cli, open: &dyn Fn(&Cli, bool) -> Result<Scion>) -> Result<
                 );
             }
         }
+        Command::Bench(BenchCommand::Live(run)) => {
+            let dir = bench_dir(&run.dir);
+            let exe = std::env::current_exe().context("finding the scion binary")?;
+            let mut opts = if run.quick {
+                scion_bench::live::LiveOptions::quick(dir.clone(), exe)
+            } else {
+                scion_bench::live::LiveOptions::full(dir.clone(), exe)
+            };
+            opts.runs = run.runs.unwrap_or(opts.runs).max(1);
+            let mut progress = |m: &str| eprintln!("bench: {m}");
+            let report = scion_bench::live::run(&opts, &mut progress);
+            let _ = std::fs::remove_dir_all(&dir);
+            let report = report.map_err(|e| anyhow::anyhow!("{e}"))?;
+            p.rendered(&report, &report.render());
+        }
         Command::Bench(BenchCommand::Branchbench(args)) => {
             let opts = branchbench_options(args)?;
             let mut progress = |m: &str| eprintln!("bench: {m}");
@@ -216,6 +231,7 @@ fn run_command(cli: &Cli, open: &dyn Fn(&Cli, bool) -> Result<Scion>) -> Result<
             } else {
                 scion_bench::isolation::IsolationOptions::full(dir.clone(), postgres.clone())
             };
+            opts.scion_bin = std::env::current_exe().ok();
             opts.runs = run.runs.unwrap_or(opts.runs).max(1);
             let mut progress = |m: &str| eprintln!("bench: {m}");
             let report = scion_bench::isolation::run(&opts, &mut progress);

@@ -212,6 +212,7 @@ fn bench_isolation_quick_measures_every_method() {
     assert!(names[0].starts_with("scion"));
     assert!(names.contains(&"file copy"));
     assert!(names.contains(&"SQLite backup API"));
+    assert!(names.contains(&"scion serve session (ephemeral fork)"));
     for m in methods
         .iter()
         .filter(|m| !m["method"].as_str().unwrap().starts_with("PostgreSQL"))
@@ -236,5 +237,24 @@ fn bench_isolation_quick_measures_every_method() {
             .unwrap()
             .contains("SCION_BENCH_PG"));
     }
+    assert!(!dir.exists());
+}
+
+/// `scion bench live --quick`: a session's flush of a single-row commit writes at most
+/// 1.5 KiB to the store (counted, not timed), less than a checkpoint at rest reads and
+/// writes; throughput and durable age are measured.
+#[test]
+fn bench_live_quick_measures_flush_throughput_and_durable_age() {
+    let s = Session::new();
+    let dir = s.path("live");
+    let out = s.ok(&["bench", "live", "--quick", "--json", "--dir", dir.to_str().unwrap()]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let row = &v["flush"][0];
+    let bytes = row["flush_store_bytes"].as_u64().unwrap();
+    assert!(bytes > 0 && bytes <= 1536, "single-row flush wrote {bytes} B");
+    assert!(row["flush"]["runs"].as_u64().unwrap() >= 3);
+    assert!(row["checkpoint"]["runs"].as_u64().unwrap() >= 3);
+    assert!(!v["throughput"]["with_session"].as_array().unwrap().is_empty());
+    assert!(v["durable_age"]["samples"].as_u64().unwrap() > 0);
     assert!(!dir.exists());
 }
