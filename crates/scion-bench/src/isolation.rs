@@ -228,7 +228,9 @@ fn session_row(
             .env("SCION_STORE", &store)
             .output()?;
         if !out.status.success() {
-            return Err(BenchError::Other(String::from_utf8_lossy(&out.stderr).into()));
+            return Err(BenchError::Other(
+                String::from_utf8_lossy(&out.stderr).into(),
+            ));
         }
         Ok(())
     };

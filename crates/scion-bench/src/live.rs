@@ -168,8 +168,14 @@ fn flush_row(dir: &Path, mib: u64, runs: usize) -> BenchResult<FlushRow> {
         Ok(())
     };
     // A session's flush: the connection stays open, as an application's does.
-    let mut live = LiveBranch::open(scion.clone(), &b, "bench#s-bench", Duration::from_secs(600), false)
-        .map_err(other)?;
+    let mut live = LiveBranch::open(
+        scion.clone(),
+        &b,
+        "bench#s-bench",
+        Duration::from_secs(600),
+        false,
+    )
+    .map_err(other)?;
     let conn = Connection::open(live.path())?;
     let (mut flush, mut flush_bytes) = (Vec::new(), Vec::new());
     for i in 0..=runs {
@@ -278,7 +284,12 @@ impl Daemon {
     fn open(&self, db: &str) -> BenchResult<(String, PathBuf)> {
         let r = self
             .client
-            .request("POST", "/v1/sessions", Some(&serde_json::json!({"db": db})), &[])
+            .request(
+                "POST",
+                "/v1/sessions",
+                Some(&serde_json::json!({"db": db})),
+                &[],
+            )
             .map_err(other)?;
         Ok((
             r.body["id"].as_str().unwrap_or_default().to_string(),
@@ -316,7 +327,10 @@ fn throughput(opts: &LiveOptions) -> BenchResult<(Throughput, DurableAge)> {
     let socket = dir.join("run/scion.sock");
     let (mut without, mut with) = (Vec::new(), Vec::new());
     for _ in 0..opts.runs.min(5) {
-        without.push(finish_writer(python_writer(&path, opts.throughput_secs, None)?, opts.throughput_secs)?);
+        without.push(finish_writer(
+            python_writer(&path, opts.throughput_secs, None)?,
+            opts.throughput_secs,
+        )?);
         let daemon = Daemon::start(&opts.scion, &dir.join("store"), &socket, "1s")?;
         let (id, live_path) = daemon.open("orders")?;
         with.push(finish_writer(
@@ -345,7 +359,11 @@ fn throughput(opts: &LiveOptions) -> BenchResult<(Throughput, DurableAge)> {
     daemon.close(&id)?;
     drop(daemon);
     ages.sort_unstable();
-    let pick = |q: f64| ages.get(((ages.len() as f64 - 1.0) * q) as usize).copied().unwrap_or(0);
+    let pick = |q: f64| {
+        ages.get(((ages.len() as f64 - 1.0) * q) as usize)
+            .copied()
+            .unwrap_or(0)
+    };
     let _ = std::fs::remove_dir_all(&dir);
     Ok((
         Throughput {
@@ -370,7 +388,9 @@ pub fn run(opts: &LiveOptions, progress: Progress<'_>) -> BenchResult<LiveReport
     let machine = describe(&opts.dir);
     let mut flush = Vec::new();
     for &mib in &opts.sizes_mib {
-        progress(&format!("{mib} MiB: session flush and checkpoint of a single-row commit"));
+        progress(&format!(
+            "{mib} MiB: session flush and checkpoint of a single-row commit"
+        ));
         flush.push(flush_row(&opts.dir, mib, opts.runs)?);
     }
     progress("writer throughput with and without a session; durable age");

@@ -19,8 +19,6 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags};
-use scion_core::format::page_hash;
-use scion_core::sqlite_io::normalize_page1;
 
 use crate::cursor::{Cursor, FileId};
 use crate::error::{CaptureError, CaptureResult};
@@ -74,6 +72,12 @@ pub struct CaptureCounters {
     pub frames: u64,
     pub continuations: u64,
     pub passive_checkpoints: u64,
+    /// Second-tier recycles that held the write lock, and those skipped because a writer
+    /// held it past the barrier's busy timeout.
+    pub barriers: u64,
+    pub barriers_skipped: u64,
+    /// The longest a barrier held the write lock, in microseconds.
+    pub barrier_max_hold_us: u64,
     pub growth_pages: u64,
 }
 
@@ -83,17 +87,19 @@ pub struct Capturer {
     pins: [Connection; 2],
     active: usize,
     ckpt: Connection,
+    /// The opt-in second tier's write-lock barrier, opened on first use.
+    barrier: Option<Connection>,
     shm: ShmFile,
-    db: File,
-    path: PathBuf,
-    wal_path: PathBuf,
+    pub(crate) db: File,
+    pub(crate) path: PathBuf,
+    pub(crate) wal_path: PathBuf,
     file: FileId,
-    page_size: u32,
-    cursor: Option<Cursor>,
+    pub(crate) page_size: u32,
+    pub(crate) cursor: Option<Cursor>,
     /// Whether this capturer has seen the WAL continue its cursor since its first pin.
     /// Until it has, a new generation may have restarted over frames it never saw.
-    vouched: bool,
-    pending: Pending,
+    pub(crate) vouched: bool,
+    pub(crate) pending: Pending,
     pub counters: CaptureCounters,
 }
 
@@ -104,7 +110,7 @@ fn sqlite_err(path: &Path) -> impl Fn(rusqlite::Error) -> CaptureError + '_ {
     }
 }
 
-fn io_err(path: &Path) -> impl Fn(std::io::Error) -> CaptureError + '_ {
+pub(crate) fn io_err(path: &Path) -> impl Fn(std::io::Error) -> CaptureError + '_ {
     move |source| CaptureError::Io {
         path: path.to_path_buf(),
         source,
@@ -188,6 +194,7 @@ impl Capturer {
             pins,
             active: 0,
             ckpt,
+            barrier: None,
             shm,
             db,
             path: path.to_path_buf(),
@@ -239,7 +246,7 @@ impl Capturer {
         })
     }
 
-    fn wal(&self) -> CaptureResult<Option<WalFile>> {
+    pub(crate) fn wal(&self) -> CaptureResult<Option<WalFile>> {
         WalFile::open(&self.wal_path).map_err(io_err(&self.wal_path))
     }
 
@@ -306,7 +313,7 @@ impl Capturer {
         Ok(true)
     }
 
-    fn read_db_page(&self, pgno: u32) -> CaptureResult<Vec<u8>> {
+    pub(crate) fn read_db_page(&self, pgno: u32) -> CaptureResult<Vec<u8>> {
         let mut page = vec![0u8; self.page_size as usize];
         let offset = (pgno as u64 - 1) * self.page_size as u64;
         let mut filled = 0;
@@ -477,112 +484,35 @@ impl Capturer {
         self.rotate_pin()
     }
 
-    /// Make the pending set whatever differs between the database's published state and
-    /// a durable version whose page hashes `base` gives (`base.len()` pages), and set the
-    /// cursor to the published end. O(size), read locally; used when the cursor cannot
-    /// resume.
-    pub fn reconcile(&mut self, base: &[u64]) -> CaptureResult<ReconcileReport> {
-        for _ in 0..100 {
-            if let Some(report) = self.try_reconcile(base)? {
-                return Ok(report);
-            }
-            std::thread::sleep(Duration::from_millis(2));
+    /// The second tier, for writers that never pause (opt-in): take the write lock for a
+    /// moment (giving up after 10 ms), so that no commit lands while the pin is passed on,
+    /// everything is copied into the database and the pin passed on again; the next writer
+    /// then restarts the WAL. Writers with a busy timeout wait for at most the barrier;
+    /// writers without one get SQLITE_BUSY meanwhile. `None` when a writer held the lock.
+    pub fn recycle_with_barrier(&mut self) -> CaptureResult<Option<Step>> {
+        if self.barrier.is_none() {
+            let c = connect(&self.path)?;
+            c.busy_timeout(Duration::from_millis(10))
+                .map_err(sqlite_err(&self.path))?;
+            self.barrier = Some(c);
         }
-        Err(CaptureError::Unsettled {
-            path: self.path.clone(),
-        })
-    }
-
-    fn try_reconcile(&mut self, base: &[u64]) -> CaptureResult<Option<ReconcileReport>> {
-        let Some(p) = self.published()? else {
+        let barrier = self.barrier.as_ref().expect("opened above");
+        if barrier.execute_batch("BEGIN IMMEDIATE").is_err() {
+            self.counters.barriers_skipped += 1;
             return Ok(None);
-        };
-        let mut from_wal: std::collections::HashMap<u32, Vec<u8>> = Default::default();
-        let mut cursor = Cursor {
-            salts: p.salts,
-            frame: 0,
-            checksum: Checksum::default(),
-        };
-        let page_count;
-        if p.max_frame > 0 {
-            let Some(wal) = self.wal()? else {
-                return Ok(None);
-            };
-            let Some(header) = wal.header().map_err(io_err(&self.wal_path))? else {
-                return Ok(None);
-            };
-            if header.salts != p.salts || header.page_size != self.page_size {
-                return Ok(None);
-            }
-            let Some(buf) = wal
-                .frames(1, p.max_frame, self.page_size)
-                .map_err(io_err(&self.wal_path))?
-            else {
-                return Ok(None);
-            };
-            let Some(run) = verify_frames(&buf, &header, p.salts, header.checksum) else {
-                return Ok(None);
-            };
-            if run.end != p.frame_checksum {
-                return Ok(None);
-            }
-            let last = run.frames.last().expect("at least one frame").0;
-            if last.commit_size == 0 {
-                return Ok(None);
-            }
-            page_count = last.commit_size;
-            for (h, page) in &run.frames {
-                from_wal.insert(h.pgno, page.to_vec());
-            }
-            cursor.frame = p.max_frame;
-            cursor.checksum = run.end;
-        } else {
-            let len = self.db.metadata().map_err(io_err(&self.path))?.len();
-            page_count = (len / self.page_size as u64) as u32;
         }
-        let zero = page_hash(&vec![0u8; self.page_size as usize]);
-        let lock_page = lock_byte_page(self.page_size);
-        let mut pending = Pending::new(self.page_size, page_count, cursor);
-        let mut read = 0u64;
-        for pgno in 1..=page_count {
-            if pgno == lock_page {
-                continue;
-            }
-            let mut image = match from_wal.remove(&pgno) {
-                Some(page) => page,
-                None => self.read_db_page(pgno)?,
-            };
-            if pgno == 1 {
-                normalize_page1(&mut image);
-            }
-            read += image.len() as u64;
-            let was = base.get(pgno as usize - 1).copied().unwrap_or(zero);
-            if page_hash(&image) != was {
-                pending.pages.insert(pgno, image);
-            }
-        }
-        let changed = pending.pages.len() as u64;
-        let shrank = page_count < base.len() as u32;
-        pending.transactions = u64::from(changed > 0 || shrank);
-        self.pending = pending;
-        self.cursor = Some(cursor);
-        self.vouched = true;
-        Ok(Some(ReconcileReport {
-            pages_read: page_count as u64,
-            bytes_read: read,
-            pages_changed: changed,
-            page_count,
-        }))
+        let held = std::time::Instant::now();
+        let step = self.recycle();
+        let barrier = self.barrier.as_ref().expect("opened above");
+        let released = barrier.execute_batch("ROLLBACK");
+        self.counters.barriers += 1;
+        self.counters.barrier_max_hold_us = self
+            .counters
+            .barrier_max_hold_us
+            .max(held.elapsed().as_micros() as u64);
+        released.map_err(sqlite_err(&self.path))?;
+        step.map(Some)
     }
-}
-
-/// What a reconcile found.
-#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
-pub struct ReconcileReport {
-    pub pages_read: u64,
-    pub bytes_read: u64,
-    pub pages_changed: u64,
-    pub page_count: u32,
 }
 
 /// Where frame `n` starts, for tests that damage a WAL on purpose.

@@ -8,10 +8,12 @@ pub mod cursor;
 mod error;
 pub mod live;
 pub mod pending;
+mod reconcile;
 pub mod shm;
 pub mod walfile;
 
-pub use capturer::{BreakReason, Capturer, ReconcileReport, Step};
+pub use capturer::{BreakReason, Capturer, Step};
 pub use cursor::{Cursor, FileId, Mark, MARK_KEY};
 pub use error::{CaptureError, CaptureResult};
 pub use live::{Attach, FlushReport, LiveBranch, LiveStatus};
+pub use reconcile::ReconcileReport;

@@ -15,9 +15,10 @@ use scion_core::{BranchRef, CheckpointName, CoreError, Scion};
 use scion_store::ETag;
 use serde::Serialize;
 
-use crate::capturer::{restore_wal_mode, CaptureCounters, Capturer, ReconcileReport, Step};
+use crate::capturer::{restore_wal_mode, CaptureCounters, Capturer, Step};
 use crate::cursor::{FileId, Mark, MARK_KEY};
 use crate::error::{CaptureError, CaptureResult};
+use crate::reconcile::ReconcileReport;
 
 /// A generation longer than this many frames is recycled after a flush.
 const SOFT_FRAMES: u32 = 1000;
@@ -87,6 +88,9 @@ pub struct LiveBranch {
     last_flush_error: Option<String>,
     dirty_since: Option<Instant>,
     reconciles: u64,
+    /// The second tier: above this many frames after a flush and a PASSIVE recycle, take
+    /// the write lock briefly to let the WAL restart (off unless set).
+    barrier_frames: Option<u32>,
     pub attach: Attach,
 }
 
@@ -198,6 +202,7 @@ impl LiveBranch {
             last_flush_error: None,
             dirty_since: None,
             reconciles: u64::from(matches!(attach, Attach::Reconciled(_))),
+            barrier_frames: None,
             attach,
         };
         if !live.capturer().pending().is_empty() {
@@ -205,6 +210,11 @@ impl LiveBranch {
             live.flush(None)?;
         }
         Ok(live)
+    }
+
+    /// Turn the second tier on above `frames` frames (or off with `None`).
+    pub fn set_barrier_frames(&mut self, frames: Option<u32>) {
+        self.barrier_frames = frames;
     }
 
     fn capturer(&mut self) -> &mut Capturer {
@@ -347,11 +357,22 @@ impl LiveBranch {
             .capturer()
             .published()?
             .is_some_and(|p| p.max_frame >= SOFT_FRAMES);
-        let step = if long {
+        let mut step = if long {
             self.capturer().recycle()?
         } else {
             self.capturer().rotate_pin()?
         };
+        if let Some(limit) = self.barrier_frames {
+            let still = self
+                .capturer()
+                .published()?
+                .is_some_and(|p| p.max_frame >= limit);
+            if still {
+                if let Some(s) = self.capturer().recycle_with_barrier()? {
+                    step = s;
+                }
+            }
+        }
         if !matches!(step, Step::Idle) && !self.capturer().pending().is_empty() {
             self.dirty_since.get_or_insert_with(Instant::now);
         }

@@ -404,7 +404,9 @@ pub enum BenchCommand {
     /// 1 GiB (latency and bytes) beside `scion checkpoint` of the same change at rest; a
     /// writer's throughput with and without a session; the durable age under a steady
     /// writer.
-    #[command(after_help = "Examples:\n  scion bench live --quick\n  scion bench live --json > live.json")]
+    #[command(
+        after_help = "Examples:\n  scion bench live --quick\n  scion bench live --json > live.json"
+    )]
     Live(BenchRunArgs),
     /// The five BranchBench workflows (simulation, data_cleaning, software_dev, mcts,
     /// failure_repro) on scion, as the BranchBench harness runs them: its tuples, its uniform

@@ -39,6 +39,12 @@ pub struct ServeArgs {
     /// `scion gc`).
     #[arg(long, default_value = "1h", value_name = "DURATION|never")]
     pub gc_every: String,
+    /// Opt in to the second tier of WAL recycling for writers that never pause: above this
+    /// many WAL frames, hold the write lock for a moment (waiting at most 10 ms for it) so
+    /// the WAL can restart. Writers with a busy timeout wait that moment; writers without
+    /// one may get SQLITE_BUSY. Off by default: capture never takes the write lock.
+    #[arg(long, value_name = "FRAMES")]
+    pub barrier_frames: Option<u32>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -42,6 +42,7 @@ pub fn serve(cli: &Cli, args: &ServeArgs) -> Result<()> {
         lease_ttl: parse_duration(&args.lease_ttl)?,
         janitor_every: parse_duration(&args.janitor_every)?,
         gc_every,
+        barrier_frames: args.barrier_frames,
     };
     let token = match &args.token_file {
         Some(f) => Some(

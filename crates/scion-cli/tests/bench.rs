@@ -247,14 +247,27 @@ fn bench_isolation_quick_measures_every_method() {
 fn bench_live_quick_measures_flush_throughput_and_durable_age() {
     let s = Session::new();
     let dir = s.path("live");
-    let out = s.ok(&["bench", "live", "--quick", "--json", "--dir", dir.to_str().unwrap()]);
+    let out = s.ok(&[
+        "bench",
+        "live",
+        "--quick",
+        "--json",
+        "--dir",
+        dir.to_str().unwrap(),
+    ]);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     let row = &v["flush"][0];
     let bytes = row["flush_store_bytes"].as_u64().unwrap();
-    assert!(bytes > 0 && bytes <= 1536, "single-row flush wrote {bytes} B");
+    assert!(
+        bytes > 0 && bytes <= 1536,
+        "single-row flush wrote {bytes} B"
+    );
     assert!(row["flush"]["runs"].as_u64().unwrap() >= 3);
     assert!(row["checkpoint"]["runs"].as_u64().unwrap() >= 3);
-    assert!(!v["throughput"]["with_session"].as_array().unwrap().is_empty());
+    assert!(!v["throughput"]["with_session"]
+        .as_array()
+        .unwrap()
+        .is_empty());
     assert!(v["durable_age"]["samples"].as_u64().unwrap() > 0);
     assert!(!dir.exists());
 }

@@ -4,7 +4,7 @@
 mod served;
 
 use std::os::unix::fs::PermissionsExt;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::json;
 use served::{code, Served};
@@ -349,144 +349,6 @@ fn tcp_without_a_token_or_on_a_public_address_does_not_start() {
 }
 
 #[test]
-fn a_session_captures_commits_and_refuses_at_rest_changes_until_closed() {
-    let (_d, s) = served(50, &["--flush-every", "1h"]);
-    let opened = s.post("/v1/sessions", json!({"db": "shop"})).unwrap();
-    let id = opened.body["id"].as_str().unwrap().to_string();
-    let path = std::path::PathBuf::from(opened.body["path"].as_str().unwrap());
-    assert_eq!(opened.body["version"], 1);
-    let out = std::process::Command::new("sqlite3")
-        .arg(&path)
-        .arg("INSERT INTO items(name, qty) VALUES ('new', 1); UPDATE items SET qty = 0 WHERE id = 3;")
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    // The CLI and the API both refuse at-rest changes, naming the session.
-    let cli = s.cmd(&["checkpoint", "shop", "x"]).output().unwrap();
-    assert_eq!(cli.status.code(), Some(6));
-    assert!(String::from_utf8_lossy(&cli.stderr).contains(&format!("scion session flush {id}")));
-    assert_eq!(
-        code(s.post("/v1/branches/shop@main/checkpoints", json!({"name": "x"}))),
-        (409, "lease_held".into())
-    );
-    assert_eq!(
-        code(s.post("/v1/sessions", json!({"db": "shop"}))),
-        (409, "lease_held".into())
-    );
-    let flushed = s
-        .post(
-            &format!("/v1/sessions/{id}/flush"),
-            json!({"checkpoint": "after", "meta": {"by": "test"}}),
-        )
-        .unwrap();
-    assert_eq!(flushed.body["version"], 2);
-    assert_eq!(flushed.body["transactions"], 2);
-    assert_eq!(flushed.body["checkpoint"], "shop@main@after");
-    let listed = s.get("/v1/sessions");
-    assert_eq!(listed["sessions"][0]["id"], id.as_str());
-    assert_eq!(listed["sessions"][0]["durable_version"], 2);
-    let out = s.export("shop@main@after");
-    assert_eq!(rows(&out, "SELECT count(*) FROM items"), 51);
-    assert_eq!(
-        code(s.post("/v1/sessions/s-000000000000/flush", json!({}))),
-        (404, "session_not_found".into())
-    );
-    let closed = s
-        .client()
-        .request("DELETE", &format!("/v1/sessions/{id}"), None, &[])
-        .unwrap();
-    let again = s
-        .client()
-        .request("DELETE", &format!("/v1/sessions/{id}"), None, &[])
-        .unwrap();
-    assert_eq!(closed.body, again.body, "closing twice answers the same");
-    assert!(s.get("/v1/sessions")["sessions"]
-        .as_array()
-        .unwrap()
-        .is_empty());
-    // Closed: the checkout is clean at the durable version, and at-rest commands work.
-    s.scion(&["checkpoint", "shop", "x"]);
-}
-
-#[test]
-fn ephemeral_owner_bound_and_idle_sessions_end_by_themselves() {
-    let (_d, s) = served(20, &["--flush-every", "200ms"]);
-    // Ephemeral: a fork per test, destroyed on close.
-    let e = s
-        .post(
-            "/v1/sessions",
-            json!({"db": "shop", "branch": "t1", "fork_from": "main", "ephemeral": true}),
-        )
-        .unwrap();
-    let id = e.body["id"].as_str().unwrap();
-    assert_eq!(e.body["branch"], "shop@t1");
-    let closed = s
-        .client()
-        .request("DELETE", &format!("/v1/sessions/{id}"), None, &[])
-        .unwrap();
-    assert_eq!(closed.body["destroyed"], true);
-    assert_eq!(
-        code(s.client().request("GET", "/v1/branches/shop@t1", None, &[])),
-        (404, "branch_not_found".into())
-    );
-    assert_eq!(
-        code(s.post("/v1/sessions", json!({"db": "shop", "ephemeral": true}))),
-        (400, "invalid_input".into())
-    );
-
-    // Bound to an owner process: closes when it dies.
-    let mut owner = std::process::Command::new("sleep")
-        .arg("60")
-        .spawn()
-        .unwrap();
-    let o = s
-        .post(
-            "/v1/sessions",
-            json!({"db": "shop", "branch": "t2", "fork_from": "main", "owner_pid": owner.id()}),
-        )
-        .unwrap();
-    let oid = o.body["id"].as_str().unwrap().to_string();
-    owner.kill().unwrap();
-    owner.wait().unwrap();
-    // Idle: closes after its timeout.
-    let i = s
-        .post(
-            "/v1/sessions",
-            json!({"db": "shop", "branch": "t3", "fork_from": "main", "idle_timeout": "1s"}),
-        )
-        .unwrap();
-    let iid = i.body["id"].as_str().unwrap().to_string();
-    let started = Instant::now();
-    while !s.get("/v1/sessions")["sessions"]
-        .as_array()
-        .unwrap()
-        .is_empty()
-    {
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "sessions did not end: {}",
-            s.get("/v1/sessions")
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let mut reasons = std::collections::BTreeMap::new();
-    s.client()
-        .events(Some(0), |e| {
-            if e.event == "session_closed" {
-                let v: serde_json::Value = serde_json::from_str(&e.data).unwrap();
-                reasons.insert(
-                    v["data"]["id"].as_str().unwrap().to_string(),
-                    v["data"]["reason"].as_str().unwrap().to_string(),
-                );
-            }
-            reasons.len() < 3
-        })
-        .unwrap();
-    assert_eq!(reasons[&oid], "owner_exited");
-    assert_eq!(reasons[&iid], "idle_timeout");
-}
-
-#[test]
 fn events_come_in_order_and_replay_from_last_event_id() {
     let (_d, s) = served(10, &[]);
     s.post("/v1/branches", json!({"source": "shop", "name": "a"}))
@@ -537,31 +399,12 @@ fn events_come_in_order_and_replay_from_last_event_id() {
 }
 
 #[test]
-fn sigterm_flushes_and_closes_every_session_then_exits_zero() {
-    let (_d, mut s) = served(30, &["--flush-every", "1h"]);
-    let opened = s.post("/v1/sessions", json!({"db": "shop"})).unwrap();
-    let path = std::path::PathBuf::from(opened.body["path"].as_str().unwrap());
-    let out = std::process::Command::new("sqlite3")
-        .arg(&path)
-        .arg("INSERT INTO items(name, qty) VALUES ('kept', 7);")
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    assert_eq!(s.terminate(), 0, "{}", s.log());
-    assert!(!s.socket.exists(), "the socket is removed on the way out");
-    let out = s.export("shop");
-    assert_eq!(
-        rows(&out, "SELECT count(*) FROM items WHERE name = 'kept'"),
-        1
-    );
-    // Nothing holds the branch any more.
-    s.scion(&["checkpoint", "shop", "after-stop"]);
-}
-
-#[test]
 fn the_openapi_document_is_served_and_names_exactly_the_routes() {
     let (_d, s) = served(5, &[]);
-    let served_doc = s.client().raw("GET", "/v1/openapi.json", None, &[]).unwrap();
+    let served_doc = s
+        .client()
+        .raw("GET", "/v1/openapi.json", None, &[])
+        .unwrap();
     let checked_in: serde_json::Value =
         serde_json::from_str(include_str!("../../../docs/openapi.json")).unwrap();
     assert_eq!(served_doc.body, checked_in);
@@ -571,7 +414,10 @@ fn the_openapi_document_is_served_and_names_exactly_the_routes() {
     let mut routed = Vec::new();
     for line in router.lines() {
         let line = line.trim();
-        if let Some(rest) = line.strip_prefix(".route(\"").or_else(|| line.strip_prefix('"').filter(|_| line.ends_with("\","))) {
+        if let Some(rest) = line
+            .strip_prefix(".route(\"")
+            .or_else(|| line.strip_prefix('"').filter(|_| line.ends_with("\",")))
+        {
             let p = rest.split('"').next().unwrap();
             if p.starts_with('/') {
                 routed.push(p.to_string());
@@ -580,7 +426,10 @@ fn the_openapi_document_is_served_and_names_exactly_the_routes() {
     }
     assert!(routed.len() >= 20, "{routed:?}");
     for p in &routed {
-        assert!(paths.contains_key(p), "route {p} is not in docs/openapi.json");
+        assert!(
+            paths.contains_key(p),
+            "route {p} is not in docs/openapi.json"
+        );
     }
     // ...and every documented operation reaches a handler (no 404 for the route itself,
     // no 405 for the method).
@@ -632,7 +481,14 @@ fn the_curl_examples_in_the_docs_run_as_written() {
             String::from_utf8_lossy(&out.stderr)
         );
         assert!(!stdout.contains("\"error\":{"), "{stdout}");
-        for expect in ["\"databases\":[\"shop\"]", "\"branch\":\"shop@try-1\"", "shop@t1@one-row", "\"destroyed\":true", "scion_sessions_open 0", "event: session_opened"] {
+        for expect in [
+            "\"databases\":[\"shop\"]",
+            "\"branch\":\"shop@try-1\"",
+            "shop@t1@one-row",
+            "\"destroyed\":true",
+            "scion_sessions_open 0",
+            "event: session_opened",
+        ] {
             assert!(stdout.contains(expect), "{expect} missing from:\n{stdout}");
         }
     }

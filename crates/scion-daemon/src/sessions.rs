@@ -249,13 +249,14 @@ fn process_alive(pid: u32) -> bool {
 /// session's thread. Returns the session's first view of itself.
 pub fn start(shared: &Arc<Shared>, id: String, spec: SessionSpec) -> ApiResult<SessionInfo> {
     let holder = format!("{}#{id}", shared.scion.holder());
-    let live = LiveBranch::open(
+    let mut live = LiveBranch::open(
         shared.scion.clone(),
         &spec.branch,
         &holder,
         shared.config.lease_ttl,
         false,
     )?;
+    live.set_barrier_frames(shared.config.barrier_frames);
     if let Attach::Reconciled(r) = &live.attach {
         shared.metrics.reconciles.inc();
         shared.events.emit(

@@ -21,6 +21,9 @@ pub struct Config {
     pub janitor_every: Duration,
     /// How often the janitor runs GC (`None`: never).
     pub gc_every: Option<Duration>,
+    /// The opt-in second tier of WAL recycling: above this many frames, a brief write
+    /// lock (at most 10 ms waiting for it) lets the WAL restart under nonstop writers.
+    pub barrier_frames: Option<u32>,
 }
 
 impl Default for Config {
@@ -30,6 +33,7 @@ impl Default for Config {
             lease_ttl: Duration::from_secs(60),
             janitor_every: Duration::from_secs(60),
             gc_every: Some(Duration::from_secs(3600)),
+            barrier_frames: None,
         }
     }
 }

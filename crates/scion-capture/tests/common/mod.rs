@@ -42,6 +42,7 @@ impl Env {
             "CREATE TABLE items(id INTEGER PRIMARY KEY, name TEXT, qty INTEGER, blob BLOB);",
         )
         .unwrap();
+        c.execute_batch("BEGIN").unwrap();
         for i in 0..rows {
             c.execute(
                 "INSERT INTO items(name, qty, blob) VALUES (?1, ?2, randomblob(100))",
@@ -49,6 +50,7 @@ impl Env {
             )
             .unwrap();
         }
+        c.execute_batch("COMMIT").unwrap();
         drop(c);
         let db: DbName = "shop".parse().unwrap();
         self.scion.create(&db, Some(&seed)).unwrap();

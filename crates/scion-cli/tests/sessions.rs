@@ -1,0 +1,275 @@
+//! Sessions of a real `scion serve`: capture end to end, at-rest refusals, ephemeral,
+//! owner-bound and idle sessions, fencing, the janitor, SIGTERM.
+
+mod served;
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use served::{code, Served};
+
+fn served(rows: usize, args: &[&str]) -> (tempfile::TempDir, Served) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = Served::prepare(dir.path(), rows);
+    s.start(args);
+    (dir, s)
+}
+
+fn rows(path: &std::path::Path, sql: &str) -> i64 {
+    rusqlite::Connection::open(path)
+        .unwrap()
+        .query_row(sql, [], |r| r.get(0))
+        .unwrap()
+}
+
+#[test]
+fn a_session_captures_commits_and_refuses_at_rest_changes_until_closed() {
+    let (_d, s) = served(50, &["--flush-every", "1h"]);
+    let opened = s.post("/v1/sessions", json!({"db": "shop"})).unwrap();
+    let id = opened.body["id"].as_str().unwrap().to_string();
+    let path = std::path::PathBuf::from(opened.body["path"].as_str().unwrap());
+    assert_eq!(opened.body["version"], 1);
+    let out = std::process::Command::new("sqlite3")
+        .arg(&path)
+        .arg("INSERT INTO items(name, qty) VALUES ('new', 1); UPDATE items SET qty = 0 WHERE id = 3;")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    // The CLI and the API both refuse at-rest changes, naming the session.
+    let cli = s.cmd(&["checkpoint", "shop", "x"]).output().unwrap();
+    assert_eq!(cli.status.code(), Some(6));
+    assert!(String::from_utf8_lossy(&cli.stderr).contains(&format!("scion session flush {id}")));
+    assert_eq!(
+        code(s.post("/v1/branches/shop@main/checkpoints", json!({"name": "x"}))),
+        (409, "lease_held".into())
+    );
+    assert_eq!(
+        code(s.post("/v1/sessions", json!({"db": "shop"}))),
+        (409, "lease_held".into())
+    );
+    let flushed = s
+        .post(
+            &format!("/v1/sessions/{id}/flush"),
+            json!({"checkpoint": "after", "meta": {"by": "test"}}),
+        )
+        .unwrap();
+    assert_eq!(flushed.body["version"], 2);
+    assert_eq!(flushed.body["transactions"], 2);
+    assert_eq!(flushed.body["checkpoint"], "shop@main@after");
+    let listed = s.get("/v1/sessions");
+    assert_eq!(listed["sessions"][0]["id"], id.as_str());
+    assert_eq!(listed["sessions"][0]["durable_version"], 2);
+    let out = s.export("shop@main@after");
+    assert_eq!(rows(&out, "SELECT count(*) FROM items"), 51);
+    assert_eq!(
+        code(s.post("/v1/sessions/s-000000000000/flush", json!({}))),
+        (404, "session_not_found".into())
+    );
+    let closed = s
+        .client()
+        .request("DELETE", &format!("/v1/sessions/{id}"), None, &[])
+        .unwrap();
+    let again = s
+        .client()
+        .request("DELETE", &format!("/v1/sessions/{id}"), None, &[])
+        .unwrap();
+    assert_eq!(closed.body, again.body, "closing twice answers the same");
+    assert!(s.get("/v1/sessions")["sessions"]
+        .as_array()
+        .unwrap()
+        .is_empty());
+    // Closed: the checkout is clean at the durable version, and at-rest commands work.
+    s.scion(&["checkpoint", "shop", "x"]);
+}
+
+#[test]
+fn ephemeral_owner_bound_and_idle_sessions_end_by_themselves() {
+    let (_d, s) = served(20, &["--flush-every", "200ms"]);
+    // Ephemeral: a fork per test, destroyed on close.
+    let e = s
+        .post(
+            "/v1/sessions",
+            json!({"db": "shop", "branch": "t1", "fork_from": "main", "ephemeral": true}),
+        )
+        .unwrap();
+    let id = e.body["id"].as_str().unwrap();
+    assert_eq!(e.body["branch"], "shop@t1");
+    let closed = s
+        .client()
+        .request("DELETE", &format!("/v1/sessions/{id}"), None, &[])
+        .unwrap();
+    assert_eq!(closed.body["destroyed"], true);
+    assert_eq!(
+        code(s.client().request("GET", "/v1/branches/shop@t1", None, &[])),
+        (404, "branch_not_found".into())
+    );
+    assert_eq!(
+        code(s.post("/v1/sessions", json!({"db": "shop", "ephemeral": true}))),
+        (400, "invalid_input".into())
+    );
+
+    // Bound to an owner process: closes when it dies.
+    let mut owner = std::process::Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .unwrap();
+    let o = s
+        .post(
+            "/v1/sessions",
+            json!({"db": "shop", "branch": "t2", "fork_from": "main", "owner_pid": owner.id()}),
+        )
+        .unwrap();
+    let oid = o.body["id"].as_str().unwrap().to_string();
+    owner.kill().unwrap();
+    owner.wait().unwrap();
+    // Idle: closes after its timeout.
+    let i = s
+        .post(
+            "/v1/sessions",
+            json!({"db": "shop", "branch": "t3", "fork_from": "main", "idle_timeout": "1s"}),
+        )
+        .unwrap();
+    let iid = i.body["id"].as_str().unwrap().to_string();
+    let started = Instant::now();
+    while !s.get("/v1/sessions")["sessions"]
+        .as_array()
+        .unwrap()
+        .is_empty()
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "sessions did not end: {}",
+            s.get("/v1/sessions")
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let mut reasons = std::collections::BTreeMap::new();
+    s.client()
+        .events(Some(0), |e| {
+            if e.event == "session_closed" {
+                let v: serde_json::Value = serde_json::from_str(&e.data).unwrap();
+                reasons.insert(
+                    v["data"]["id"].as_str().unwrap().to_string(),
+                    v["data"]["reason"].as_str().unwrap().to_string(),
+                );
+            }
+            reasons.len() < 3
+        })
+        .unwrap();
+    assert_eq!(reasons[&oid], "owner_exited");
+    assert_eq!(reasons[&iid], "idle_timeout");
+}
+
+#[test]
+fn sigterm_flushes_and_closes_every_session_then_exits_zero() {
+    let (_d, mut s) = served(30, &["--flush-every", "1h"]);
+    let opened = s.post("/v1/sessions", json!({"db": "shop"})).unwrap();
+    let path = std::path::PathBuf::from(opened.body["path"].as_str().unwrap());
+    let out = std::process::Command::new("sqlite3")
+        .arg(&path)
+        .arg("INSERT INTO items(name, qty) VALUES ('kept', 7);")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(s.terminate(), 0, "{}", s.log());
+    assert!(!s.socket.exists(), "the socket is removed on the way out");
+    let out = s.export("shop");
+    assert_eq!(
+        rows(&out, "SELECT count(*) FROM items WHERE name = 'kept'"),
+        1
+    );
+    // Nothing holds the branch any more.
+    s.scion(&["checkpoint", "shop", "after-stop"]);
+}
+
+#[test]
+fn a_session_whose_lease_is_broken_is_fenced_and_says_why() {
+    let (_d, s) = served(10, &["--flush-every", "1h"]);
+    let opened = s.post("/v1/sessions", json!({"db": "shop"})).unwrap();
+    let id = opened.body["id"].as_str().unwrap().to_string();
+    let path = std::path::PathBuf::from(opened.body["path"].as_str().unwrap());
+    // Someone breaks the lease and takes the branch.
+    s.scion(&["lease", "release", "shop", "--force"]);
+    s.cmd(&["lease", "acquire", "shop", "--ttl", "10m"])
+        .env("SCION_HOLDER", "intruder")
+        .output()
+        .unwrap();
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute("INSERT INTO items(name, qty) VALUES ('late', 1)", [])
+        .unwrap();
+    assert_eq!(
+        code(s.post(&format!("/v1/sessions/{id}/flush"), json!({}))),
+        (409, "fenced".into())
+    );
+    let info = s.get(&format!("/v1/sessions/{id}"));
+    assert_eq!(info["state"], "fenced");
+    assert!(info["fenced_reason"].as_str().unwrap().contains("changed"));
+    let mut fenced = false;
+    s.client()
+        .events(Some(0), |e| {
+            fenced = e.event == "fenced";
+            !fenced
+        })
+        .unwrap();
+    assert!(fenced);
+    // Closing still works; the branch stays the intruder's.
+    s.client()
+        .request("DELETE", &format!("/v1/sessions/{id}"), None, &[])
+        .unwrap();
+    let b = s.get("/v1/branches/shop@main");
+    assert_eq!(b["version"], 1, "nothing was committed over the new holder");
+}
+
+#[test]
+fn the_janitor_reaps_expired_branches_but_never_one_with_a_session() {
+    let (_d, s) = served(
+        10,
+        &[
+            "--janitor-every",
+            "1s",
+            "--gc-every",
+            "never",
+            "--lease-ttl",
+            "3s",
+        ],
+    );
+    s.post(
+        "/v1/branches",
+        json!({"source": "shop", "name": "short", "ttl": "1s"}),
+    )
+    .unwrap();
+    let held = s
+        .post(
+            "/v1/sessions",
+            json!({"db": "shop", "branch": "held", "fork_from": "main", "ttl": "1h"}),
+        )
+        .unwrap();
+    s.post("/v1/branches/shop@held/touch", json!({"ttl": "1s"}))
+        .unwrap();
+    let started = Instant::now();
+    let mut reaped = Vec::new();
+    s.client()
+        .events(Some(0), |e| {
+            if e.event == "reaped" {
+                let v: serde_json::Value = serde_json::from_str(&e.data).unwrap();
+                reaped.push(v["data"]["branch"].as_str().unwrap().to_string());
+            }
+            reaped.is_empty() && started.elapsed() < Duration::from_secs(30)
+        })
+        .unwrap();
+    assert_eq!(reaped, ["shop@short"]);
+    // Several janitor rounds later the session's branch is still there.
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(s.get("/v1/branches/shop@held")["branch"], "held");
+    let id = held.body["id"].as_str().unwrap();
+    s.client()
+        .request("DELETE", &format!("/v1/sessions/{id}"), None, &[])
+        .unwrap();
+    let metrics = s.client().raw("GET", "/metrics", None, &[]).unwrap();
+    assert!(metrics
+        .body
+        .as_str()
+        .unwrap()
+        .contains("scion_janitor_reaped_total 1"));
+}
