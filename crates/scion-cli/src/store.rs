@@ -45,6 +45,12 @@ fn open_with(
         )),
         observer,
     };
-    let location = spec.location();
-    Scion::attach(&spec, options).with_context(|| format!("attaching to {location}"))
+    // Local stores' errors already name the directory; a remote one's say only the key.
+    match &spec {
+        StoreSpec::S3(_) => {
+            let location = spec.location();
+            Scion::attach(&spec, options).with_context(|| format!("attaching to {location}"))
+        }
+        StoreSpec::Local(_) => Ok(Scion::attach(&spec, options)?),
+    }
 }

@@ -140,10 +140,17 @@ fn exit_codes_are_stable() {
     );
     assert_eq!(s.run(&["checkout", "shop", "--force"]).code, 0);
     assert_eq!(s.run(&["nonsense"]).code, 2, "usage error");
+    let unreachable = outcome(
+        s.cmd(&["--store", "s3://bucket/x", "status"])
+            .env("SCION_S3_ENDPOINT", "http://127.0.0.1:9")
+            .env("AWS_ACCESS_KEY_ID", "x")
+            .env("AWS_SECRET_ACCESS_KEY", "x")
+            .env("SCION_S3_TIMEOUT", "2s"),
+    );
     assert_eq!(
-        s.run(&["--store", "s3://bucket/x", "status"]).code,
-        9,
-        "an unreachable store is a transient failure"
+        unreachable.code, 9,
+        "an unreachable store is a transient failure: {}",
+        unreachable.stderr
     );
 }
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use scion_store::{
     Backend, CountingBackend, LocalBackend, ObservedBackend, RequestObserver, S3Backend, S3Config,
-    S3Location, SegmentCache,
+    S3Location, SegmentCache, StoreError,
 };
 
 use crate::error::{CoreError, CoreResult};
@@ -246,9 +246,14 @@ impl Scion {
                 match recent_probe(&proof) {
                     Some(offset) => s3.set_clock_offset_ms(offset),
                     None => {
-                        scion_store::probe::probe_with(counter.as_ref(), |key| {
-                            s3.learn_clock(key)
-                        })?;
+                        scion_store::probe::probe_with(counter.as_ref(), |key| s3.learn_clock(key))
+                            .map_err(|e| match e {
+                                // Before anything is read, "not found" is about the bucket.
+                                StoreError::NotFound { key } => StoreError::Config(format!(
+                                "the store answered \"not found\" for {key}: does the bucket exist?"
+                            )),
+                                other => other,
+                            })?;
                         remember_probe(&proof, s3.clock_offset_ms());
                     }
                 }
