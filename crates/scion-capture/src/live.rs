@@ -20,8 +20,10 @@ use crate::cursor::{FileId, Mark, MARK_KEY};
 use crate::error::{CaptureError, CaptureResult};
 use crate::reconcile::ReconcileReport;
 
-/// A generation longer than this many frames is recycled after a flush.
+/// A generation longer than this many frames is recycled (after a flush, or while
+/// capturing, at most every [`RECYCLE_EVERY`]).
 const SOFT_FRAMES: u32 = 1000;
+const RECYCLE_EVERY: Duration = Duration::from_millis(50);
 
 /// How a live branch began.
 #[derive(Debug, Clone, Copy, Serialize)]
@@ -91,6 +93,7 @@ pub struct LiveBranch {
     /// The second tier: above this many frames after a flush and a PASSIVE recycle, take
     /// the write lock briefly to let the WAL restart (off unless set).
     barrier_frames: Option<u32>,
+    last_recycle: Instant,
     pub attach: Attach,
 }
 
@@ -203,6 +206,7 @@ impl LiveBranch {
             dirty_since: None,
             reconciles: u64::from(matches!(attach, Attach::Reconciled(_))),
             barrier_frames: None,
+            last_recycle: Instant::now(),
             attach,
         };
         if !live.capturer().pending().is_empty() {
@@ -253,7 +257,25 @@ impl LiveBranch {
     pub fn poll(&mut self) -> CaptureResult<Step> {
         self.check_fenced()?;
         let was_empty = self.capturer().pending().is_empty();
-        let step = self.capturer().catch_up()?;
+        let mut step = self.capturer().catch_up()?;
+        if matches!(step, Step::Captured { .. }) {
+            // Pass the pin on at once: a pin left behind keeps writers' own (PASSIVE)
+            // autocheckpoints from copying past it, so the WAL stays over their threshold
+            // and every commit of theirs tries again. Capture is at the published end, so
+            // whatever they copy or restart is already captured.
+            // A WAL grown past the threshold is recycled now rather than at the next flush:
+            // the sooner it restarts, the sooner writers overwrite its space instead of
+            // growing the file (an append costs a writer's fsync a journal commit).
+            let next = if self.last_recycle.elapsed() >= RECYCLE_EVERY {
+                self.last_recycle = Instant::now();
+                self.recycle_step()?
+            } else {
+                self.capturer().rotate_pin()?
+            };
+            if matches!(next, Step::Break(_)) {
+                step = next;
+            }
+        }
         if let Step::Break(reason) = step {
             tracing::warn!(branch = %self.branch, %reason, "capture cannot continue its cursor; reconciling");
             let full = complete(&self.scion, &self.base.root, &mut self.hashes)?;
@@ -353,6 +375,14 @@ impl LiveBranch {
 
     /// After a flush: pass the pin on, and let the WAL restart when it grew long.
     fn recycle(&mut self) -> CaptureResult<()> {
+        let step = self.recycle_step()?;
+        if !matches!(step, Step::Idle) && !self.capturer().pending().is_empty() {
+            self.dirty_since.get_or_insert_with(Instant::now);
+        }
+        Ok(())
+    }
+
+    fn recycle_step(&mut self) -> CaptureResult<Step> {
         let long = self
             .capturer()
             .published()?
@@ -373,10 +403,7 @@ impl LiveBranch {
                 }
             }
         }
-        if !matches!(step, Step::Idle) && !self.capturer().pending().is_empty() {
-            self.dirty_since.get_or_insert_with(Instant::now);
-        }
-        Ok(())
+        Ok(step)
     }
 
     /// Extend the lease; a lease lost to someone else fences the session.
