@@ -187,15 +187,20 @@ fn run_command(cli: &Cli, open: &dyn Fn(&Cli, bool) -> Result<Scion>) -> Result<
             };
             let mut progress = |m: &str| eprintln!("bench: {m}");
             let report = scion_bench::torture::run(&opts, &mut progress);
-            if !keep {
+            let passed = report.as_ref().is_ok_and(|r| r.passed());
+            // A failed run keeps its files (store, checkout, daemon log) to look at.
+            if !keep && passed {
                 let _ = std::fs::remove_dir_all(&dir);
             }
-            let report = report.map_err(|e| anyhow::anyhow!("{e}"))?;
+            let report = report.map_err(|e| {
+                anyhow::anyhow!("{e} (seed {}; files kept in {})", args.seed, dir.display())
+            })?;
             p.rendered(&report, &report.render());
-            if !report.passed() {
+            if !passed {
                 bail!(
-                    "capture torture failed (seed {}); rerun with --dir to keep its files",
-                    args.seed
+                    "capture torture failed (seed {}); its files are in {}",
+                    args.seed,
+                    dir.display()
                 );
             }
         }
