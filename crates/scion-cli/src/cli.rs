@@ -257,6 +257,17 @@ pub enum Command {
         socket: crate::cli_daemon::SocketArg,
     },
 
+    /// Serve scion's operations as MCP tools on stdin/stdout, for agents: list, fork,
+    /// checkout, checkpoint, rollback, promote, destroy, touch, diff, read-only query
+    /// across versions, and sessions.
+    ///
+    /// Safe by default: every fork gets a TTL, branches made through MCP are capped, force
+    /// is refused unless --allow-force. Logs go to stderr.
+    #[command(
+        after_help = "Examples:\n  scion mcp\n  scion mcp --read-only\n  scion mcp --daemon require --default-ttl 2h"
+    )]
+    Mcp(crate::cli_daemon::McpArgs),
+
     /// Leases: the exclusive, expiring right to move a branch's head.
     #[command(
         subcommand,

@@ -105,3 +105,31 @@ pub enum SessionCommand {
         socket: SocketArg,
     },
 }
+
+#[derive(Debug, Args)]
+pub struct McpArgs {
+    #[command(flatten)]
+    pub socket: SocketArg,
+    /// Go through a running daemon: auto (when one answers), require, or never (tools
+    /// then run in this process, sessions too).
+    #[arg(long, default_value = "auto", value_name = "auto|require|never")]
+    pub daemon: String,
+    /// The TTL of every fork an agent makes when it gives none.
+    #[arg(long, default_value = "24h", value_name = "DURATION")]
+    pub default_ttl: String,
+    /// The longest TTL an agent may ask for.
+    #[arg(long, default_value = "7d", value_name = "DURATION")]
+    pub max_ttl: String,
+    /// Let agents make branches that never expire (`ttl: "none"`).
+    #[arg(long)]
+    pub allow_no_ttl: bool,
+    /// Let agents use `force` (on protected branches, main included).
+    #[arg(long)]
+    pub allow_force: bool,
+    /// How many branches this server may create.
+    #[arg(long, default_value_t = 200)]
+    pub max_branches: usize,
+    /// Offer only the reading tools: list, diff, query, read-only checkout, session status.
+    #[arg(long)]
+    pub read_only: bool,
+}

@@ -212,3 +212,39 @@ pub fn events(cli: &Cli, since: Option<u64>, socket: &SocketArg) -> Result<()> {
     })?;
     Ok(())
 }
+
+pub fn mcp(cli: &Cli, args: &crate::cli_daemon::McpArgs) -> Result<()> {
+    let mode: scion_mcp::DaemonMode = args.daemon.parse().map_err(anyhow::Error::msg)?;
+    let attached = crate::store::open_store(cli, false)?;
+    let scion = Arc::new(attached.scion);
+    let socket = match &args.socket.socket {
+        Some(p) => p.clone(),
+        None => scion_daemon::transport::default_socket(scion.location()),
+    };
+    let config = scion_mcp::McpConfig {
+        default_ttl: parse_duration(&args.default_ttl)?,
+        max_ttl: parse_duration(&args.max_ttl)?,
+        allow_no_ttl: args.allow_no_ttl,
+        allow_force: args.allow_force,
+        max_branches: args.max_branches,
+        read_only: args.read_only,
+        ..Default::default()
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    // Looking for a daemon blocks: done before the runtime runs.
+    let api = rt.block_on(async {
+        tokio::task::spawn_blocking(move || scion_mcp::Api::connect(mode, socket, scion)).await
+    })?;
+    let api = api.map_err(anyhow::Error::msg)?;
+    rt.block_on(async move {
+        tracing::info!("scion mcp: tools run {}", api.describe());
+        let server = scion_mcp::ScionMcp::new(api, config);
+        scion_mcp::serve_stdio(server)
+            .await
+            .map_err(anyhow::Error::msg)
+    })
+}

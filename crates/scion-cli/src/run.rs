@@ -157,6 +157,7 @@ fn run_command(cli: &Cli, open: &dyn Fn(&Cli, bool) -> Result<Scion>) -> Result<
                 .context("writing the man page")?;
         }
         Command::Serve(args) => crate::daemon::serve(cli, args)?,
+        Command::Mcp(args) => crate::daemon::mcp(cli, args)?,
         Command::Session(cmd) => crate::daemon::session(cli, cmd)?,
         Command::Events { since, socket } => crate::daemon::events(cli, *since, socket)?,
         Command::Status => {

@@ -4,6 +4,7 @@
 
 pub mod api;
 pub mod client;
+pub mod embedded;
 mod error;
 pub mod events;
 mod idempotency;

@@ -1,0 +1,339 @@
+//! `scion mcp` driven by a real MCP client (rmcp's) over stdio: tools listed, each called,
+//! and the safety refusals (force, the branch cap, read-only mode, TTLs, unknown arguments).
+
+mod served;
+
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::service::RunningService;
+use rmcp::transport::TokioChildProcess;
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::{json, Value};
+use served::Served;
+
+async fn connect(s: &Served, args: &[&str]) -> RunningService<RoleClient, ()> {
+    let mut cmd = tokio::process::Command::new(served::bin());
+    cmd.arg("mcp")
+        .args(args)
+        .current_dir(&s.dir)
+        .env("HOME", &s.dir)
+        .env("SCION_STORE", &s.store)
+        .env("SCION_SOCKET", &s.socket)
+        .env("SCION_LOG", "warn");
+    ().serve(TokioChildProcess::new(cmd).unwrap())
+        .await
+        .unwrap()
+}
+
+async fn call(
+    c: &RunningService<RoleClient, ()>,
+    tool: &'static str,
+    args: Value,
+) -> CallToolResult {
+    let params = CallToolRequestParams::new(tool).with_arguments(args.as_object().unwrap().clone());
+    c.call_tool(params).await.unwrap()
+}
+
+fn ok(r: &CallToolResult) -> &Value {
+    assert_ne!(r.is_error, Some(true), "{r:?}");
+    r.structured_content.as_ref().unwrap()
+}
+
+fn refused(r: &CallToolResult) -> String {
+    assert_eq!(r.is_error, Some(true), "expected a refusal: {r:?}");
+    r.structured_content.as_ref().unwrap()["code"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+async fn tool_names(c: &RunningService<RoleClient, ()>) -> Vec<String> {
+    let mut names: Vec<String> = c
+        .list_all_tools()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    names.sort();
+    names
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_tool_answers_a_real_mcp_client_and_unsafe_calls_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Served::prepare(dir.path(), 50);
+    let c = connect(&s, &["--daemon", "never", "--max-branches", "3"]).await;
+    assert_eq!(
+        tool_names(&c).await,
+        [
+            "scion_checkout",
+            "scion_checkpoint",
+            "scion_destroy",
+            "scion_diff",
+            "scion_fork",
+            "scion_list",
+            "scion_promote",
+            "scion_query",
+            "scion_rollback",
+            "scion_session_close",
+            "scion_session_open",
+            "scion_session_status",
+            "scion_touch"
+        ]
+    );
+    // A fork gets the default TTL; a longer one is capped; "none" is refused.
+    let f = call(
+        &c,
+        "scion_fork",
+        json!({"database": "shop", "new_branch": "try-1"}),
+    )
+    .await;
+    assert_eq!(ok(&f)["ttl"], "86400s");
+    let f = call(
+        &c,
+        "scion_fork",
+        json!({"database": "shop", "new_branch": "try-2", "ttl": "30d"}),
+    )
+    .await;
+    assert_eq!(ok(&f)["ttl"], "604800s");
+    assert_eq!(
+        refused(
+            &call(
+                &c,
+                "scion_fork",
+                json!({"database": "shop", "new_branch": "x", "ttl": "none"})
+            )
+            .await
+        ),
+        "ttl_required"
+    );
+    let listed = call(&c, "scion_list", json!({})).await;
+    let branches = ok(&listed)["databases"][0]["branches"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let try1 = branches.iter().find(|b| b["branch"] == "try-1").unwrap();
+    assert_eq!(try1["ttl_secs"], 86400);
+    // Work on the fork, checkpoint, query both versions side by side, diff.
+    let co = call(
+        &c,
+        "scion_checkout",
+        json!({"database": "shop", "branch": "try-1"}),
+    )
+    .await;
+    let path = ok(&co)["path"].as_str().unwrap().to_string();
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute("DELETE FROM items WHERE id <= 5", [])
+        .unwrap();
+    let cp = call(
+        &c,
+        "scion_checkpoint",
+        json!({"database": "shop", "branch": "try-1", "name": "trimmed"}),
+    )
+    .await;
+    assert_eq!(ok(&cp)["version"], 2);
+    let q = call(&c, "scion_query", json!({"database": "shop", "sql": "SELECT count(*) FROM items", "targets": ["main", "try-1@trimmed"]})).await;
+    let results = ok(&q)["results"].as_array().unwrap().clone();
+    assert_eq!(
+        (
+            results[0]["rows"][0][0].clone(),
+            results[1]["rows"][0][0].clone()
+        ),
+        (json!(50), json!(45))
+    );
+    let w = call(
+        &c,
+        "scion_query",
+        json!({"database": "shop", "sql": "DELETE FROM items", "targets": ["main"]}),
+    )
+    .await;
+    assert!(
+        ok(&w)["results"][0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("not authorized"),
+        "{w:?}"
+    );
+    let capped = call(&c, "scion_query", json!({"database": "shop", "sql": "SELECT * FROM items", "targets": ["main"], "max_rows": 3})).await;
+    assert_eq!(ok(&capped)["results"][0]["truncated"], true);
+    let d = call(
+        &c,
+        "scion_diff",
+        json!({"database": "shop", "left": "main", "right": "try-1", "rows": true}),
+    )
+    .await;
+    assert_eq!(ok(&d)["tables"][0]["removed"], 5);
+    let t = call(
+        &c,
+        "scion_touch",
+        json!({"database": "shop", "branch": "try-1", "ttl": "2h"}),
+    )
+    .await;
+    assert_eq!(ok(&t)["ttl_secs"], 7200);
+    let rb = call(
+        &c,
+        "scion_rollback",
+        json!({"database": "shop", "branch": "try-1", "to": "fork"}),
+    )
+    .await;
+    assert_eq!(ok(&rb)["to"], "fork");
+    // Force is refused; main is protected, so promoting onto it needs force.
+    assert_eq!(
+        refused(
+            &call(
+                &c,
+                "scion_promote",
+                json!({"database": "shop", "source": "try-1", "force": true})
+            )
+            .await
+        ),
+        "force_not_allowed"
+    );
+    assert_eq!(
+        refused(
+            &call(
+                &c,
+                "scion_promote",
+                json!({"database": "shop", "source": "try-1"})
+            )
+            .await
+        ),
+        "protected"
+    );
+    assert_eq!(
+        refused(
+            &call(
+                &c,
+                "scion_destroy",
+                json!({"database": "shop", "branch": "main", "force": true})
+            )
+            .await
+        ),
+        "force_not_allowed"
+    );
+    // A misspelt argument is an error, not a silent no-op.
+    let bad = c
+        .call_tool(
+            CallToolRequestParams::new("scion_destroy").with_arguments(
+                json!({"database": "shop", "branch": "try-2", "forse": true})
+                    .as_object()
+                    .unwrap()
+                    .clone(),
+            ),
+        )
+        .await;
+    assert!(
+        bad.is_err() || bad.as_ref().unwrap().is_error == Some(true),
+        "{bad:?}"
+    );
+    let gone = call(
+        &c,
+        "scion_destroy",
+        json!({"database": "shop", "branch": "try-2"}),
+    )
+    .await;
+    assert_eq!(ok(&gone)["destroyed"], true);
+    // Sessions (in this process: no daemon runs), and the branch cap (3: two forks and
+    // this session's fork were made, one destroyed does not give its place back).
+    let so = call(
+        &c,
+        "scion_session_open",
+        json!({"database": "shop", "branch": "s1", "fork_from": "main"}),
+    )
+    .await;
+    let sid = ok(&so)["session_id"].as_str().unwrap().to_string();
+    let spath = ok(&so)["path"].as_str().unwrap().to_string();
+    rusqlite::Connection::open(&spath)
+        .unwrap()
+        .execute("INSERT INTO items(name, qty) VALUES ('agent', 1)", [])
+        .unwrap();
+    let st = call(&c, "scion_session_status", json!({})).await;
+    assert_eq!(ok(&st)["sessions"][0]["id"], sid.as_str());
+    let cp = call(
+        &c,
+        "scion_checkpoint",
+        json!({"database": "shop", "branch": "s1", "name": "live", "meta": {"by": "agent"}}),
+    )
+    .await;
+    assert_eq!(ok(&cp)["live"], true);
+    let sc = call(&c, "scion_session_close", json!({"session_id": sid})).await;
+    assert_eq!(ok(&sc)["closed"], true);
+    assert_eq!(
+        refused(
+            &call(
+                &c,
+                "scion_fork",
+                json!({"database": "shop", "new_branch": "fourth"})
+            )
+            .await
+        ),
+        "limit_exceeded"
+    );
+    c.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_only_mode_offers_only_the_reading_tools() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Served::prepare(dir.path(), 5);
+    let c = connect(&s, &["--read-only", "--daemon", "never"]).await;
+    assert_eq!(
+        tool_names(&c).await,
+        [
+            "scion_checkout",
+            "scion_diff",
+            "scion_list",
+            "scion_query",
+            "scion_session_status"
+        ]
+    );
+    let co = call(&c, "scion_checkout", json!({"database": "shop"})).await;
+    assert_eq!(ok(&co)["read_only"], true);
+    let fork = c
+        .call_tool(
+            CallToolRequestParams::new("scion_fork").with_arguments(
+                json!({"database": "shop", "new_branch": "x"})
+                    .as_object()
+                    .unwrap()
+                    .clone(),
+            ),
+        )
+        .await;
+    assert!(
+        fork.is_err() || fork.as_ref().unwrap().is_error == Some(true),
+        "{fork:?}"
+    );
+    c.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_daemon_running_sessions_live_in_the_daemon() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = Served::prepare(dir.path(), 5);
+    tokio::task::block_in_place(|| s.start(&[]));
+    let c = connect(&s, &["--daemon", "require"]).await;
+    let so = call(
+        &c,
+        "scion_session_open",
+        json!({"database": "shop", "branch": "agent-1", "fork_from": "main"}),
+    )
+    .await;
+    let sid = ok(&so)["session_id"].as_str().unwrap().to_string();
+    // The daemon holds it: the HTTP API lists the session opened through MCP.
+    let listed = tokio::task::block_in_place(|| s.get("/v1/sessions"));
+    assert_eq!(listed["sessions"][0]["id"], sid.as_str());
+    let sc = call(
+        &c,
+        "scion_session_close",
+        json!({"session_id": sid, "checkpoint": "done"}),
+    )
+    .await;
+    assert_eq!(ok(&sc)["checkpoint"], "done");
+    c.cancel().await.unwrap();
+    let none = tempfile::tempdir().unwrap();
+    let lone = Served::prepare(none.path(), 1);
+    let out = lone.cmd(&["mcp", "--daemon", "require"]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("scion serve"));
+}

@@ -1,0 +1,183 @@
+//! The tools' arguments. Every struct refuses unknown fields, so a misspelt `forse: true`
+//! is an error rather than a silent no-op; `branch` defaults to `main`.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+fn main_branch() -> String {
+    "main".to_string()
+}
+
+fn max_rows() -> usize {
+    200
+}
+
+fn max_bytes() -> usize {
+    1 << 20
+}
+
+fn row_limit() -> usize {
+    100
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListArgs {
+    /// Only this database (default: all).
+    pub database: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ForkArgs {
+    /// The database.
+    pub database: String,
+    /// The branch to fork from.
+    #[serde(default = "main_branch")]
+    pub branch: String,
+    /// The new branch's name (a-z, 0-9, '.', '_', '-').
+    pub new_branch: String,
+    /// A checkpoint of `branch` to fork at (default: its head).
+    pub at: Option<String>,
+    /// How long the fork lives without activity, e.g. "2h" (default: the server's; capped
+    /// by the server's maximum).
+    pub ttl: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CheckoutArgs {
+    pub database: String,
+    #[serde(default = "main_branch")]
+    pub branch: String,
+    /// A checkpoint to check out (read-only).
+    pub at: Option<String>,
+    /// A read-only file of the head instead of the writable checkout.
+    #[serde(default)]
+    pub read_only: bool,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CheckpointArgs {
+    pub database: String,
+    #[serde(default = "main_branch")]
+    pub branch: String,
+    /// The checkpoint's name (unique on the branch).
+    pub name: String,
+    /// Kept with the checkpoint when the branch has a live session.
+    #[serde(default)]
+    pub meta: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RollbackArgs {
+    pub database: String,
+    #[serde(default = "main_branch")]
+    pub branch: String,
+    /// The checkpoint to go back to.
+    pub to: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PromoteArgs {
+    pub database: String,
+    /// The branch whose head is promoted.
+    pub source: String,
+    /// The branch that takes it.
+    #[serde(default = "main_branch")]
+    pub target: String,
+    /// Needed for a protected target (main is); refused unless the server allows force.
+    #[serde(default)]
+    pub force: bool,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DestroyArgs {
+    pub database: String,
+    pub branch: String,
+    /// Needed for main and protected branches; refused unless the server allows force.
+    #[serde(default)]
+    pub force: bool,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TouchArgs {
+    pub database: String,
+    #[serde(default = "main_branch")]
+    pub branch: String,
+    /// A new TTL, e.g. "2h" (capped by the server's maximum).
+    pub ttl: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DiffArgs {
+    pub database: String,
+    /// `branch[@checkpoint]`.
+    pub left: String,
+    /// `branch[@checkpoint]`.
+    pub right: String,
+    /// Only this table.
+    pub table: Option<String>,
+    /// List the differing rows themselves (at most `limit` per table).
+    #[serde(default)]
+    pub rows: bool,
+    #[serde(default = "row_limit")]
+    pub limit: usize,
+    /// Also give SQL that turns left into right.
+    #[serde(default)]
+    pub sql: bool,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct QueryArgs {
+    pub database: String,
+    /// One read-only statement (writes, ATTACH and writable pragmas are refused).
+    pub sql: String,
+    /// The versions to run it on, `branch[@checkpoint]` each (1 to 8).
+    pub targets: Vec<String>,
+    /// Values for `?` parameters.
+    #[serde(default)]
+    pub params: Vec<serde_json::Value>,
+    #[serde(default = "max_rows")]
+    pub max_rows: usize,
+    #[serde(default = "max_bytes")]
+    pub max_bytes: usize,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SessionOpenArgs {
+    pub database: String,
+    /// The branch to capture; with `fork_from`, the new branch's name.
+    pub branch: Option<String>,
+    /// Fork this branch (`main` or `main@checkpoint`) first.
+    pub fork_from: Option<String>,
+    /// The fork's TTL (with `fork_from`), and the session's.
+    pub ttl: Option<String>,
+    /// Close the session after this long without a commit or a request (default 30m).
+    pub idle_timeout: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SessionCloseArgs {
+    pub session_id: String,
+    /// Name the final state as this checkpoint first.
+    pub checkpoint: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SessionStatusArgs {
+    /// One session (default: all).
+    pub session_id: Option<String>,
+}

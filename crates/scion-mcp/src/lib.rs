@@ -1,0 +1,629 @@
+//! `scion mcp`: scion's operations as MCP tools (rmcp, stdio) for agents, with safe
+//! defaults: every fork gets a TTL, branches made through MCP are capped, `force` is refused
+//! unless the server was started with it, and a read-only mode offers only the reading tools.
+//! Tools go through a running daemon when there is one (sessions live there), and through
+//! the daemon's API answered in this process otherwise.
+
+pub mod api;
+mod args;
+pub mod query;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{CallToolResult, Implementation, ServerCapabilities, ServerConfig};
+use rmcp::{tool, tool_handler, tool_router, ServerHandler};
+use serde_json::{json, Value};
+
+pub use api::{Api, ApiFailure, DaemonMode};
+use args::*;
+
+/// The tools offered in `--read-only` mode.
+const READING_TOOLS: &[&str] = &[
+    "scion_list",
+    "scion_diff",
+    "scion_query",
+    "scion_checkout",
+    "scion_session_status",
+];
+
+/// How the server behaves.
+#[derive(Debug, Clone)]
+pub struct McpConfig {
+    /// The TTL every fork made through MCP gets when none is given.
+    pub default_ttl: Duration,
+    /// The longest TTL an agent may ask for.
+    pub max_ttl: Duration,
+    /// Whether `ttl: "none"` (a branch that is never reaped) is allowed.
+    pub allow_no_ttl: bool,
+    /// Whether `force` may be used at all.
+    pub allow_force: bool,
+    /// Branches (forks and session forks) this server may create.
+    pub max_branches: usize,
+    pub read_only: bool,
+    pub query_time: Duration,
+}
+
+impl Default for McpConfig {
+    fn default() -> Self {
+        McpConfig {
+            default_ttl: Duration::from_secs(24 * 3600),
+            max_ttl: Duration::from_secs(7 * 24 * 3600),
+            allow_no_ttl: false,
+            allow_force: false,
+            max_branches: 200,
+            read_only: false,
+            query_time: Duration::from_secs(5),
+        }
+    }
+}
+
+struct Inner {
+    api: Api,
+    config: McpConfig,
+    created: AtomicUsize,
+}
+
+#[derive(Clone)]
+pub struct ScionMcp {
+    inner: Arc<Inner>,
+    tool_router: ToolRouter<Self>,
+}
+
+type ToolResult = Result<CallToolResult, rmcp::ErrorData>;
+
+/// A tool's failure as the agent sees it: the code first, the hint last.
+fn failed(f: ApiFailure) -> ToolResult {
+    let text = match &f.hint {
+        Some(h) => format!("{}: {} (hint: {h})", f.code, f.message),
+        None => format!("{}: {}", f.code, f.message),
+    };
+    let mut r = CallToolResult::structured_error(json!({
+        "code": f.code, "message": f.message, "hint": f.hint,
+    }));
+    r.content = vec![rmcp::model::ContentBlock::text(text)];
+    Ok(r)
+}
+
+fn done(v: Value) -> ToolResult {
+    Ok(CallToolResult::structured(v))
+}
+
+fn refuse(code: &str, message: impl Into<String>, hint: &str) -> ToolResult {
+    failed(ApiFailure::new(code, message, Some(hint)))
+}
+
+/// Percent-encode a query-string value.
+fn enc(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'@' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+macro_rules! answer {
+    ($e:expr) => {
+        match $e {
+            Ok(v) => v,
+            Err(f) => return failed(f),
+        }
+    };
+}
+
+impl ScionMcp {
+    pub fn new(api: Api, config: McpConfig) -> ScionMcp {
+        let mut tool_router = Self::tool_router();
+        if config.read_only {
+            for t in tool_router.list_all() {
+                if !READING_TOOLS.contains(&t.name.as_ref()) {
+                    tool_router.remove_route(&t.name);
+                }
+            }
+        }
+        ScionMcp {
+            inner: Arc::new(Inner {
+                api,
+                config,
+                created: AtomicUsize::new(0),
+            }),
+            tool_router,
+        }
+    }
+
+    /// Close what this server holds (sessions opened in this process) before it exits.
+    pub async fn shutdown(&self) {
+        self.inner.api.shutdown().await;
+    }
+
+    fn config(&self) -> &McpConfig {
+        &self.inner.config
+    }
+
+    async fn call(&self, method: &str, path: &str, body: Option<Value>) -> api::Answer {
+        self.inner.api.call(method, path, body).await
+    }
+
+    /// The TTL a new branch gets: the default when none is asked for, never more than the
+    /// maximum, "none" only when allowed.
+    fn ttl(&self, asked: Option<&str>) -> Result<Option<String>, ApiFailure> {
+        let c = self.config();
+        let secs = |d: Duration| format!("{}s", d.as_secs());
+        match asked {
+            None => Ok(Some(secs(c.default_ttl))),
+            Some("none") if c.allow_no_ttl => Ok(None),
+            Some("none") => Err(ApiFailure::new(
+                "ttl_required",
+                "branches made through MCP expire: \"none\" is not allowed here",
+                Some("give a TTL such as \"2h\" (the server caps it), or ask the human to start `scion mcp --allow-no-ttl`"),
+            )),
+            Some(t) => {
+                let d = scion_core::clock::parse_duration(t).map_err(|e| {
+                    ApiFailure::new("invalid_duration", e.to_string(), Some("durations look like 30m, 2h, 7d"))
+                })?;
+                Ok(Some(secs(d.min(c.max_ttl))))
+            }
+        }
+    }
+
+    fn check_force(&self, force: bool) -> Result<(), ApiFailure> {
+        if force && !self.config().allow_force {
+            return Err(ApiFailure::new(
+                "force_not_allowed",
+                "this MCP server does not use force",
+                Some("work on a fork instead, or ask the human to run the command with --force (or start `scion mcp --allow-force`)"),
+            ));
+        }
+        Ok(())
+    }
+
+    fn claim_branch(&self) -> Result<(), ApiFailure> {
+        let max = self.config().max_branches;
+        if self.inner.created.fetch_add(1, Ordering::SeqCst) >= max {
+            self.inner.created.fetch_sub(1, Ordering::SeqCst);
+            return Err(ApiFailure::new(
+                "limit_exceeded",
+                format!("this MCP server has already created {max} branches"),
+                Some(
+                    "destroy branches you no longer need, or ask the human to raise --max-branches",
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[tool_router(router = tool_router)]
+impl ScionMcp {
+    /// Databases and their branches (version, checkout state, protection, TTL, live
+    /// session).
+    #[tool(
+        name = "scion_list",
+        annotations(
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn list(&self, Parameters(a): Parameters<ListArgs>) -> ToolResult {
+        let names: Vec<String> = match a.database {
+            Some(d) => vec![d],
+            None => {
+                let v = answer!(self.call("GET", "/v1/databases", None).await);
+                serde_json::from_value(v["databases"].clone()).unwrap_or_default()
+            }
+        };
+        let mut dbs = Vec::new();
+        for name in names {
+            let v = answer!(
+                self.call("GET", &format!("/v1/databases/{name}/branches"), None)
+                    .await
+            );
+            dbs.push(json!({"name": name, "branches": v["branches"]}));
+        }
+        done(json!({ "databases": dbs }))
+    }
+
+    /// Fork a branch (O(1)): `new_branch` from `branch` (default main) at its head or at
+    /// checkpoint `at`. Every fork made here expires after its TTL unless touched.
+    #[tool(
+        name = "scion_fork",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
+    )]
+    async fn fork(&self, Parameters(a): Parameters<ForkArgs>) -> ToolResult {
+        let ttl = answer!(self.ttl(a.ttl.as_deref()));
+        answer!(self.claim_branch());
+        let body = json!({"source": format!("{}@{}", a.database, a.branch), "name": a.new_branch, "at": a.at, "ttl": ttl});
+        match self.call("POST", "/v1/branches", Some(body)).await {
+            Ok(v) => done(
+                json!({"database": a.database, "branch": a.branch, "new_branch": a.new_branch, "version": v["version"], "ttl": ttl}),
+            ),
+            Err(f) => {
+                self.inner.created.fetch_sub(1, Ordering::SeqCst);
+                failed(f)
+            }
+        }
+    }
+
+    /// The path of a branch's SQLite file to open with any SQLite client; `read_only`
+    /// (or `at`, a checkpoint) gives a read-only file of that version.
+    #[tool(
+        name = "scion_checkout",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn checkout(&self, Parameters(a): Parameters<CheckoutArgs>) -> ToolResult {
+        let read_only = a.read_only || a.at.is_some() || self.config().read_only;
+        let b = format!("{}@{}", a.database, a.branch);
+        let v = answer!(
+            self.call(
+                "POST",
+                &format!("/v1/branches/{b}/checkout"),
+                Some(json!({"read_only": read_only, "checkpoint": a.at}))
+            )
+            .await
+        );
+        done(
+            json!({"database": a.database, "branch": a.branch, "path": v["path"], "read_only": read_only, "version": v["version"]}),
+        )
+    }
+
+    /// Name the branch's current state as a checkpoint (through its live session when it
+    /// has one).
+    #[tool(
+        name = "scion_checkpoint",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
+    )]
+    async fn checkpoint(&self, Parameters(a): Parameters<CheckpointArgs>) -> ToolResult {
+        let b = format!("{}@{}", a.database, a.branch);
+        let info = answer!(self.call("GET", &format!("/v1/branches/{b}"), None).await);
+        let v = match info["session"].as_str() {
+            Some(id) => answer!(
+                self.call(
+                    "POST",
+                    &format!("/v1/sessions/{id}/flush"),
+                    Some(json!({"checkpoint": a.name, "meta": a.meta}))
+                )
+                .await
+            ),
+            None => answer!(
+                self.call(
+                    "POST",
+                    &format!("/v1/branches/{b}/checkpoints"),
+                    Some(json!({"name": a.name}))
+                )
+                .await
+            ),
+        };
+        done(
+            json!({"database": a.database, "branch": a.branch, "name": a.name, "version": v["version"], "live": info["session"].is_string()}),
+        )
+    }
+
+    /// Move a branch's head back to checkpoint `to`; the abandoned head is kept as a
+    /// safety fork.
+    #[tool(
+        name = "scion_rollback",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = true,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
+    )]
+    async fn rollback(&self, Parameters(a): Parameters<RollbackArgs>) -> ToolResult {
+        let b = format!("{}@{}", a.database, a.branch);
+        let v = answer!(
+            self.call(
+                "POST",
+                &format!("/v1/branches/{b}/rollback"),
+                Some(json!({"to": a.to}))
+            )
+            .await
+        );
+        done(
+            json!({"database": a.database, "branch": a.branch, "to": a.to, "version": v["version"], "backup": v["backup"]}),
+        )
+    }
+
+    /// Make `target` (default main) hold `source`'s head; the old head is kept as a safety
+    /// fork. A protected target needs force, which this server refuses unless allowed.
+    #[tool(
+        name = "scion_promote",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = true,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
+    )]
+    async fn promote(&self, Parameters(a): Parameters<PromoteArgs>) -> ToolResult {
+        answer!(self.check_force(a.force));
+        let src = format!("{}@{}", a.database, a.source);
+        let v = answer!(
+            self.call(
+                "POST",
+                &format!("/v1/branches/{src}/promote"),
+                Some(json!({"onto": a.target, "force": a.force}))
+            )
+            .await
+        );
+        done(
+            json!({"database": a.database, "source": a.source, "target": a.target, "version": v["version"], "backup": v["backup"]}),
+        )
+    }
+
+    /// Remove a branch, its checkpoints and its checkout.
+    #[tool(
+        name = "scion_destroy",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = true,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
+    )]
+    async fn destroy(&self, Parameters(a): Parameters<DestroyArgs>) -> ToolResult {
+        answer!(self.check_force(a.force));
+        let b = format!("{}@{}", a.database, a.branch);
+        answer!(
+            self.call(
+                "DELETE",
+                &format!("/v1/branches/{b}?force={}", a.force),
+                None
+            )
+            .await
+        );
+        done(json!({"database": a.database, "branch": a.branch, "destroyed": true}))
+    }
+
+    /// Keep a branch alive: reset its TTL clock, and optionally set a new TTL.
+    #[tool(
+        name = "scion_touch",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn touch(&self, Parameters(a): Parameters<TouchArgs>) -> ToolResult {
+        let ttl = match a.ttl.as_deref() {
+            None => None,
+            Some(t) => Some(answer!(self.ttl(Some(t))).unwrap_or_default()),
+        };
+        let b = format!("{}@{}", a.database, a.branch);
+        let v = answer!(
+            self.call(
+                "POST",
+                &format!("/v1/branches/{b}/touch"),
+                Some(json!({"ttl": ttl}))
+            )
+            .await
+        );
+        done(
+            json!({"database": a.database, "branch": a.branch, "ttl_secs": v["ttl_secs"], "touched_at": v["touched_at"]}),
+        )
+    }
+
+    /// Rows added, removed and changed per table (and schema changes) between two versions
+    /// of a database, `branch[@checkpoint]` each.
+    #[tool(
+        name = "scion_diff",
+        annotations(
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn diff(&self, Parameters(a): Parameters<DiffArgs>) -> ToolResult {
+        let mut path = format!(
+            "/v1/diff?from={}&to={}",
+            enc(&format!("{}@{}", a.database, a.left)),
+            enc(&format!("{}@{}", a.database, a.right))
+        );
+        if let Some(t) = &a.table {
+            path.push_str(&format!("&table={}", enc(t)));
+        }
+        if a.rows {
+            path.push_str(&format!("&rows=true&limit={}", a.limit.clamp(1, 1000)));
+        }
+        if a.sql {
+            path.push_str("&sql=true");
+        }
+        done(answer!(self.call("GET", &path, None).await))
+    }
+
+    /// Read-only SQL on one or more versions of a database (`branch[@checkpoint]` targets,
+    /// up to 8), side by side; rows and bytes are capped and the query has a time limit.
+    #[tool(
+        name = "scion_query",
+        annotations(
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn query(&self, Parameters(a): Parameters<QueryArgs>) -> ToolResult {
+        if a.targets.is_empty() || a.targets.len() > 8 {
+            return refuse(
+                "invalid_input",
+                "targets: 1 to 8 versions",
+                "name versions as branch or branch@checkpoint",
+            );
+        }
+        let limits = query::Limits {
+            max_rows: a.max_rows.clamp(1, 10_000),
+            max_bytes: a.max_bytes.clamp(1024, 16 << 20),
+            time: self.config().query_time,
+        };
+        let mut columns = Vec::new();
+        let mut results = Vec::new();
+        for target in &a.targets {
+            let (branch, checkpoint) = match target.split_once('@') {
+                Some((b, c)) => (b.to_string(), Some(c.to_string())),
+                None => (target.clone(), None),
+            };
+            let b = format!("{}@{branch}", a.database);
+            let co = answer!(
+                self.call(
+                    "POST",
+                    &format!("/v1/branches/{b}/checkout"),
+                    Some(json!({"read_only": true, "checkpoint": checkpoint}))
+                )
+                .await
+            );
+            let path = std::path::PathBuf::from(co["path"].as_str().unwrap_or_default());
+            let (sql, params, t) = (a.sql.clone(), a.params.clone(), target.clone());
+            let (cols, rows) =
+                tokio::task::spawn_blocking(move || query::run(&path, &t, &sql, &params, limits))
+                    .await
+                    .map_err(|e| rmcp::ErrorData::internal_error(e.to_string(), None))?;
+            if columns.is_empty() {
+                columns = cols;
+            }
+            results.push(rows);
+        }
+        done(json!({ "columns": columns, "results": results }))
+    }
+
+    /// Open a session: the branch's file is captured live, so every commit any SQLite
+    /// client makes to it becomes durable within seconds. With `fork_from`, a fresh fork
+    /// (with a TTL) is made first. Idle sessions close after `idle_timeout` (30m).
+    #[tool(
+        name = "scion_session_open",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
+    )]
+    async fn session_open(&self, Parameters(a): Parameters<SessionOpenArgs>) -> ToolResult {
+        let ttl = match &a.fork_from {
+            Some(_) => {
+                let t = answer!(self.ttl(a.ttl.as_deref()));
+                answer!(self.claim_branch());
+                t
+            }
+            None => None,
+        };
+        let body = json!({
+            "db": a.database, "branch": a.branch, "fork_from": a.fork_from, "ttl": ttl,
+            "idle_timeout": a.idle_timeout.unwrap_or_else(|| "30m".into()),
+            // Sessions must not outlive the agent's server.
+            "owner_pid": std::process::id(),
+        });
+        match self.call("POST", "/v1/sessions", Some(body)).await {
+            Ok(v) => done(
+                json!({"session_id": v["id"], "database": a.database, "branch": v["branch"], "path": v["path"], "version": v["version"]}),
+            ),
+            Err(f) => {
+                if a.fork_from.is_some() {
+                    self.inner.created.fetch_sub(1, Ordering::SeqCst);
+                }
+                failed(f)
+            }
+        }
+    }
+
+    /// Flush and close a session (optionally naming the final state as a checkpoint).
+    #[tool(
+        name = "scion_session_close",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn session_close(&self, Parameters(a): Parameters<SessionCloseArgs>) -> ToolResult {
+        let id = &a.session_id;
+        if let Some(name) = &a.checkpoint {
+            answer!(
+                self.call(
+                    "POST",
+                    &format!("/v1/sessions/{id}/flush"),
+                    Some(json!({"checkpoint": name}))
+                )
+                .await
+            );
+        }
+        let v = answer!(
+            self.call("DELETE", &format!("/v1/sessions/{id}"), None)
+                .await
+        );
+        done(
+            json!({"session_id": id, "closed": true, "version": v["version"], "checkpoint": a.checkpoint}),
+        )
+    }
+
+    /// Open sessions (or one): branch, state, durable version and age, capture lag.
+    #[tool(
+        name = "scion_session_status",
+        annotations(
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn session_status(&self, Parameters(a): Parameters<SessionStatusArgs>) -> ToolResult {
+        let v = match &a.session_id {
+            Some(id) => {
+                json!({"sessions": [answer!(self.call("GET", &format!("/v1/sessions/{id}"), None).await)]})
+            }
+            None => answer!(self.call("GET", "/v1/sessions", None).await),
+        };
+        done(v)
+    }
+}
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for ScionMcp {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("scion", env!("CARGO_PKG_VERSION")))
+            .with_instructions(format!(
+                "Branch SQLite databases: fork before risky work (scion_fork, O(1)), work on the fork's file (scion_checkout gives its path), compare (scion_diff, scion_query), then keep it (scion_promote) or drop it (scion_destroy). Forks expire after {} unless touched. Tools run {}.",
+                scion_core::clock::format_duration(self.config().default_ttl.as_secs()),
+                self.inner.api.describe()
+            ))
+    }
+}
+
+/// Serve MCP on stdin/stdout until the client goes away, then close what this server holds.
+pub async fn serve_stdio(server: ScionMcp) -> Result<(), String> {
+    use rmcp::ServiceExt;
+    let running = server
+        .clone()
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(|e| e.to_string())?;
+    let ended = running.waiting().await.map_err(|e| e.to_string());
+    server.shutdown().await;
+    ended.map(drop)
+}

@@ -1,0 +1,126 @@
+//! `scion_query`: read-only SQL on one or more versions, each opened from its read-only
+//! checkout (immutable, `query_only`, an authorizer that allows reading and nothing else),
+//! with a time limit and row and byte caps.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use rusqlite::hooks::{AuthAction, AuthContext, Authorization};
+use rusqlite::types::ValueRef;
+use rusqlite::{Connection, OpenFlags};
+use serde::Serialize;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TargetRows {
+    pub target: String,
+    pub rows: Vec<Vec<serde_json::Value>>,
+    pub row_count: usize,
+    pub truncated: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub max_rows: usize,
+    pub max_bytes: usize,
+    pub time: Duration,
+}
+
+fn value(v: ValueRef<'_>) -> (serde_json::Value, usize) {
+    match v {
+        ValueRef::Null => (serde_json::Value::Null, 4),
+        ValueRef::Integer(i) => (i.into(), 8),
+        ValueRef::Real(f) => (f.into(), 8),
+        ValueRef::Text(t) => {
+            let s = String::from_utf8_lossy(t).into_owned();
+            let n = s.len();
+            (s.into(), n)
+        }
+        ValueRef::Blob(b) => {
+            let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+            let n = hex.len();
+            (serde_json::json!({ "blob_hex": hex }), n)
+        }
+    }
+}
+
+fn reading_only(ctx: AuthContext<'_>) -> Authorization {
+    match ctx.action {
+        AuthAction::Select
+        | AuthAction::Read { .. }
+        | AuthAction::Function { .. }
+        | AuthAction::Recursive => Authorization::Allow,
+        _ => Authorization::Deny,
+    }
+}
+
+/// Run `sql` on the database file at `path` (a read-only checkout). Returns the column
+/// names and the rows within `limits`.
+pub fn run(
+    path: &Path,
+    target: &str,
+    sql: &str,
+    params: &[serde_json::Value],
+    limits: Limits,
+) -> (Vec<String>, TargetRows) {
+    let mut out = TargetRows {
+        target: target.to_string(),
+        rows: Vec::new(),
+        row_count: 0,
+        truncated: false,
+        error: None,
+    };
+    let result = (|| -> rusqlite::Result<Vec<String>> {
+        let uri = format!("file:{}?mode=ro&immutable=1", path.display());
+        let mut c = Connection::open_with_flags(
+            uri,
+            OpenFlags::SQLITE_OPEN_READ_ONLY
+                | OpenFlags::SQLITE_OPEN_URI
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        c.pragma_update(None, "query_only", true)?;
+        c.authorizer(Some(reading_only))?;
+        let started = Instant::now();
+        c.progress_handler(1000, Some(move || started.elapsed() > limits.time))?;
+        let mut st = c.prepare(sql)?;
+        let columns: Vec<String> = st.column_names().map(|s| s.to_string()).collect();
+        let params: Vec<rusqlite::types::Value> = params
+            .iter()
+            .map(|p| match p {
+                serde_json::Value::Null => rusqlite::types::Value::Null,
+                serde_json::Value::Bool(b) => rusqlite::types::Value::Integer(*b as i64),
+                serde_json::Value::Number(n) => match n.as_i64() {
+                    Some(i) => rusqlite::types::Value::Integer(i),
+                    None => rusqlite::types::Value::Real(n.as_f64().unwrap_or(0.0)),
+                },
+                serde_json::Value::String(s) => rusqlite::types::Value::Text(s.clone()),
+                other => rusqlite::types::Value::Text(other.to_string()),
+            })
+            .collect();
+        let mut rows = st.query(rusqlite::params_from_iter(params.iter()))?;
+        let mut bytes = 0;
+        while let Some(r) = rows.next()? {
+            if out.rows.len() >= limits.max_rows || bytes >= limits.max_bytes {
+                out.truncated = true;
+                break;
+            }
+            let mut row = Vec::with_capacity(columns.len());
+            for i in 0..columns.len() {
+                let (v, n) = value(r.get_ref(i)?);
+                bytes += n;
+                row.push(v);
+            }
+            out.rows.push(row);
+        }
+        Ok(columns)
+    })();
+    out.row_count = out.rows.len();
+    match result {
+        Ok(cols) => (cols, out),
+        Err(e) => {
+            out.error = Some(e.to_string());
+            (Vec::new(), out)
+        }
+    }
+}
