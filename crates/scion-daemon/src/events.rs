@@ -61,9 +61,16 @@ pub struct EventLog {
 }
 
 impl Default for EventLog {
+    /// Ids start from this moment's microseconds since the Unix epoch, so that they keep
+    /// increasing across daemon restarts: a client resuming with `Last-Event-ID` from an
+    /// earlier daemon gets every event of the new one.
     fn default() -> Self {
+        let start = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_micros() as u64)
+            .unwrap_or(0);
         EventLog {
-            ring: Mutex::new((0, VecDeque::new())),
+            ring: Mutex::new((start, VecDeque::new())),
             live: broadcast::channel(1024).0,
         }
     }

@@ -1,0 +1,288 @@
+// The client of `scion serve`'s /v1 API: databases, branches, checkpoints, diff, export,
+// sessions and events. Every call takes an AbortSignal; errors are ScionError subclasses.
+
+import { call, CallOptions, Connection, open } from "./transport.js";
+import { ScionError } from "./errors.js";
+
+export type Json = Record<string, unknown>;
+
+export interface ForkOptions extends CallOptions {
+  /** A checkpoint of the source to fork at (default: its head). */
+  at?: string;
+  /** Let the branch be reaped after this long without activity ("2h"). */
+  ttl?: string;
+}
+
+export interface MoveOptions extends CallOptions {
+  force?: boolean;
+  noBackup?: boolean;
+  backupTtl?: string;
+}
+
+export interface DiffOptions extends CallOptions {
+  table?: string;
+  rows?: boolean;
+  limit?: number;
+  sql?: boolean;
+}
+
+export interface SessionOptions extends CallOptions {
+  /** The database. */
+  db: string;
+  /** The branch to capture; with `forkFrom`, the new branch's name. */
+  branch?: string;
+  /** Fork this branch (`main`, or `main@checkpoint`) first. */
+  forkFrom?: string;
+  ttl?: string;
+  idleTimeout?: string;
+  /** Destroy the branch when the session closes (needs `forkFrom`). */
+  ephemeral?: boolean;
+  /** Close the session when this process exits (`"peer"`: the calling process). */
+  ownerPid?: number | "peer";
+}
+
+export interface FlushResult {
+  version: number;
+  committed: boolean;
+  pages: number;
+  bytes: number;
+  transactions: number;
+  checkpoint: string | null;
+}
+
+export interface ClosedSession {
+  id: string;
+  branch: string;
+  reason: string;
+  version: number;
+  destroyed: boolean;
+  error: string | null;
+}
+
+export interface SessionInfo {
+  id: string;
+  branch: string;
+  path: string;
+  state: "open" | "fenced" | "closed";
+  durable_version: number;
+  durable_age_ms: number;
+  capture_lag_bytes: number;
+  pending_transactions: number;
+  transactions_captured: number;
+  ephemeral: boolean;
+  fenced_reason: string | null;
+}
+
+export interface ScionEvent {
+  id: number;
+  kind: string;
+  at_ms: number;
+  data: Json;
+}
+
+/** A live session: its file is captured as SQLite clients commit to it. */
+export class Session {
+  #closed: ClosedSession | undefined;
+
+  constructor(
+    readonly client: ScionClient,
+    readonly id: string,
+    readonly branch: string,
+    readonly path: string,
+    readonly version: number,
+  ) {}
+
+  /** Make everything committed so far durable; optionally name it as a checkpoint. */
+  flush(opts: CallOptions & { checkpoint?: string; meta?: Record<string, string> } = {}): Promise<FlushResult> {
+    return this.client.flushSession(this.id, opts);
+  }
+
+  /** Flush and close (closing again answers the same). */
+  async close(opts: CallOptions = {}): Promise<ClosedSession> {
+    this.#closed ??= await this.client.closeSession(this.id, opts);
+    return this.#closed;
+  }
+
+  info(opts: CallOptions = {}): Promise<SessionInfo> {
+    return this.client.session(this.id, opts);
+  }
+
+  /** `await using session = await client.openSession(...)` closes it at the end of scope. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+}
+
+const q = encodeURIComponent;
+
+export class ScionClient {
+  constructor(readonly connection: Connection = {}) {}
+
+  async #json<T>(method: string, path: string, body?: unknown, opts: CallOptions = {}): Promise<T> {
+    return (await call(this.connection, method, path, body, opts)).body as T;
+  }
+
+  health(opts: CallOptions = {}): Promise<string> {
+    return this.#json("GET", "/healthz", undefined, opts);
+  }
+
+  status(opts: CallOptions = {}): Promise<Json> {
+    return this.#json("GET", "/v1/status", undefined, opts);
+  }
+
+  async databases(opts: CallOptions = {}): Promise<string[]> {
+    return (await this.#json<{ databases: string[] }>("GET", "/v1/databases", undefined, opts)).databases;
+  }
+
+  /** Create a database, empty or imported from a SQLite file on the daemon's host. */
+  createDatabase(name: string, opts: CallOptions & { from?: string } = {}): Promise<Json> {
+    return this.#json("POST", "/v1/databases", { name, from: opts.from }, opts);
+  }
+
+  async branches(db: string, opts: CallOptions = {}): Promise<Json[]> {
+    return (await this.#json<{ branches: Json[] }>("GET", `/v1/databases/${q(db)}/branches`, undefined, opts)).branches;
+  }
+
+  /** One branch (`db@branch`), with its live session's id if it has one. */
+  branch(ref: string, opts: CallOptions = {}): Promise<Json> {
+    return this.#json("GET", `/v1/branches/${q(ref)}`, undefined, opts);
+  }
+
+  /** Fork `source` (`db[@branch]`) as `name`: O(1). */
+  fork(source: string, name: string, opts: ForkOptions = {}): Promise<Json> {
+    return this.#json("POST", "/v1/branches", { source, name, at: opts.at, ttl: opts.ttl }, opts);
+  }
+
+  destroy(ref: string, opts: CallOptions & { force?: boolean } = {}): Promise<Json> {
+    return this.#json("DELETE", `/v1/branches/${q(ref)}?force=${opts.force === true}`, undefined, opts);
+  }
+
+  /** The branch's SQLite file (materialized if needed): `{path, ...}`. */
+  checkout(ref: string, opts: CallOptions & { force?: boolean; readOnly?: boolean; checkpoint?: string } = {}): Promise<Json & { path: string }> {
+    return this.#json("POST", `/v1/branches/${q(ref)}/checkout`, { force: opts.force ?? false, read_only: opts.readOnly ?? false, checkpoint: opts.checkpoint }, opts);
+  }
+
+  async checkpoints(ref: string, opts: CallOptions = {}): Promise<Json[]> {
+    return (await this.#json<{ checkpoints: Json[] }>("GET", `/v1/branches/${q(ref)}/checkpoints`, undefined, opts)).checkpoints;
+  }
+
+  /** Checkpoint a checkout at rest (a branch with a live session: flush the session). */
+  checkpoint(ref: string, name: string, opts: CallOptions = {}): Promise<Json> {
+    return this.#json("POST", `/v1/branches/${q(ref)}/checkpoints`, { name }, opts);
+  }
+
+  rollback(ref: string, to: string, opts: MoveOptions = {}): Promise<Json> {
+    return this.#json("POST", `/v1/branches/${q(ref)}/rollback`, { to, force: opts.force, no_backup: opts.noBackup, backup_ttl: opts.backupTtl }, opts);
+  }
+
+  promote(ref: string, opts: MoveOptions & { onto?: string } = {}): Promise<Json> {
+    return this.#json("POST", `/v1/branches/${q(ref)}/promote`, { onto: opts.onto, force: opts.force, no_backup: opts.noBackup, backup_ttl: opts.backupTtl }, opts);
+  }
+
+  /** Reset the TTL clock; `ttl` sets ("2h") or clears ("") the TTL. */
+  touch(ref: string, opts: CallOptions & { ttl?: string } = {}): Promise<Json> {
+    return this.#json("POST", `/v1/branches/${q(ref)}/touch`, { ttl: opts.ttl }, opts);
+  }
+
+  protect(ref: string, protectedFlag: boolean, opts: CallOptions = {}): Promise<Json> {
+    return this.#json("POST", `/v1/branches/${q(ref)}/protect`, { protected: protectedFlag }, opts);
+  }
+
+  diff(from: string, to: string, opts: DiffOptions = {}): Promise<Json> {
+    let path = `/v1/diff?from=${q(from)}&to=${q(to)}`;
+    if (opts.table) path += `&table=${q(opts.table)}`;
+    if (opts.rows) path += `&rows=true&limit=${opts.limit ?? 100}`;
+    if (opts.sql) path += "&sql=true";
+    return this.#json("GET", path, undefined, opts);
+  }
+
+  /** Write a version to a SQLite file on the daemon's host (unix socket only). */
+  export(target: string, path: string, opts: CallOptions & { force?: boolean } = {}): Promise<Json> {
+    return this.#json("POST", "/v1/export", { target, path, force: opts.force ?? false }, opts);
+  }
+
+  gc(opts: CallOptions & { grace?: string; force?: boolean } = {}): Promise<Json> {
+    return this.#json("POST", "/v1/gc", { grace: opts.grace, force: opts.force ?? false }, opts);
+  }
+
+  /** Open a session: (fork,) checkout, lease and live capture in one call. */
+  async openSession(opts: SessionOptions): Promise<Session> {
+    const body = {
+      db: opts.db,
+      branch: opts.branch,
+      fork_from: opts.forkFrom,
+      ttl: opts.ttl,
+      idle_timeout: opts.idleTimeout,
+      ephemeral: opts.ephemeral ?? false,
+      owner_pid: opts.ownerPid,
+    };
+    const v = await this.#json<{ id: string; branch: string; path: string; version: number }>("POST", "/v1/sessions", body, opts);
+    return new Session(this, v.id, v.branch, v.path, v.version);
+  }
+
+  async sessions(opts: CallOptions = {}): Promise<SessionInfo[]> {
+    return (await this.#json<{ sessions: SessionInfo[] }>("GET", "/v1/sessions", undefined, opts)).sessions;
+  }
+
+  session(id: string, opts: CallOptions = {}): Promise<SessionInfo> {
+    return this.#json("GET", `/v1/sessions/${q(id)}`, undefined, opts);
+  }
+
+  flushSession(id: string, opts: CallOptions & { checkpoint?: string; meta?: Record<string, string> } = {}): Promise<FlushResult> {
+    return this.#json("POST", `/v1/sessions/${q(id)}/flush`, { checkpoint: opts.checkpoint, meta: opts.meta ?? {} }, opts);
+  }
+
+  closeSession(id: string, opts: CallOptions = {}): Promise<ClosedSession> {
+    return this.#json("DELETE", `/v1/sessions/${q(id)}`, undefined, opts);
+  }
+
+  /**
+   * The daemon's events, as they happen (after event `since` first, when given). A dropped
+   * connection is re-established with `Last-Event-ID`, so nothing is missed or repeated;
+   * the iteration ends when `signal` aborts.
+   */
+  async *events(opts: { since?: number; signal?: AbortSignal; retryMs?: number } = {}): AsyncGenerator<ScionEvent> {
+    let last = opts.since;
+    while (!opts.signal?.aborted) {
+      let res;
+      try {
+        const headers: Record<string, string> = { accept: "text/event-stream" };
+        if (last !== undefined) headers["last-event-id"] = String(last);
+        res = await open(this.connection, "GET", "/v1/events", undefined, { signal: opts.signal, headers });
+      } catch (e) {
+        if (opts.signal?.aborted) return;
+        if (e instanceof ScionError && e.retryable) {
+          await new Promise((r) => setTimeout(r, opts.retryMs ?? 500));
+          continue;
+        }
+        throw e;
+      }
+      let buf = "";
+      try {
+        for await (const chunk of res) {
+          buf += (chunk as Buffer).toString("utf8");
+          let end;
+          while ((end = buf.indexOf("\n\n")) >= 0) {
+            const block = buf.slice(0, end);
+            buf = buf.slice(end + 2);
+            const data = block
+              .split("\n")
+              .filter((l) => l.startsWith("data:"))
+              .map((l) => l.slice(5).trimStart())
+              .join("\n");
+            if (!data) continue;
+            const event = JSON.parse(data) as ScionEvent;
+            last = event.id;
+            yield event;
+          }
+        }
+      } catch (e) {
+        if (opts.signal?.aborted) return;
+        if (!(e instanceof Error) || !/aborted|ECONNRESET|socket hang up/.test(e.message)) throw e;
+      }
+      if (opts.signal?.aborted) return;
+      // The stream ended (the daemon restarted or closed it): reconnect from `last`.
+      await new Promise((r) => setTimeout(r, opts.retryMs ?? 500));
+    }
+  }
+}
