@@ -27,6 +27,14 @@ try {
 } catch {
   failed += 1;
 }
+const jest = run("npx", ["jest", "--json", "--outputFile=../../target/jest.json"]);
+try {
+  const r = JSON.parse(readFileSync("../../target/jest.json", "utf8"));
+  passed += r.numPassedTests;
+  failed += r.numFailedTests + (jest.code !== 0 && r.numFailedTests === 0 ? 1 : 0);
+} catch {
+  failed += 1;
+}
 const cjs = run("node", ["test/cjs.test.cjs"]);
 passed += count(cjs.out, /cjs: (\d+) passed/g);
 failed += cjs.code !== 0 ? 1 : 0;

@@ -148,3 +148,26 @@ test("events: a stream cut by a daemon restart resumes where it stopped", async 
   await d2.stop();
   assert.deepEqual(got.filter((g) => g.startsWith("forked")), ["forked:ev@before", "forked:ev@after"]);
 });
+
+test("TCP with a bearer token, and without one", async () => {
+  const { mkdtempSync, writeFileSync } = await import("node:fs");
+  const { tmpdir } = await import("node:os");
+  const net = await import("node:net");
+  const dir = mkdtempSync(`${tmpdir()}/scion-tcp-`);
+  writeFileSync(`${dir}/token`, "s3cret-token\n");
+  const port = await new Promise((resolve) => {
+    const srv = net.createServer().listen(0, "127.0.0.1", () => {
+      const p = srv.address().port;
+      srv.close(() => resolve(p));
+    });
+  });
+  const d = await startDaemon({ args: ["--listen", `127.0.0.1:${port}`, "--token-file", `${dir}/token`] });
+  try {
+    const url = `http://127.0.0.1:${port}`;
+    assert.deepEqual(await new ScionClient({ url, token: "s3cret-token" }).databases(), []);
+    await assert.rejects(new ScionClient({ url, token: "wrong" }).databases(), (e) => e.code === "unauthorized" && e.status === 401);
+    await assert.rejects(new ScionClient({ url }).databases(), (e) => e.code === "unauthorized");
+  } finally {
+    await d.stop();
+  }
+});
