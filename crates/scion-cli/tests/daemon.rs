@@ -7,21 +7,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
 use serde_json::json;
-use served::{code, Served};
-
-fn served(rows: usize, args: &[&str]) -> (tempfile::TempDir, Served) {
-    let dir = tempfile::tempdir().unwrap();
-    let mut s = Served::prepare(dir.path(), rows);
-    s.start(args);
-    (dir, s)
-}
-
-fn rows(path: &std::path::Path, sql: &str) -> i64 {
-    rusqlite::Connection::open(path)
-        .unwrap()
-        .query_row(sql, [], |r| r.get(0))
-        .unwrap()
-}
+use served::{code, rows, served, Served};
 
 #[test]
 fn the_at_rest_api_answers_and_refuses_like_the_cli() {

@@ -257,8 +257,28 @@ async fn every_tool_answers_a_real_mcp_client_and_unsafe_calls_are_refused() {
     )
     .await;
     assert_eq!(ok(&cp)["live"], true);
+    assert_eq!(
+        refused(
+            &call(
+                &c,
+                "scion_session_close",
+                json!({"session_id": sid, "flush": false})
+            )
+            .await
+        ),
+        "discard_not_allowed"
+    );
     let sc = call(&c, "scion_session_close", json!({"session_id": sid})).await;
     assert_eq!(ok(&sc)["closed"], true);
+    let listed = call(&c, "scion_list", json!({"database": "shop"})).await;
+    let s1 = ok(&listed)["databases"][0]["branches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["branch"] == "s1")
+        .cloned()
+        .unwrap();
+    assert_eq!(s1["checkpoints_list"][0]["name"], "live");
     assert_eq!(
         refused(
             &call(
@@ -316,7 +336,7 @@ async fn with_a_daemon_running_sessions_live_in_the_daemon() {
     let so = call(
         &c,
         "scion_session_open",
-        json!({"database": "shop", "branch": "agent-1", "fork_from": "main"}),
+        json!({"database": "shop", "branch": "agent-1", "fork_from": {"branch": "main"}}),
     )
     .await;
     let sid = ok(&so)["session_id"].as_str().unwrap().to_string();

@@ -6,21 +6,7 @@ mod served;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use served::{code, Served};
-
-fn served(rows: usize, args: &[&str]) -> (tempfile::TempDir, Served) {
-    let dir = tempfile::tempdir().unwrap();
-    let mut s = Served::prepare(dir.path(), rows);
-    s.start(args);
-    (dir, s)
-}
-
-fn rows(path: &std::path::Path, sql: &str) -> i64 {
-    rusqlite::Connection::open(path)
-        .unwrap()
-        .query_row(sql, [], |r| r.get(0))
-        .unwrap()
-}
+use served::{code, rows, served};
 
 #[test]
 fn a_session_captures_commits_and_refuses_at_rest_changes_until_closed() {

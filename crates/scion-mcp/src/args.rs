@@ -27,6 +27,13 @@ fn row_limit() -> usize {
 pub struct ListArgs {
     /// Only this database (default: all).
     pub database: Option<String>,
+    /// List each branch's checkpoints too.
+    #[serde(default = "yes")]
+    pub include_checkpoints: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -44,6 +51,9 @@ pub struct ForkArgs {
     /// How long the fork lives without activity, e.g. "2h" (default: the server's; capped
     /// by the server's maximum).
     pub ttl: Option<String>,
+    /// Also open a session on the new fork (its file is then captured live).
+    #[serde(default)]
+    pub open_session: bool,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -134,6 +144,9 @@ pub struct DiffArgs {
     /// Also give SQL that turns left into right.
     #[serde(default)]
     pub sql: bool,
+    /// At most this many bytes of result; beyond it the row details are left out.
+    #[serde(default = "max_bytes")]
+    pub max_bytes: usize,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -159,18 +172,43 @@ pub struct SessionOpenArgs {
     pub database: String,
     /// The branch to capture; with `fork_from`, the new branch's name.
     pub branch: Option<String>,
-    /// Fork this branch (`main` or `main@checkpoint`) first.
-    pub fork_from: Option<String>,
+    /// Fork this branch first: `"main"`, `"main@checkpoint"`, or `{branch, at?}`.
+    pub fork_from: Option<ForkFrom>,
     /// The fork's TTL (with `fork_from`), and the session's.
     pub ttl: Option<String>,
     /// Close the session after this long without a commit or a request (default 30m).
     pub idle_timeout: Option<String>,
 }
 
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum ForkFrom {
+    Name(String),
+    At { branch: String, at: Option<String> },
+}
+
+impl ForkFrom {
+    /// As the daemon takes it: `branch` or `branch@checkpoint`.
+    pub fn spec(&self) -> String {
+        match self {
+            ForkFrom::Name(s) => s.clone(),
+            ForkFrom::At { branch, at: None } => branch.clone(),
+            ForkFrom::At {
+                branch,
+                at: Some(c),
+            } => format!("{branch}@{c}"),
+        }
+    }
+}
+
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SessionCloseArgs {
     pub session_id: String,
+    /// Commit what was captured before closing (false is refused: this server never
+    /// discards captured work).
+    #[serde(default = "yes")]
+    pub flush: bool,
     /// Name the final state as this checkpoint first.
     pub checkpoint: Option<String>,
 }

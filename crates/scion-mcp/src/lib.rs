@@ -226,7 +226,16 @@ impl ScionMcp {
                 self.call("GET", &format!("/v1/databases/{name}/branches"), None)
                     .await
             );
-            dbs.push(json!({"name": name, "branches": v["branches"]}));
+            let mut branches = v["branches"].as_array().cloned().unwrap_or_default();
+            if a.include_checkpoints {
+                for b in &mut branches {
+                    let branch = b["branch"].as_str().unwrap_or_default().to_string();
+                    let path = format!("/v1/branches/{name}@{branch}/checkpoints");
+                    let c = answer!(self.call("GET", &path, None).await);
+                    b["checkpoints_list"] = c["checkpoints"].clone();
+                }
+            }
+            dbs.push(json!({"name": name, "branches": branches}));
         }
         done(json!({ "databases": dbs }))
     }
@@ -246,15 +255,20 @@ impl ScionMcp {
         let ttl = answer!(self.ttl(a.ttl.as_deref()));
         answer!(self.claim_branch());
         let body = json!({"source": format!("{}@{}", a.database, a.branch), "name": a.new_branch, "at": a.at, "ttl": ttl});
-        match self.call("POST", "/v1/branches", Some(body)).await {
-            Ok(v) => done(
-                json!({"database": a.database, "branch": a.branch, "new_branch": a.new_branch, "version": v["version"], "ttl": ttl}),
-            ),
+        let v = match self.call("POST", "/v1/branches", Some(body)).await {
+            Ok(v) => v,
             Err(f) => {
                 self.inner.created.fetch_sub(1, Ordering::SeqCst);
-                failed(f)
+                return failed(f);
             }
+        };
+        let mut out = json!({"database": a.database, "branch": a.branch, "new_branch": a.new_branch, "version": v["version"], "ttl": ttl});
+        if a.open_session {
+            let body = json!({"db": a.database, "branch": a.new_branch, "idle_timeout": "30m", "owner_pid": std::process::id()});
+            let s = answer!(self.call("POST", "/v1/sessions", Some(body)).await);
+            out["session"] = json!({"session_id": s["id"], "path": s["path"]});
         }
+        done(out)
     }
 
     /// The path of a branch's SQLite file to open with any SQLite client; `read_only`
@@ -453,7 +467,18 @@ impl ScionMcp {
         if a.sql {
             path.push_str("&sql=true");
         }
-        done(answer!(self.call("GET", &path, None).await))
+        let mut v = answer!(self.call("GET", &path, None).await);
+        let too_big = v.to_string().len() > a.max_bytes.max(1024);
+        if too_big {
+            if let Some(tables) = v["tables"].as_array_mut() {
+                for t in tables {
+                    t.as_object_mut().map(|o| o.remove("rows"));
+                }
+            }
+            v["sql"] = Value::Null;
+        }
+        v["truncated"] = json!(too_big);
+        done(v)
     }
 
     /// Read-only SQL on one or more versions of a database (`branch[@checkpoint]` targets,
@@ -532,7 +557,7 @@ impl ScionMcp {
             None => None,
         };
         let body = json!({
-            "db": a.database, "branch": a.branch, "fork_from": a.fork_from, "ttl": ttl,
+            "db": a.database, "branch": a.branch, "fork_from": a.fork_from.as_ref().map(ForkFrom::spec), "ttl": ttl,
             "idle_timeout": a.idle_timeout.unwrap_or_else(|| "30m".into()),
             // Sessions must not outlive the agent's server.
             "owner_pid": std::process::id(),
@@ -562,6 +587,13 @@ impl ScionMcp {
     )]
     async fn session_close(&self, Parameters(a): Parameters<SessionCloseArgs>) -> ToolResult {
         let id = &a.session_id;
+        if !a.flush {
+            return refuse(
+                "discard_not_allowed",
+                "closing a session always commits what it captured",
+                "close with flush (the default); drop the work afterwards with scion_rollback or scion_destroy",
+            );
+        }
         if let Some(name) = &a.checkpoint {
             answer!(
                 self.call(

@@ -1,40 +1,17 @@
-// jest adapter: the same as the node:test and vitest ones, on jest's global hooks.
+// jest adapter: the same as the node:test one, on jest's global hooks.
 
-import { FreshDb, freshDb, seed, SeedOptions, startDaemon, Daemon, DaemonOptions } from "./testkit.js";
+import { Scion, UseScionOptions, useScionWith } from "./adapter.js";
+
+export type { Scion, UseScionOptions } from "./adapter.js";
 
 type Hook = (fn: () => Promise<void>, timeout?: number) => void;
 declare const beforeAll: Hook, afterAll: Hook, beforeEach: Hook, afterEach: Hook;
 
-export interface Scion {
-  readonly daemon: Daemon;
-  readonly db: FreshDb;
-}
-
-export function useScion(opts: SeedOptions & { daemon?: DaemonOptions }): Scion {
-  let daemon: Daemon | undefined;
-  let db: FreshDb | undefined;
-  beforeAll(async () => {
-    daemon = await startDaemon(opts.daemon);
-    await seed(daemon, opts);
-  }, 60_000);
-  beforeEach(async () => {
-    db = await freshDb(daemon!, opts.db);
-  });
-  afterEach(async () => {
-    await db?.release();
-    db = undefined;
-  });
-  afterAll(async () => {
-    await daemon?.stop();
-  });
-  return {
-    get daemon() {
-      if (!daemon) throw new Error("the daemon starts in the suite's beforeAll hook");
-      return daemon;
-    },
-    get db() {
-      if (!db) throw new Error("a fresh database exists only inside a test");
-      return db;
-    },
-  };
+export function useScion(opts: UseScionOptions): Scion {
+  // Starting a daemon and seeding can take longer than jest's default 5 s.
+  const slow = (hook: Hook) => (fn: () => Promise<void>) => hook(fn, 60_000);
+  return useScionWith(
+    { beforeAll: slow(beforeAll), afterAll: slow(afterAll), beforeEach: slow(beforeEach), afterEach: slow(afterEach) },
+    opts,
+  );
 }

@@ -173,3 +173,20 @@ pub fn code(r: Result<Reply, ClientError>) -> (u16, String) {
         Err(e) => panic!("expected an API error, got {e}"),
     }
 }
+
+/// A store with database `shop` of `rows` rows and a daemon started with `args`; keep the
+/// directory alive as long as the daemon.
+pub fn served(rows: usize, args: &[&str]) -> (tempfile::TempDir, Served) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = Served::prepare(dir.path(), rows);
+    s.start(args);
+    (dir, s)
+}
+
+/// One integer from a query on a SQLite file.
+pub fn rows(path: &Path, sql: &str) -> i64 {
+    rusqlite::Connection::open(path)
+        .unwrap()
+        .query_row(sql, [], |r| r.get(0))
+        .unwrap()
+}
