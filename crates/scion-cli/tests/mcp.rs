@@ -178,6 +178,8 @@ async fn every_tool_answers_a_real_mcp_client_and_unsafe_calls_are_refused() {
     )
     .await;
     assert_eq!(ok(&rb)["to"], "fork");
+    let backup = ok(&rb)["backup"].as_str().unwrap_or_default().to_string();
+    assert!(backup.contains("try-1-pre-rollback"), "{rb:?}");
     // Force is refused; main is protected, so promoting onto it needs force.
     assert_eq!(
         refused(

@@ -293,8 +293,9 @@ impl ScionMcp {
             )
             .await
         );
+        let info = answer!(self.call("GET", &format!("/v1/branches/{b}"), None).await);
         done(
-            json!({"database": a.database, "branch": a.branch, "path": v["path"], "read_only": read_only, "version": v["version"]}),
+            json!({"database": a.database, "branch": a.branch, "path": v["path"], "live": info["session"].is_string() && !read_only, "read_only": read_only, "version": v["version"]}),
         )
     }
 
@@ -357,7 +358,7 @@ impl ScionMcp {
             .await
         );
         done(
-            json!({"database": a.database, "branch": a.branch, "to": a.to, "version": v["version"], "backup": v["backup"]}),
+            json!({"database": a.database, "branch": a.branch, "to": a.to, "version": v["version"], "path": v["checkout"], "backup": v["safety_fork"]}),
         )
     }
 
@@ -384,7 +385,7 @@ impl ScionMcp {
             .await
         );
         done(
-            json!({"database": a.database, "source": a.source, "target": a.target, "version": v["version"], "backup": v["backup"]}),
+            json!({"database": a.database, "source": a.source, "target": a.target, "version": v["version"], "backup": v["safety_fork"]}),
         )
     }
 
@@ -436,8 +437,9 @@ impl ScionMcp {
             )
             .await
         );
+        let ttl = v["ttl_secs"].as_u64().map(|t| format!("{t}s"));
         done(
-            json!({"database": a.database, "branch": a.branch, "ttl_secs": v["ttl_secs"], "touched_at": v["touched_at"]}),
+            json!({"database": a.database, "branch": a.branch, "ttl": ttl, "ttl_secs": v["ttl_secs"], "touched_at": v["touched_at"]}),
         )
     }
 
@@ -556,15 +558,16 @@ impl ScionMcp {
             }
             None => None,
         };
+        let idle = a.idle_timeout.clone().unwrap_or_else(|| "30m".into());
         let body = json!({
             "db": a.database, "branch": a.branch, "fork_from": a.fork_from.as_ref().map(ForkFrom::spec), "ttl": ttl,
-            "idle_timeout": a.idle_timeout.unwrap_or_else(|| "30m".into()),
+            "idle_timeout": idle,
             // Sessions must not outlive the agent's server.
             "owner_pid": std::process::id(),
         });
         match self.call("POST", "/v1/sessions", Some(body)).await {
             Ok(v) => done(
-                json!({"session_id": v["id"], "database": a.database, "branch": v["branch"], "path": v["path"], "version": v["version"]}),
+                json!({"session_id": v["id"], "database": a.database, "branch": v["branch"], "path": v["path"], "version": v["version"], "idle_timeout": idle}),
             ),
             Err(f) => {
                 if a.fork_from.is_some() {

@@ -73,7 +73,18 @@ pub async fn branches(
     Path(db): Path<String>,
 ) -> ApiResult<Response> {
     let db: DbName = parse(&db)?;
+    let name = db.to_string();
     let list = blocking(&shared, Context::Other, move |s| s.branch_statuses(&db)).await?;
+    // Each branch with the id of its live session, if it has one.
+    let list: Vec<serde_json::Value> = list
+        .into_iter()
+        .map(|b| {
+            let session = shared.sessions.on_branch(&format!("{name}@{}", b.branch));
+            let mut v = serde_json::to_value(b).unwrap_or_default();
+            v["session"] = serde_json::json!(session);
+            v
+        })
+        .collect();
     Ok(json(&serde_json::json!({ "branches": list })))
 }
 
