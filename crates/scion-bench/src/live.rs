@@ -70,6 +70,11 @@ pub struct Throughput {
     pub with_session: Vec<f64>,
     /// Median with over median without (goal: at least 0.95).
     pub ratio: f64,
+    /// A writer paced at this many commits a second (below saturation, as applications
+    /// and agents write): what it achieved, and its p99 commit latency (ms).
+    pub paced_rate: u64,
+    pub paced_without: (f64, f64),
+    pub paced_with: (f64, f64),
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -118,6 +123,10 @@ impl LiveReport {
             median(&t.without_session),
             median(&t.with_session),
             t.ratio * 100.0
+        ));
+        s.push_str(&format!(
+            "a writer paced at {} txn/s: without a session {:.0} txn/s (p99 commit {:.2} ms), with one {:.0} txn/s (p99 {:.2} ms)\n",
+            t.paced_rate, t.paced_without.0, t.paced_without.1, t.paced_with.0, t.paced_with.1
         ));
         let d = &self.durable_age;
         s.push_str(&format!(
@@ -224,16 +233,20 @@ c = sqlite3.connect(sys.argv[1], isolation_level=None)
 end = time.monotonic() + float(sys.argv[2])
 gap = 1.0 / float(sys.argv[3]) if float(sys.argv[3]) > 0 else 0.0
 n = 0
+lat = []
 nxt = time.monotonic()
 while time.monotonic() < end:
+    t0 = time.monotonic()
     c.execute("INSERT INTO orders(customer, amount, note) VALUES (?, ?, ?)", ("c%d" % (n % 1000), n * 0.5, "w"))
+    lat.append(time.monotonic() - t0)
     n += 1
     if gap:
         nxt += gap
         d = nxt - time.monotonic()
         if d > 0:
             time.sleep(d)
-print(n)
+lat.sort()
+print(n, 1000.0 * lat[int((len(lat) - 1) * 0.99)] if lat else 0.0)
 "#;
     Ok(Command::new("python3")
         .arg("-c")
@@ -246,13 +259,19 @@ print(n)
         .spawn()?)
 }
 
-fn finish_writer(child: Child, secs: u64) -> BenchResult<f64> {
+/// The writer's commits a second, and its 99th-percentile commit latency in ms.
+fn finish_writer_timed(child: Child, secs: u64) -> BenchResult<(f64, f64)> {
     let out = child.wait_with_output()?;
-    let n: f64 = String::from_utf8_lossy(&out.stdout)
-        .trim()
-        .parse()
-        .map_err(|_| other("the writer printed no count"))?;
-    Ok(n / secs as f64)
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let mut it = text.split_whitespace().map(|x| x.parse::<f64>());
+    match (it.next(), it.next()) {
+        (Some(Ok(n)), Some(Ok(p99))) => Ok((n / secs as f64, p99)),
+        _ => Err(other(format!("the writer printed no count: {text:?}"))),
+    }
+}
+
+fn finish_writer(child: Child, secs: u64) -> BenchResult<f64> {
+    finish_writer_timed(child, secs).map(|(rate, _)| rate)
 }
 
 struct Daemon {
@@ -340,6 +359,22 @@ fn throughput(opts: &LiveOptions) -> BenchResult<(Throughput, DurableAge)> {
         daemon.close(&id)?;
     }
     let ratio = median(&with) / median(&without).max(1.0);
+    // A paced writer: the same inserts at a steady rate below what the disk allows.
+    let paced_rate = 500;
+    let paced_without = finish_writer_timed(
+        python_writer(&path, opts.throughput_secs, Some(paced_rate))?,
+        opts.throughput_secs,
+    )?;
+    let paced_with = {
+        let daemon = Daemon::start(&opts.scion, &dir.join("store"), &socket, "1s")?;
+        let (id, live_path) = daemon.open("orders")?;
+        let r = finish_writer_timed(
+            python_writer(&live_path, opts.throughput_secs, Some(paced_rate))?,
+            opts.throughput_secs,
+        )?;
+        daemon.close(&id)?;
+        r
+    };
     // Durable age: a steady writer, the session flushing every second.
     let daemon = Daemon::start(&opts.scion, &dir.join("store"), &socket, "1s")?;
     let (id, live_path) = daemon.open("orders")?;
@@ -371,6 +406,9 @@ fn throughput(opts: &LiveOptions) -> BenchResult<(Throughput, DurableAge)> {
             without_session: without,
             with_session: with,
             ratio,
+            paced_rate,
+            paced_without,
+            paced_with,
         },
         DurableAge {
             flush_every_ms: 1000,
