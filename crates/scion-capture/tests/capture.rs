@@ -386,7 +386,7 @@ fn invariant_10_a_session_flush_costs_what_changed_not_the_database_size() {
 }
 
 /// The opt-in second tier: a writer that never pauses keeps PASSIVE checkpoints from ever
-/// completing, so without it the WAL only grows; with it (above 1,000 frames) a brief write
+/// completing, so without it the WAL only grows; with it (here above 200 frames) a brief write
 /// lock lets the WAL restart. The writer has Python's default 5 s busy timeout: it waits,
 /// it is never refused. Bounds are in frames, not time.
 #[test]
@@ -394,7 +394,7 @@ fn the_second_tier_bounds_the_wal_under_a_writer_that_never_pauses() {
     let env = env();
     let b = env.shop(100);
     let mut live = env.open(&b);
-    live.set_barrier_frames(Some(1000));
+    live.set_barrier_frames(Some(200));
     let path = live.path().to_path_buf();
     let script = r#"
 import sqlite3, sys, time
