@@ -410,7 +410,7 @@ pub enum BenchCommand {
     #[command(
         after_help = "Examples:\n  scion bench capture --rounds 200\n  scion bench capture --rounds 3500 --seed 7 --json"
     )]
-    Capture(CaptureBenchArgs),
+    Capture(crate::cli_daemon::CaptureBenchArgs),
     /// What live capture costs: a session's flush of a single-row commit at 100 MiB and
     /// 1 GiB (latency and bytes) beside `scion checkpoint` of the same change at rest; a
     /// writer's throughput with and without a session; the durable age under a steady
@@ -574,19 +574,6 @@ pub struct BranchbenchArgs {
     /// Write <run_id>_e2e_stats.json and <run_id>_ops.jsonl per workflow here.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
-}
-
-#[derive(Debug, clap::Args)]
-pub struct CaptureBenchArgs {
-    /// Torture rounds (CI runs 200; the published figure is 3,500).
-    #[arg(long, default_value_t = 3500)]
-    pub rounds: usize,
-    /// Seed of the round schedule (writers, kill points, maintenance).
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    /// Working directory (default: a fresh temp dir, removed afterwards).
-    #[arg(long, value_name = "DIR")]
-    pub dir: Option<PathBuf>,
 }
 
 impl Command {

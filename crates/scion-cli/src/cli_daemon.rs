@@ -133,3 +133,17 @@ pub struct McpArgs {
     #[arg(long)]
     pub read_only: bool,
 }
+
+/// `scion bench capture`: the kill -9 torture of live capture.
+#[derive(Debug, Args)]
+pub struct CaptureBenchArgs {
+    /// Torture rounds (CI runs 200; the published figure is 3,500).
+    #[arg(long, default_value_t = 3500)]
+    pub rounds: usize,
+    /// Seed of the round schedule (writers, kill points, maintenance).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Working directory (default: a fresh temp dir, removed afterwards).
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+}

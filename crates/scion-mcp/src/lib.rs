@@ -6,20 +6,23 @@
 
 pub mod api;
 mod args;
+#[macro_use]
+mod policy;
 pub mod query;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::{CallToolResult, Implementation, ServerCapabilities, ServerConfig};
+use rmcp::model::{Implementation, ServerCapabilities, ServerConfig};
 use rmcp::{tool, tool_handler, tool_router, ServerHandler};
 use serde_json::{json, Value};
 
 pub use api::{Api, ApiFailure, DaemonMode};
 use args::*;
+pub use policy::McpConfig;
+use policy::{done, enc, failed, refuse, ToolResult};
 
 /// The tools offered in `--read-only` mode.
 const READING_TOOLS: &[&str] = &[
@@ -31,36 +34,6 @@ const READING_TOOLS: &[&str] = &[
 ];
 
 /// How the server behaves.
-#[derive(Debug, Clone)]
-pub struct McpConfig {
-    /// The TTL every fork made through MCP gets when none is given.
-    pub default_ttl: Duration,
-    /// The longest TTL an agent may ask for.
-    pub max_ttl: Duration,
-    /// Whether `ttl: "none"` (a branch that is never reaped) is allowed.
-    pub allow_no_ttl: bool,
-    /// Whether `force` may be used at all.
-    pub allow_force: bool,
-    /// Branches (forks and session forks) this server may create.
-    pub max_branches: usize,
-    pub read_only: bool,
-    pub query_time: Duration,
-}
-
-impl Default for McpConfig {
-    fn default() -> Self {
-        McpConfig {
-            default_ttl: Duration::from_secs(24 * 3600),
-            max_ttl: Duration::from_secs(7 * 24 * 3600),
-            allow_no_ttl: false,
-            allow_force: false,
-            max_branches: 200,
-            read_only: false,
-            query_time: Duration::from_secs(5),
-        }
-    }
-}
-
 struct Inner {
     api: Api,
     config: McpConfig,
@@ -71,132 +44,6 @@ struct Inner {
 pub struct ScionMcp {
     inner: Arc<Inner>,
     tool_router: ToolRouter<Self>,
-}
-
-type ToolResult = Result<CallToolResult, rmcp::ErrorData>;
-
-/// A tool's failure as the agent sees it: the code first, the hint last.
-fn failed(f: ApiFailure) -> ToolResult {
-    let text = match &f.hint {
-        Some(h) => format!("{}: {} (hint: {h})", f.code, f.message),
-        None => format!("{}: {}", f.code, f.message),
-    };
-    let mut r = CallToolResult::structured_error(json!({
-        "code": f.code, "message": f.message, "hint": f.hint,
-    }));
-    r.content = vec![rmcp::model::ContentBlock::text(text)];
-    Ok(r)
-}
-
-fn done(v: Value) -> ToolResult {
-    Ok(CallToolResult::structured(v))
-}
-
-fn refuse(code: &str, message: impl Into<String>, hint: &str) -> ToolResult {
-    failed(ApiFailure::new(code, message, Some(hint)))
-}
-
-/// Percent-encode a query-string value.
-fn enc(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'@' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
-macro_rules! answer {
-    ($e:expr) => {
-        match $e {
-            Ok(v) => v,
-            Err(f) => return failed(f),
-        }
-    };
-}
-
-impl ScionMcp {
-    pub fn new(api: Api, config: McpConfig) -> ScionMcp {
-        let mut tool_router = Self::tool_router();
-        if config.read_only {
-            for t in tool_router.list_all() {
-                if !READING_TOOLS.contains(&t.name.as_ref()) {
-                    tool_router.remove_route(&t.name);
-                }
-            }
-        }
-        ScionMcp {
-            inner: Arc::new(Inner {
-                api,
-                config,
-                created: AtomicUsize::new(0),
-            }),
-            tool_router,
-        }
-    }
-
-    /// Close what this server holds (sessions opened in this process) before it exits.
-    pub async fn shutdown(&self) {
-        self.inner.api.shutdown().await;
-    }
-
-    fn config(&self) -> &McpConfig {
-        &self.inner.config
-    }
-
-    async fn call(&self, method: &str, path: &str, body: Option<Value>) -> api::Answer {
-        self.inner.api.call(method, path, body).await
-    }
-
-    /// The TTL a new branch gets: the default when none is asked for, never more than the
-    /// maximum, "none" only when allowed.
-    fn ttl(&self, asked: Option<&str>) -> Result<Option<String>, ApiFailure> {
-        let c = self.config();
-        let secs = |d: Duration| format!("{}s", d.as_secs());
-        match asked {
-            None => Ok(Some(secs(c.default_ttl))),
-            Some("none") if c.allow_no_ttl => Ok(None),
-            Some("none") => Err(ApiFailure::new(
-                "ttl_required",
-                "branches made through MCP expire: \"none\" is not allowed here",
-                Some("give a TTL such as \"2h\" (the server caps it), or ask the human to start `scion mcp --allow-no-ttl`"),
-            )),
-            Some(t) => {
-                let d = scion_core::clock::parse_duration(t).map_err(|e| {
-                    ApiFailure::new("invalid_duration", e.to_string(), Some("durations look like 30m, 2h, 7d"))
-                })?;
-                Ok(Some(secs(d.min(c.max_ttl))))
-            }
-        }
-    }
-
-    fn check_force(&self, force: bool) -> Result<(), ApiFailure> {
-        if force && !self.config().allow_force {
-            return Err(ApiFailure::new(
-                "force_not_allowed",
-                "this MCP server does not use force",
-                Some("work on a fork instead, or ask the human to run the command with --force (or start `scion mcp --allow-force`)"),
-            ));
-        }
-        Ok(())
-    }
-
-    fn claim_branch(&self) -> Result<(), ApiFailure> {
-        let max = self.config().max_branches;
-        if self.inner.created.fetch_add(1, Ordering::SeqCst) >= max {
-            self.inner.created.fetch_sub(1, Ordering::SeqCst);
-            return Err(ApiFailure::new(
-                "limit_exceeded",
-                format!("this MCP server has already created {max} branches"),
-                Some(
-                    "destroy branches you no longer need, or ask the human to raise --max-branches",
-                ),
-            ));
-        }
-        Ok(())
-    }
 }
 
 #[tool_router(router = tool_router)]
