@@ -48,11 +48,13 @@ pub struct TortureReport {
     pub failures: Vec<String>,
     /// After the final flush, the durable version equals the checkout row for row.
     pub final_equal: bool,
+    /// `scion verify` finds nothing wrong with the store after the run.
+    pub verify_ok: bool,
 }
 
 impl TortureReport {
     pub fn passed(&self) -> bool {
-        self.failures.is_empty() && self.final_equal && self.locked_errors == 0
+        self.failures.is_empty() && self.final_equal && self.verify_ok && self.locked_errors == 0
     }
 
     pub fn render(&self) -> String {
@@ -63,7 +65,7 @@ impl TortureReport {
              foreign checkpoints: {}; restarts resumed {}, reconciled {}\n\
              checks: durable = a prefix of the committed after every round, = all of them after {} flushes\n\
              writers refused with \"database is locked\": {}\n\
-             final flush equals the checkout: {}\n\
+             final flush equals the checkout: {}; `scion verify` clean: {}\n\
              {}\n",
             self.rounds,
             self.seconds,
@@ -81,6 +83,7 @@ impl TortureReport {
             self.flush_checks,
             self.locked_errors,
             self.final_equal,
+            self.verify_ok,
             if self.passed() {
                 "PASSED".to_string()
             } else {
@@ -486,6 +489,14 @@ pub fn run(opts: &TortureOptions, progress: Progress) -> BenchResult<TortureRepo
     );
     if let Err(e) = closed {
         report.failures.push(format!("closing the session: {e}"));
+    }
+    let verified = rig.command(&["verify", "--json"]).output()?;
+    report.verify_ok = verified.status.success();
+    if !report.verify_ok {
+        report.failures.push(format!(
+            "scion verify: {}",
+            String::from_utf8_lossy(&verified.stdout)
+        ));
     }
     report.seconds = started.elapsed().as_secs_f64();
     Ok(report)

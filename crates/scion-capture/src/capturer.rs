@@ -224,6 +224,10 @@ impl Capturer {
         &self.pending
     }
 
+    pub fn pending_mut(&mut self) -> &mut Pending {
+        &mut self.pending
+    }
+
     /// The captured set was committed: start an empty one from the same place.
     pub fn committed(&mut self) {
         self.pending = Pending::new(self.page_size, self.pending.page_count, self.pending.cursor);

@@ -305,20 +305,21 @@ impl LiveBranch {
         checkpoint: Option<(&CheckpointName, BTreeMap<String, String>)>,
     ) -> CaptureResult<FlushReport> {
         self.poll()?;
-        let pending = self.capturer().pending().clone();
+        let pending = self.capturer().pending();
+        let (transactions, cursor, dirty) =
+            (pending.transactions, pending.cursor, !pending.is_empty());
         let mut report = FlushReport {
             version: self.base.version,
             committed: false,
             pages: 0,
             bytes: 0,
-            transactions: pending.transactions,
+            transactions,
             checkpoint: None,
             store: WriteStats::default(),
         };
-        if !pending.is_empty() {
+        if dirty {
             let file = self.capturer().file();
-            let cursor = pending.cursor;
-            let changes = pending.changes();
+            let changes = self.capturer().pending_mut().take_changes();
             let hashes = &self.hashes;
             let committed = self.scion.commit_pages(
                 &self.branch,
@@ -337,14 +338,10 @@ impl LiveBranch {
             );
             let (r, etag, done) = match committed {
                 Ok(c) => c,
-                Err(CoreError::Conflict { .. }) => {
-                    let reason = "the branch's head or lease changed under the session".to_string();
-                    self.fenced = Some(reason.clone());
-                    return Err(CaptureError::Fenced { reason });
-                }
                 Err(e) => {
-                    self.last_flush_error = Some(e.to_string());
-                    return Err(e.into());
+                    // Nothing is dropped before it is durable: the pages go back.
+                    self.capturer().pending_mut().restore(changes);
+                    return Err(self.flush_failed(e));
                 }
             };
             let zero = page_hash(&vec![0u8; changes.page_size as usize]);
@@ -371,6 +368,25 @@ impl LiveBranch {
             self.recycle()?;
         }
         Ok(report)
+    }
+
+    /// A commit that failed: a changed head or lease fences the session; anything else is
+    /// kept as the last flush error and retried by the next flush.
+    fn flush_failed(&mut self, e: CoreError) -> CaptureError {
+        if let CoreError::Conflict { .. } = e {
+            let reason = "the branch's head or lease changed under the session".to_string();
+            self.fenced = Some(reason.clone());
+            return CaptureError::Fenced { reason };
+        }
+        self.last_flush_error = Some(e.to_string());
+        e.into()
+    }
+
+    /// Whether captured transactions wait for a flush.
+    pub fn is_dirty(&self) -> bool {
+        self.capturer
+            .as_ref()
+            .is_some_and(|c| !c.pending().is_empty())
     }
 
     /// After a flush: pass the pin on, and let the WAL restart when it grew long.

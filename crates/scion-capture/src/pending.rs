@@ -71,12 +71,18 @@ impl Pending {
         self.transactions += 1;
     }
 
-    /// What a commit of this set writes.
-    pub fn changes(&self) -> PageChanges {
+    /// What a commit of this set writes; the pages move out (give them back with
+    /// [`Pending::restore`] if the commit fails).
+    pub fn take_changes(&mut self) -> PageChanges {
         PageChanges {
             page_size: self.page_size,
             page_count: self.page_count,
-            pages: self.pages.clone(),
+            pages: std::mem::take(&mut self.pages),
         }
+    }
+
+    /// Put back the pages of a commit that failed.
+    pub fn restore(&mut self, changes: PageChanges) {
+        self.pages = changes.pages;
     }
 }

@@ -140,6 +140,10 @@ fn foreign_checkpoints_and_vacuum_never_lose_a_commit() {
         assert_eq!(env.dump_head(&b), dump(&path), "round {round}: {action}");
     }
     live.close().unwrap();
+    assert!(
+        env.scion.verify().unwrap().ok(),
+        "the store verifies after capture"
+    );
 }
 
 #[test]
@@ -219,6 +223,10 @@ fn a_restart_after_the_wal_was_checkpointed_away_reconciles_by_page_hashes() {
     );
     assert_eq!(env.dump_head(&b), dump(&path));
     live.close().unwrap();
+    assert!(
+        env.scion.verify().unwrap().ok(),
+        "the store verifies after a reconcile"
+    );
 }
 
 #[test]

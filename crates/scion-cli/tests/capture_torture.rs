@@ -29,6 +29,10 @@ fn capture_survives_200_rounds_of_kill_9_with_every_durable_version_a_prefix() {
     assert_eq!(report["failures"], serde_json::json!([]));
     assert_eq!(report["final_equal"], true);
     assert_eq!(
+        report["verify_ok"], true,
+        "the store passes `scion verify` after the run"
+    );
+    assert_eq!(
         report["locked_errors"], 0,
         "a writer without busy timeout was refused"
     );

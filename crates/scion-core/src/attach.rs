@@ -133,10 +133,7 @@ fn remote_cache_dir(identity: &str) -> CoreResult<PathBuf> {
             reason: "no cache directory for the remote store's checkouts: set SCION_CHECKOUTS"
                 .to_string(),
         })?;
-    // FNV-1a: stable across builds, so the cache survives upgrades.
-    let hash = identity.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
-    });
+    let hash = stable_hash(identity);
     Ok(base
         .join("scion")
         .join(format!("{hash:016x}"))
@@ -166,6 +163,14 @@ fn remember_probe(path: &std::path::Path, offset: i64) {
         let _ = std::fs::create_dir_all(dir);
     }
     let _ = std::fs::write(path, body);
+}
+
+/// A hash of a store's name for local paths (its cache, a daemon's socket): FNV-1a, stable
+/// across builds, so what it names survives upgrades.
+pub fn stable_hash(name: &str) -> u64 {
+    name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 /// How to attach.

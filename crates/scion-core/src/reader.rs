@@ -202,6 +202,17 @@ impl FrameReader {
     }
 
     /// The raw bytes of one frame, unverified (callers decode and verify).
+    /// The full frame a new delta of page `pgno` (now at `slot`) is taken against, and its
+    /// content: the slot's base, or the slot itself when it is a full frame. Deltas are
+    /// therefore never more than one deep.
+    pub fn delta_base(&self, slot: &Slot, pgno: u32) -> CoreResult<(Locator, Vec<u8>)> {
+        let loc = slot.base.unwrap_or(slot.loc);
+        let bytes = self.raw(&loc)?;
+        let (raw, _) = decode_frame(&bytes, FrameKind::Page, pgno as u64)
+            .map_err(|e| CoreError::corrupt(format!("{} at {loc}", loc.segment.key()), e.0))?;
+        Ok((loc, raw))
+    }
+
     pub fn raw(&self, loc: &Locator) -> CoreResult<Vec<u8>> {
         self.fetch(loc, loc.len as u64)
     }

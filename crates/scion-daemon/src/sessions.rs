@@ -216,27 +216,11 @@ impl Sessions {
 /// A fresh session id: `s-` and 12 hex digits.
 pub fn new_id() -> String {
     let mut b = [0u8; 6];
-    getrandom_fill(&mut b);
+    getrandom::fill(&mut b).expect("the OS random source is available");
     format!(
         "s-{}",
         b.iter().map(|x| format!("{x:02x}")).collect::<String>()
     )
-}
-
-fn getrandom_fill(b: &mut [u8]) {
-    use std::io::Read;
-    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
-        if f.read_exact(b).is_ok() {
-            return;
-        }
-    }
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    for (i, x) in b.iter_mut().enumerate() {
-        *x = (nanos >> (i * 8)) as u8;
-    }
 }
 
 fn process_alive(pid: u32) -> bool {
@@ -359,7 +343,7 @@ impl Runner {
                     Err(e) => self.failed(&live, e),
                 }
             }
-            let dirty = live.status().pending_transactions > 0;
+            let dirty = live.is_dirty();
             if dirty && self.last_flush.elapsed() >= self.shared.config.flush_every {
                 let _ = self.flush(&mut live, None);
             }

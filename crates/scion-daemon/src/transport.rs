@@ -52,11 +52,7 @@ pub fn default_socket(store_location: &str) -> PathBuf {
         .unwrap_or_else(std::env::temp_dir);
     // SAFETY: getuid has no preconditions.
     let uid = unsafe { libc::getuid() };
-    let hash = store_location
-        .bytes()
-        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-            (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
-        });
+    let hash = scion_core::attach::stable_hash(store_location);
     base.join(format!("scion-{uid}"))
         .join(format!("{:012x}.sock", hash & 0xffff_ffff_ffff))
 }

@@ -7,17 +7,14 @@ use serde::Serialize;
 use crate::checkout::{scan, DbFiles, Fingerprint, RecordHeader, Sidecar};
 use crate::commit::Commit;
 use crate::error::{CoreError, CoreResult};
-use crate::format::{decode_frame, page_contribution, page_hash, FrameKind, RootRecord, Slot};
+use crate::format::{page_contribution, page_hash, RootRecord, Slot};
 use crate::names::{BranchRef, CheckpointName};
 use crate::ops::lease::OPERATION_LEASE;
+use crate::ops::MAX_DELTA_PAGES;
 use crate::pagemap::{depth_for, lookup, TreeUpdate};
 use crate::refs::Lease;
 use crate::writer::WriteStats;
 use crate::Scion;
-
-/// At most this many pages of one commit are stored as deltas: each costs a read of its
-/// base, which pays off for small commits and not for bulk rewrites.
-const MAX_DELTA_PAGES: usize = 256;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct CheckpointReport {
@@ -126,16 +123,7 @@ impl Scion {
                         if let Some(slot) =
                             lookup(&self.reader, old.node, old.depth, old.fanout_bits, pgno - 1)?
                         {
-                            let base_loc = slot.base.unwrap_or(slot.loc);
-                            let bytes = self.reader.raw(&base_loc)?;
-                            let (raw, _) = decode_frame(&bytes, FrameKind::Page, pgno as u64)
-                                .map_err(|e| {
-                                    CoreError::corrupt(
-                                        format!("{} at {base_loc}", base_loc.segment.key()),
-                                        e.0,
-                                    )
-                                })?;
-                            base = Some((base_loc, raw));
+                            base = Some(self.reader.delta_base(&slot, pgno)?);
                         }
                     }
                     let (slot, _) = writer.add_page(

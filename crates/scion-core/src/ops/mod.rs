@@ -11,6 +11,10 @@ pub mod pages;
 pub mod status;
 pub mod verify;
 
+/// At most this many pages of one commit are stored as deltas: each costs a read of its
+/// base, which pays off for small commits and not for bulk rewrites.
+pub(crate) const MAX_DELTA_PAGES: usize = 256;
+
 /// Retry a whole write operation when its freshly drawn segment id turned out taken.
 pub(crate) fn with_fresh_ids<T>(
     mut f: impl FnMut() -> crate::CoreResult<T>,

@@ -10,16 +10,13 @@ use serde::Serialize;
 
 use crate::commit::Commit;
 use crate::error::{CoreError, CoreResult};
-use crate::format::{decode_frame, page_contribution, page_hash, FrameKind, Locator, RootRecord};
+use crate::format::{page_contribution, page_hash, Locator, RootRecord};
 use crate::names::{BranchRef, CheckpointName};
+use crate::ops::MAX_DELTA_PAGES;
 use crate::pagemap::{depth_for, leaves, lookup, Changes, TreeUpdate};
 use crate::refs::Ref;
 use crate::writer::WriteStats;
 use crate::Scion;
-
-/// At most this many pages of one commit are stored as deltas against their old frame
-/// (each costs a read of that frame).
-const MAX_DELTA_PAGES: usize = 256;
 
 /// The pages that changed since a head, with the database's size after the change.
 #[derive(Debug, Clone, Default)]
@@ -160,13 +157,7 @@ impl Scion {
                     continue;
                 }
                 if let Some(s) = slot.filter(|_| deltas < MAX_DELTA_PAGES) {
-                    let loc = s.base.unwrap_or(s.loc);
-                    let bytes = self.reader.raw(&loc)?;
-                    let (raw, _) =
-                        decode_frame(&bytes, FrameKind::Page, pgno as u64).map_err(|e| {
-                            CoreError::corrupt(format!("{} at {loc}", loc.segment.key()), e.0)
-                        })?;
-                    base_frame = Some((loc, raw));
+                    base_frame = Some(self.reader.delta_base(&s, pgno)?);
                 }
                 let (slot, _) = writer.add_page(
                     pgno,

@@ -70,51 +70,66 @@ impl Scion {
         let now = self.store_now()?;
         let mut out = Vec::new();
         for (branch, r) in self.list_branches(db)? {
-            let b = BranchRef::new(db.clone(), branch);
-            let checkpoints = self
-                .backend
-                .list(&crate::refs::checkpoints_prefix(&b))?
-                .len();
-            // One damaged checkout must not hide every other branch.
-            let (checkout, problem) = match self.checkout_state(&b, &r.root) {
-                Ok(state) => (state, None),
-                Err(e) => (CheckoutState::Unknown, Some(e.to_string())),
-            };
-            out.push(BranchStatus {
-                branch: b.branch.to_string(),
-                version: r.version,
-                page_size: r.page_size,
-                page_count: r.page_count,
-                protected: r.protected,
-                checkpoints,
-                checkout,
-                parent: r.parent.as_ref().map(|p| match &p.checkpoint {
-                    Some(c) => format!("{}@{}@{}", db, p.branch, c),
-                    None => format!("{}@{} v{}", db, p.branch, p.version),
-                }),
-                created_at: r.created_at,
-                touched_at: r.touched_at,
-                ttl_secs: r.ttl_secs,
-                ttl_left_secs: r.ttl_secs.map(|ttl| {
-                    let deadline = r
-                        .touched_at
-                        .saturating_add(std::time::Duration::from_secs(ttl))
-                        .as_system_time();
-                    match deadline.duration_since(now) {
-                        Ok(d) => i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
-                        Err(e) => -i64::try_from(e.duration().as_secs()).unwrap_or(i64::MAX),
-                    }
-                }),
-                lease: r.lease.as_ref().map(|l| LeaseStatus {
-                    holder: l.holder.clone(),
-                    expires: l.expires,
-                    live: is_live(l, now),
-                }),
-                safety: r.safety.as_ref().map(ToString::to_string),
-                problem,
-            });
+            out.push(self.status_of(&BranchRef::new(db.clone(), branch), &r, now)?);
         }
         Ok(out)
+    }
+
+    /// One branch's status (what `branch_statuses` lists, without looking at the others).
+    pub fn branch_status(&self, b: &BranchRef) -> CoreResult<BranchStatus> {
+        let (r, _) = self.read_ref(b)?;
+        self.status_of(b, &r, self.store_now()?)
+    }
+
+    fn status_of(
+        &self,
+        b: &BranchRef,
+        r: &crate::refs::Ref,
+        now: std::time::SystemTime,
+    ) -> CoreResult<BranchStatus> {
+        let db = &b.db;
+        let checkpoints = self
+            .backend
+            .list(&crate::refs::checkpoints_prefix(b))?
+            .len();
+        // One damaged checkout must not hide every other branch.
+        let (checkout, problem) = match self.checkout_state(b, &r.root) {
+            Ok(state) => (state, None),
+            Err(e) => (CheckoutState::Unknown, Some(e.to_string())),
+        };
+        Ok(BranchStatus {
+            branch: b.branch.to_string(),
+            version: r.version,
+            page_size: r.page_size,
+            page_count: r.page_count,
+            protected: r.protected,
+            checkpoints,
+            checkout,
+            parent: r.parent.as_ref().map(|p| match &p.checkpoint {
+                Some(c) => format!("{}@{}@{}", db, p.branch, c),
+                None => format!("{}@{} v{}", db, p.branch, p.version),
+            }),
+            created_at: r.created_at,
+            touched_at: r.touched_at,
+            ttl_secs: r.ttl_secs,
+            ttl_left_secs: r.ttl_secs.map(|ttl| {
+                let deadline = r
+                    .touched_at
+                    .saturating_add(std::time::Duration::from_secs(ttl))
+                    .as_system_time();
+                match deadline.duration_since(now) {
+                    Ok(d) => i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+                    Err(e) => -i64::try_from(e.duration().as_secs()).unwrap_or(i64::MAX),
+                }
+            }),
+            lease: r.lease.as_ref().map(|l| LeaseStatus {
+                holder: l.holder.clone(),
+                expires: l.expires,
+                live: is_live(l, now),
+            }),
+            safety: r.safety.as_ref().map(ToString::to_string),
+            problem,
+        })
     }
 
     /// Segments and their bytes, from one listing.

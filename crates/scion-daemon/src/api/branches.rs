@@ -93,17 +93,7 @@ pub async fn branch(
     Path(branch): Path<String>,
 ) -> ApiResult<Response> {
     let b: BranchRef = parse(&branch)?;
-    let name = b.branch.to_string();
-    let db = b.db.clone();
-    let list = blocking(&shared, Context::Other, move |s| {
-        s.read_ref(&b)?;
-        s.branch_statuses(&db)
-    })
-    .await?;
-    let status = list
-        .into_iter()
-        .find(|s| s.branch == name)
-        .ok_or_else(|| ApiError::not_found("branch_not_found", format!("no branch {branch}")))?;
+    let status = blocking(&shared, Context::Other, move |s| s.branch_status(&b)).await?;
     let session = shared.sessions.on_branch(&branch);
     let mut v = serde_json::to_value(status).unwrap_or_default();
     v["session"] = serde_json::json!(session);
@@ -169,15 +159,16 @@ pub async fn destroy(
 }
 
 /// A branch under a live session of this daemon: at-rest changes go through the session.
-fn refuse_live(shared: &Shared, branch: &str) -> ApiResult<()> {
+/// Refused as the engine refuses another holder's lease, naming the session.
+pub(crate) fn refuse_live(shared: &Shared, branch: &str) -> ApiResult<()> {
     match shared.sessions.on_branch(branch) {
-        Some(id) => Err(ApiError::new(
-            Exit::Refused,
-            "lease_held",
-            format!("{branch} has a live session ({id})"),
-            Some(format!(
-                "commit through it with `scion session flush {id}`, or close it first with `scion session close {id}`"
-            )),
+        Some(id) => Err(ApiError::core(
+            &scion_core::CoreError::LeaseHeld {
+                branch: branch.to_string(),
+                holder: format!("{}#{id}", shared.scion.holder()),
+                expires: "while the session is open".into(),
+            },
+            Context::Other,
         )),
         None => Ok(()),
     }

@@ -78,16 +78,7 @@ pub async fn open(
             "an ephemeral session destroys its branch on close: open it on a fork (fork_from)",
         ));
     }
-    if let Some(live) = shared.sessions.on_branch(&branch.to_string()) {
-        return Err(ApiError::core(
-            &scion_core::CoreError::LeaseHeld {
-                branch: branch.to_string(),
-                holder: format!("{}#{live}", shared.scion.holder()),
-                expires: "while the session is open".into(),
-            },
-            Context::Other,
-        ));
-    }
+    super::branches::refuse_live(&shared, &branch.to_string())?;
     let mut forked = None;
     if let Some(from) = &body.fork_from {
         let (src, at) = match from.split_once('@') {
