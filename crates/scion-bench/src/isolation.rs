@@ -2,7 +2,8 @@
 //! database seeded once. scion (fork + checkout + open + first query + close + destroy;
 //! with the seed checked out once, and with nothing local) runs
 //! side by side with a plain file copy, SQLite's backup API into a fresh file and, when a
-//! server is reachable, PostgreSQL's `CREATE DATABASE ... TEMPLATE`.
+//! server is reachable, PostgreSQL's `CREATE DATABASE ... TEMPLATE`; with a Python that has
+//! the `scion` package, pytest's `scion_db` fixture beside a fixture copying the file.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -32,6 +33,9 @@ pub struct IsolationOptions {
     /// The `scion` binary, for the row that goes through a daemon's sessions (None: the
     /// row says why).
     pub scion_bin: Option<PathBuf>,
+    /// A Python interpreter with the `scion` package and pytest installed, for the rows
+    /// measured through the pytest plugin (None: the rows say why).
+    pub python: Option<PathBuf>,
 }
 
 impl IsolationOptions {
@@ -42,6 +46,7 @@ impl IsolationOptions {
             runs: 7,
             postgres,
             scion_bin: None,
+            python: None,
         }
     }
     pub fn quick(dir: PathBuf, postgres: Option<String>) -> Self {
@@ -51,6 +56,7 @@ impl IsolationOptions {
             runs: 3,
             postgres,
             scion_bin: None,
+            python: None,
         }
     }
 }
@@ -402,6 +408,16 @@ pub fn run(opts: &IsolationOptions, progress: Progress<'_>) -> BenchResult<Isola
                 missing: Some("no scion binary given".into()),
             },
         });
+        if opts.python.is_some() {
+            progress(&format!("{mib} MiB: Python, pytest fixtures"));
+        }
+        methods.extend(crate::isolation_python::rows(
+            &dir,
+            &seed,
+            opts.runs,
+            probe_id,
+            opts.python.as_deref(),
+        )?);
         progress(&format!("{mib} MiB: file copy"));
         methods.push(copy_row(&dir, &seed, opts.runs, probe_id)?);
         progress(&format!("{mib} MiB: SQLite backup API"));

@@ -7,6 +7,7 @@ pub mod datagen;
 pub mod diffbench;
 pub mod fork;
 pub mod isolation;
+pub mod isolation_python;
 pub mod live;
 pub mod machine;
 pub mod postgres;

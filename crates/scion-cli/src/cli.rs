@@ -136,6 +136,10 @@ pub enum Command {
         /// Name of the checkpoint ('fork' and 'init' are reserved).
         #[arg(required = true)]
         name: Option<String>,
+        /// Keep KEY=VALUE with the checkpoint; repeatable. `scion checkpoints --json`
+        /// shows it.
+        #[arg(long, value_name = "KEY=VALUE", value_parser = parse_meta)]
+        meta: Vec<(String, String)>,
     },
 
     /// Create a branch from a branch head or checkpoint, in O(1).
@@ -156,6 +160,10 @@ pub enum Command {
         /// Let `scion gc` reap the fork after this long without a commit or touch (e.g. 2h).
         #[arg(long, value_name = "DURATION")]
         ttl: Option<String>,
+        /// Keep KEY=VALUE on the new branch (who made it and why); repeatable. `scion
+        /// branches --json` shows it.
+        #[arg(long, value_name = "KEY=VALUE", value_parser = parse_meta)]
+        meta: Vec<(String, String)>,
     },
 
     /// Move a branch's head back to one of its checkpoints, in O(1).
@@ -448,6 +456,10 @@ pub enum BenchCommand {
         /// PostgreSQL connection string (libpq style), e.g. "host=/tmp/pg user=scion dbname=postgres".
         #[arg(long, env = "SCION_BENCH_PG", value_name = "CONNINFO")]
         postgres: Option<String>,
+        /// A Python with the scion package and pytest installed: adds the rows measured
+        /// through the pytest plugin's `scion_db` fixture and a fixture copying the file.
+        #[arg(long, env = "SCION_BENCH_PYTHON", value_name = "PATH")]
+        python: Option<std::path::PathBuf>,
     },
 }
 
@@ -588,4 +600,11 @@ impl Command {
             _ => Context::Other,
         }
     }
+}
+
+/// `KEY=VALUE` of `--meta`.
+fn parse_meta(s: &str) -> Result<(String, String), String> {
+    s.split_once('=')
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .ok_or_else(|| format!("expected KEY=VALUE, got {s:?}"))
 }

@@ -337,7 +337,11 @@ impl Printer {
                 .iter()
                 .map(|(n, v)| serde_json::json!({"name": n.as_str(), "version": v, "reserved": true}))
                 .chain(list.iter().map(|(n, c)| {
-                    serde_json::json!({"name": n.as_str(), "version": c.version, "created_at": c.created_at})
+                    let mut row = serde_json::json!({"name": n.as_str(), "version": c.version, "created_at": c.created_at});
+                    if !c.meta.is_empty() {
+                        row["meta"] = serde_json::json!(scion_core::refs::user_meta(&c.meta));
+                    }
+                    row
                 }))
                 .collect();
             return self.emit(&serde_json::json!({"branch": b.to_string(), "checkpoints": rows}));

@@ -97,6 +97,7 @@ fn run_command(cli: &Cli, open: &dyn Fn(&Cli, bool) -> Result<Scion>) -> Result<
             action: None,
             target,
             name,
+            meta,
         } => {
             let (Some(target), Some(name)) = (target, name) else {
                 bail!("usage: scion checkpoint <db[@branch]> <name>");
@@ -104,20 +105,23 @@ fn run_command(cli: &Cli, open: &dyn Fn(&Cli, bool) -> Result<Scion>) -> Result<
             let b: BranchRef = target.parse()?;
             let name = CheckpointName::new(name)?;
             let s = open(cli, false)?;
-            p.checkpoint(&s.checkpoint(&b, &name)?);
+            let meta = meta.iter().cloned().collect();
+            p.checkpoint(&s.checkpoint_with_meta(&b, &name, meta)?);
         }
         Command::Fork {
             source,
             branch,
             at,
             ttl,
+            meta,
         } => {
             let src: BranchRef = source.parse()?;
             let new = BranchName::new(branch)?;
             let at = at.as_deref().map(CheckpointName::new).transpose()?;
             let ttl = ttl.as_deref().map(parse_duration).transpose()?;
             let s = open(cli, false)?;
-            let report = s.fork_with_ttl(&src, &new, at.as_ref(), ttl)?;
+            let meta = meta.iter().cloned().collect();
+            let report = s.fork_with_meta(&src, &new, at.as_ref(), ttl, meta)?;
             // Told from the file's fingerprint alone: a fork stays O(1) whatever the size.
             if at.is_none() && !cli.json && s.checkout_maybe_written(&src)? {
                 eprintln!(
@@ -230,7 +234,11 @@ fn run_command(cli: &Cli, open: &dyn Fn(&Cli, bool) -> Result<Scion>) -> Result<
             let report = report.map_err(|e| anyhow::anyhow!("{e}"))?;
             p.rendered(&report, &report.render());
         }
-        Command::Bench(BenchCommand::Isolation { run, postgres }) => {
+        Command::Bench(BenchCommand::Isolation {
+            run,
+            postgres,
+            python,
+        }) => {
             let dir = bench_dir(&run.dir);
             let mut opts = if run.quick {
                 scion_bench::isolation::IsolationOptions::quick(dir.clone(), postgres.clone())
@@ -238,6 +246,7 @@ fn run_command(cli: &Cli, open: &dyn Fn(&Cli, bool) -> Result<Scion>) -> Result<
                 scion_bench::isolation::IsolationOptions::full(dir.clone(), postgres.clone())
             };
             opts.scion_bin = std::env::current_exe().ok();
+            opts.python = python.clone();
             opts.runs = run.runs.unwrap_or(opts.runs).max(1);
             let mut progress = |m: &str| eprintln!("bench: {m}");
             let report = scion_bench::isolation::run(&opts, &mut progress);

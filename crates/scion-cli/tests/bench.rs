@@ -213,11 +213,27 @@ fn bench_isolation_quick_measures_every_method() {
     assert!(names.contains(&"file copy"));
     assert!(names.contains(&"SQLite backup API"));
     assert!(names.contains(&"scion serve session (ephemeral fork)"));
-    for m in methods
-        .iter()
-        .filter(|m| !m["method"].as_str().unwrap().starts_with("PostgreSQL"))
-    {
+    let optional = |m: &serde_json::Value| {
+        let name = m["method"].as_str().unwrap();
+        name.starts_with("PostgreSQL") || name.starts_with("Python")
+    };
+    for m in methods.iter().filter(|m| !optional(m)) {
         assert!(m["per_test"]["runs"].as_u64().unwrap() >= 3);
+    }
+    // Measured by scripts/test-python, which has a Python with the package installed.
+    let python: Vec<&serde_json::Value> = methods
+        .iter()
+        .filter(|m| m["method"].as_str().unwrap().starts_with("Python"))
+        .collect();
+    assert_eq!(
+        python.len(),
+        2,
+        "the scion_db fixture and the file-copy fixture"
+    );
+    if std::env::var_os("SCION_BENCH_PYTHON").is_none() {
+        for m in python {
+            assert!(m["missing"].as_str().unwrap().contains("--python"), "{m}");
+        }
     }
     assert_eq!(methods[0]["times_scion"], 1.0);
     let pg: Vec<&serde_json::Value> = methods

@@ -139,6 +139,48 @@ fn is_zero(v: &u64) -> bool {
     *v == 0
 }
 
+/// Meta keys under this prefix are scion's own (capture cursor, safety mark): users may not
+/// set them, and listings of a branch's meta leave them out.
+pub const RESERVED_META_PREFIX: &str = "scion.";
+
+/// What users may attach to a branch or checkpoint: short keys, values of a few KiB, and
+/// little enough in all that a ref stays one small object.
+pub fn check_user_meta(meta: &BTreeMap<String, String>) -> CoreResult<()> {
+    const MAX_KEY: usize = 128;
+    const MAX_VALUE: usize = 4096;
+    const MAX_TOTAL: usize = 16 * 1024;
+    let invalid = |reason: String| Err(CoreError::InvalidInput { reason });
+    let mut total = 0;
+    for (k, v) in meta {
+        if k.is_empty() || k.len() > MAX_KEY || k.chars().any(char::is_control) {
+            return invalid(format!(
+                "meta key {k:?}: keys are 1-{MAX_KEY} characters, none of them control characters"
+            ));
+        }
+        if k.starts_with(RESERVED_META_PREFIX) {
+            return invalid(format!(
+                "meta key {k:?}: keys starting with {RESERVED_META_PREFIX:?} are scion's own"
+            ));
+        }
+        if v.len() > MAX_VALUE {
+            return invalid(format!("meta value of {k:?}: at most {MAX_VALUE} bytes"));
+        }
+        total += k.len() + v.len();
+    }
+    if total > MAX_TOTAL {
+        return invalid(format!("meta: at most {MAX_TOTAL} bytes in all"));
+    }
+    Ok(())
+}
+
+/// The entries of `meta` users set (scion's own left out).
+pub fn user_meta(meta: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    meta.iter()
+        .filter(|(k, _)| !k.starts_with(RESERVED_META_PREFIX))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
 /// Schema 1's meta key for the safety mark.
 const SAFETY_META_V1: &str = "scion.safety";
 

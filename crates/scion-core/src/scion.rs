@@ -272,16 +272,6 @@ impl Scion {
     }
 
     /// Bind `name` to a version with a create-only write.
-    pub(crate) fn bind_checkpoint(
-        &self,
-        b: &BranchRef,
-        name: &CheckpointName,
-        root: Locator,
-        version: u64,
-    ) -> CoreResult<Checkpoint> {
-        self.bind_checkpoint_with_meta(b, name, root, version, Default::default())
-    }
-
     pub(crate) fn bind_checkpoint_with_meta(
         &self,
         b: &BranchRef,

@@ -294,3 +294,63 @@ fn rollback_and_promote_write_at_most_two_small_objects() {
         e.dump_target(&s, "shop@main@init")
     );
 }
+
+#[test]
+fn user_meta_travels_with_forks_and_checkpoints_and_scions_own_keys_are_refused() {
+    let e = env();
+    create_shop(&e, 10);
+    let meta = |pairs: &[(&str, &str)]| -> std::collections::BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    let main = br("shop@main");
+    e.scion
+        .fork_with_meta(
+            &main,
+            &"run".parse().unwrap(),
+            None,
+            None,
+            meta(&[("pytest_nodeid", "t::a"), ("worker", "gw0")]),
+        )
+        .unwrap();
+    let status = e.scion.branch_status(&br("shop@run")).unwrap();
+    assert_eq!(
+        status.meta,
+        meta(&[("pytest_nodeid", "t::a"), ("worker", "gw0")])
+    );
+    // scion's own entries stay out of the user's view, and out of the user's hands.
+    for bad in [
+        meta(&[("scion.capture", "v1")]),
+        meta(&[("", "empty key")]),
+        meta(&[("k", &"x".repeat(5000))]),
+    ] {
+        let err = e
+            .scion
+            .fork_with_meta(&main, &"bad".parse().unwrap(), None, None, bad)
+            .unwrap_err();
+        assert!(matches!(err, CoreError::InvalidInput { .. }), "{err}");
+    }
+    assert!(e.scion.read_ref(&br("shop@bad")).is_err());
+    let report = e
+        .scion
+        .checkpoint_with_meta(
+            &br("shop@run"),
+            &"c".parse().unwrap(),
+            meta(&[("why", "x")]),
+        )
+        .unwrap();
+    assert_eq!(report.version, status.version);
+    let (_, c) = e.scion.list_checkpoints(&br("shop@run")).unwrap().remove(0);
+    assert_eq!(c.meta, meta(&[("why", "x")]));
+    let err = e
+        .scion
+        .checkpoint_with_meta(
+            &br("shop@run"),
+            &"d".parse().unwrap(),
+            meta(&[("scion.x", "1")]),
+        )
+        .unwrap_err();
+    assert!(matches!(err, CoreError::InvalidInput { .. }), "{err}");
+}

@@ -20,7 +20,7 @@ use crate::state::Shared;
 const HEADER: &str = "idempotency-key";
 const KEEP_FOR: Duration = Duration::from_secs(24 * 3600);
 const KEEP_AT_MOST: usize = 10_000;
-const MAX_BODY: usize = 1 << 20;
+pub(crate) const MAX_BODY: usize = 1 << 20;
 
 enum Entry {
     InFlight {

@@ -32,6 +32,17 @@ impl Scion {
     /// reading one consistent committed state (other connections may keep writing), then
     /// bind `name` to the new head. A clean checkout (or none) binds the current head.
     pub fn checkpoint(&self, b: &BranchRef, name: &CheckpointName) -> CoreResult<CheckpointReport> {
+        self.checkpoint_with_meta(b, name, BTreeMap::new())
+    }
+
+    /// [`Scion::checkpoint`], keeping the user's `meta` entries with the checkpoint.
+    pub fn checkpoint_with_meta(
+        &self,
+        b: &BranchRef,
+        name: &CheckpointName,
+        meta: BTreeMap<String, String>,
+    ) -> CoreResult<CheckpointReport> {
+        crate::refs::check_user_meta(&meta)?;
         self.check_new_checkpoint_name(b, name)?;
         let (r, etag) = self.read_ref(b)?;
         // Another holder (a daemon's session) is committing this branch: its changes go
@@ -40,7 +51,7 @@ impl Scion {
         let path = self.checkout_path(b);
         let (head_root, head_version, head_pages) = (r.root, r.version, r.page_count);
         let bind_head = |stats: WriteStats| -> CoreResult<CheckpointReport> {
-            self.bind_checkpoint(b, name, head_root, head_version)?;
+            self.bind_checkpoint_with_meta(b, name, head_root, head_version, meta.clone())?;
             Ok(CheckpointReport {
                 checkpoint: format!("{b}@{name}"),
                 version: head_version,
@@ -213,7 +224,7 @@ impl Scion {
         lease_guard.armed = false;
         new_sidecar.store(&path)?;
         Sidecar::load(&path, &root)?;
-        self.bind_checkpoint(b, name, root, version)?;
+        self.bind_checkpoint_with_meta(b, name, root, version, meta)?;
         // A destroy that raced this commit must not leave the name behind.
         if self.read_ref(b).is_err() {
             let _ = self.backend.delete(&crate::refs::checkpoint_key(b, name));

@@ -1,11 +1,13 @@
 //! `fork`: a new branch at an existing version. One small create-only write; no page is
 //! copied, whatever the database's size.
 
+use std::collections::BTreeMap;
+
 use serde::Serialize;
 
 use crate::error::{CoreError, CoreResult};
 use crate::names::{BranchName, BranchRef, CheckpointName, Target};
-use crate::refs::{ref_key, Parent, Ref, REF_SCHEMA};
+use crate::refs::{check_user_meta, ref_key, Parent, Ref, REF_SCHEMA};
 use crate::Scion;
 
 #[derive(Debug, Clone, Serialize)]
@@ -35,7 +37,21 @@ impl Scion {
         at: Option<&CheckpointName>,
         ttl: Option<std::time::Duration>,
     ) -> CoreResult<ForkReport> {
+        self.fork_with_meta(source, new, at, ttl, BTreeMap::new())
+    }
+
+    /// Fork with a TTL and the user's `meta` entries on the new branch (who made it and
+    /// why: a test's id, an agent's run), still in the one create-only write.
+    pub fn fork_with_meta(
+        &self,
+        source: &BranchRef,
+        new: &BranchName,
+        at: Option<&CheckpointName>,
+        ttl: Option<std::time::Duration>,
+        meta: BTreeMap<String, String>,
+    ) -> CoreResult<ForkReport> {
         new.check_new()?;
+        check_user_meta(&meta)?;
         let target = Target {
             branch: source.clone(),
             checkpoint: at.cloned(),
@@ -76,7 +92,7 @@ impl Scion {
             ttl_secs: ttl.map(|d| d.as_secs().max(1)),
             destroying_since: None,
             safety: None,
-            meta: Default::default(),
+            meta,
             nonce: Default::default(),
         };
         let new_ref = BranchRef::new(source.db.clone(), new.clone());

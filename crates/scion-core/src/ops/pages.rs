@@ -81,6 +81,7 @@ impl Scion {
         version: u64,
         meta: BTreeMap<String, String>,
     ) -> CoreResult<()> {
+        crate::refs::check_user_meta(&meta)?;
         self.check_new_checkpoint_name(b, name)?;
         self.bind_checkpoint_with_meta(b, name, root, version, meta)
             .map(|_| ())

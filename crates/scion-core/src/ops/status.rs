@@ -27,6 +27,9 @@ pub struct BranchStatus {
     pub lease: Option<LeaseStatus>,
     /// Set on safety forks: which operation kept them, for which branch.
     pub safety: Option<String>,
+    /// The entries users set on the branch (at fork).
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub meta: std::collections::BTreeMap<String, String>,
     /// What could not be inspected for this branch (the rest of the report stands).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub problem: Option<String>,
@@ -128,6 +131,7 @@ impl Scion {
                 live: is_live(l, now),
             }),
             safety: r.safety.as_ref().map(ToString::to_string),
+            meta: crate::refs::user_meta(&r.meta),
             problem,
         })
     }

@@ -2,6 +2,7 @@
 //! destroy, touch, protect, diff, export and GC. Each runs the engine's own operation;
 //! a branch under a live session is refused by its lease, with a hint naming the session.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -111,6 +112,9 @@ pub struct ForkBody {
     at: Option<String>,
     /// Let `gc` (and the janitor) reap the fork after this long without activity.
     ttl: Option<String>,
+    /// Entries kept on the new branch (who made it and why).
+    #[serde(default)]
+    meta: BTreeMap<String, String>,
 }
 
 pub async fn fork(
@@ -126,7 +130,7 @@ pub async fn fork(
         .transpose()?;
     let ttl = body.ttl.as_deref().map(duration).transpose()?;
     let report = blocking(&shared, Context::Other, move |s| {
-        s.fork_with_ttl(&src, &new, at.as_ref(), ttl)
+        s.fork_with_meta(&src, &new, at.as_ref(), ttl, body.meta)
     })
     .await?;
     shared.events.emit(
@@ -232,6 +236,9 @@ pub async fn checkpoints(
 #[serde(deny_unknown_fields)]
 pub struct CheckpointBody {
     name: String,
+    /// Entries kept with the checkpoint.
+    #[serde(default)]
+    meta: BTreeMap<String, String>,
 }
 
 pub async fn checkpoint(
@@ -242,7 +249,10 @@ pub async fn checkpoint(
     let b: BranchRef = parse(&branch)?;
     let name: CheckpointName = parse(&body.name)?;
     refuse_live(&shared, &branch)?;
-    let report = blocking(&shared, Context::Other, move |s| s.checkpoint(&b, &name)).await?;
+    let report = blocking(&shared, Context::Other, move |s| {
+        s.checkpoint_with_meta(&b, &name, body.meta)
+    })
+    .await?;
     shared.events.emit(
         EventKind::Checkpointed,
         serde_json::to_value(&report).unwrap_or_default(),

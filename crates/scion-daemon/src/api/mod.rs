@@ -137,6 +137,20 @@ async fn openapi() -> Response {
     ([("content-type", "application/json")], OPENAPI).into_response()
 }
 
+/// Read every request's body before its handler runs. A handler that takes no body (a
+/// session's close) would otherwise leave it unread, and the HTTP server then sometimes
+/// closes the kept-alive connection after answering: the client's next request on it fails.
+async fn whole_body(req: Request, next: axum::middleware::Next) -> Response {
+    let (parts, body) = req.into_parts();
+    match axum::body::to_bytes(body, crate::idempotency::MAX_BODY).await {
+        Ok(bytes) => {
+            next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
+                .await
+        }
+        Err(_) => ApiError::invalid("request body over 1 MiB").into_response(),
+    }
+}
+
 async fn not_found() -> ApiError {
     ApiError::not_found("no_such_endpoint", "no such endpoint")
 }
@@ -180,6 +194,7 @@ pub fn router(shared: Arc<Shared>, access: Access, stop: watch::Receiver<bool>) 
         .route("/v1/sessions/{id}/close", post(sessions::close))
         .route("/v1/events", get(events::stream))
         .fallback(not_found)
+        .layer(axum::middleware::from_fn(whole_body))
         .layer(axum::Extension(stop))
         .layer(axum::middleware::from_fn_with_state(
             shared.clone(),

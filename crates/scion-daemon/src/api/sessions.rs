@@ -33,6 +33,9 @@ pub struct OpenBody {
     /// Destroy the branch when the session closes.
     #[serde(default)]
     ephemeral: bool,
+    /// With `fork_from`: entries kept on the new branch.
+    #[serde(default)]
+    meta: BTreeMap<String, String>,
     /// Close the session when this process exits; `"peer"` binds it to the process on
     /// the other end of the unix socket.
     owner_pid: Option<serde_json::Value>,
@@ -79,15 +82,21 @@ pub async fn open(
         ));
     }
     super::branches::refuse_live(&shared, &branch.to_string())?;
+    if body.fork_from.is_none() && !body.meta.is_empty() {
+        return Err(ApiError::invalid(
+            "meta is kept on a new branch: open the session on a fork (fork_from)",
+        ));
+    }
     let mut forked = None;
     if let Some(from) = &body.fork_from {
+        let meta = body.meta.clone();
         let (src, at) = match from.split_once('@') {
             Some((b, c)) => (parse::<BranchName>(b)?, Some(parse::<CheckpointName>(c)?)),
             None => (parse::<BranchName>(from)?, None),
         };
         let src = BranchRef::new(db.clone(), src);
         let report = blocking(&shared, Context::Other, move |s| {
-            s.fork_with_ttl(&src, &branch_name, at.as_ref(), ttl)
+            s.fork_with_meta(&src, &branch_name, at.as_ref(), ttl, meta)
         })
         .await?;
         shared.events.emit(

@@ -1,0 +1,358 @@
+"""The at-rest operations, over any transport that answers scion's ``/v1`` API: the engine
+embedded in this process (:func:`scion.open_store`) or a daemon (:class:`scion.Client`)."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from contextlib import contextmanager
+from pathlib import Path
+from typing import (
+    Any,
+    Dict,
+    Iterator,
+    List,
+    Mapping,
+    Optional,
+    Protocol,
+    Union,
+)
+from urllib.parse import quote, urlencode
+
+from ._types import (
+    TTL,
+    BranchInfo,
+    Checkpoint,
+    CheckpointResult,
+    Diff,
+    ExportResult,
+    GcResult,
+    MoveResult,
+    checkpoints_from_json,
+    ttl_text,
+)
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+class _Keep:
+    def __repr__(self) -> str:
+        return "scion.KEEP"
+
+
+#: For :meth:`Branch.touch`: leave the TTL as it is.
+KEEP: Any = _Keep()
+
+
+class Transport(Protocol):
+    def call(self, method: str, path: str, body: Optional[Mapping[str, Any]] = None) -> Any:
+        """Answer one request with its JSON body, or raise the error it answered."""
+        ...
+
+
+def _segment(name: str) -> str:
+    return quote(name, safe="@")
+
+
+def _meta(meta: Optional[Mapping[str, Any]]) -> Dict[str, str]:
+    if meta is None:
+        return {}
+    if not isinstance(meta, Mapping):
+        raise TypeError(f"meta is a mapping of strings, not {type(meta).__name__}")
+    return {str(k): str(v) for k, v in meta.items()}
+
+
+def _split_target(target: str) -> "tuple[str, str]":
+    db, _, branch = target.partition("@")
+    return db, (branch or "main")
+
+
+class Branch:
+    """One branch of a database (``db@branch``): a handle, cheap to make; nothing is read
+    until a method asks. Safe to share between threads."""
+
+    def __init__(self, api: "Api", target: str) -> None:
+        db, branch = _split_target(target)
+        if "@" in branch:
+            raise ValueError(
+                f"{target!r} names a checkpoint: a branch is 'db@branch' "
+                "(fork it with branch.fork(name, at=checkpoint))"
+            )
+        self._api = api
+        self.db = db
+        self.name = branch
+
+    @property
+    def ref(self) -> str:
+        """``db@branch``."""
+        return f"{self.db}@{self.name}"
+
+    def __repr__(self) -> str:
+        return f"Branch({self.ref!r})"
+
+    def __str__(self) -> str:
+        return self.ref
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Branch) and other.ref == self.ref and other._api is self._api
+
+    def __hash__(self) -> int:
+        return hash(self.ref)
+
+    def _path(self, suffix: str = "") -> str:
+        return f"/v1/branches/{_segment(self.ref)}{suffix}"
+
+    def info(self) -> BranchInfo:
+        """The branch's status: version, checkout state, TTL, meta, ..."""
+        return BranchInfo.from_json(self.db, self._api.call("GET", self._path()))
+
+    def exists(self) -> bool:
+        from ._errors import NotFound
+
+        try:
+            self.info()
+            return True
+        except NotFound:
+            return False
+
+    def fork(
+        self,
+        name: str,
+        *,
+        at: Optional[str] = None,
+        ttl: Optional[TTL] = None,
+        meta: Optional[Mapping[str, Any]] = None,
+    ) -> "Branch":
+        """A new branch ``name`` at this branch's head (or its checkpoint ``at``). O(1):
+        one small write, whatever the database's size."""
+        body: Dict[str, Any] = {"source": self.ref, "name": name}
+        if at is not None:
+            body["at"] = at
+        if ttl is not None:
+            body["ttl"] = ttl_text(ttl)
+        if meta:
+            body["meta"] = _meta(meta)
+        self._api.call("POST", "/v1/branches", body)
+        return Branch(self._api, f"{self.db}@{name}")
+
+    def checkout(self, *, force: bool = False) -> Path:
+        """The path of the branch's writable checkout, a stock SQLite file (made if
+        missing, refreshed if stale; a file with changes not yet checkpointed is returned
+        as it is). ``force`` replaces a file holding changes scion cannot account for."""
+        v = self._api.call("POST", self._path("/checkout"), {"force": force})
+        return Path(v["path"])
+
+    def checkout_read_only(self, at: Optional[str] = None) -> Path:
+        """A read-only file of the head (or of checkpoint ``at``)."""
+        body: Dict[str, Any] = {"read_only": True}
+        if at is not None:
+            body["checkpoint"] = at
+        return Path(self._api.call("POST", self._path("/checkout"), body)["path"])
+
+    def connect(self, **sqlite3_kwargs: Any) -> sqlite3.Connection:
+        """``sqlite3.connect`` on the branch's checkout (arguments are passed on)."""
+        conn: sqlite3.Connection = sqlite3.connect(str(self.checkout()), **sqlite3_kwargs)
+        return conn
+
+    def checkpoint(self, name: str, *, meta: Optional[Mapping[str, Any]] = None) -> CheckpointResult:
+        """Commit what changed in the checkout and name the new version ``name``. Commit
+        open transactions first: what SQLite has committed is what is kept."""
+        body: Dict[str, Any] = {"name": name}
+        if meta:
+            body["meta"] = _meta(meta)
+        v = self._api.call("POST", self._path("/checkpoints"), body)
+        return CheckpointResult(
+            branch=self.ref,
+            name=name,
+            version=int(v["version"]),
+            meta=_meta(meta),
+            committed=bool(v.get("committed", False)),
+            pages_changed=int(v.get("pages_changed", 0)),
+        )
+
+    def checkpoints(self) -> List[Checkpoint]:
+        return checkpoints_from_json(self.ref, self._api.call("GET", self._path("/checkpoints")))
+
+    def rollback(
+        self,
+        to: str,
+        *,
+        force: bool = False,
+        backup: bool = True,
+        backup_ttl: Optional[TTL] = None,
+    ) -> MoveResult:
+        """Move the head back to checkpoint ``to`` (``fork`` and ``init`` name the fork
+        point and the created version). The replaced head is kept on a safety fork unless
+        ``backup`` is false; changes not yet checkpointed are refused unless ``force``."""
+        body = self._move_body(force, backup, backup_ttl)
+        body["to"] = to
+        return MoveResult.from_json(self._api.call("POST", self._path("/rollback"), body))
+
+    def promote(
+        self,
+        onto: Union[str, "Branch"] = "main",
+        *,
+        force: bool = False,
+        backup: bool = True,
+        backup_ttl: Optional[TTL] = None,
+    ) -> MoveResult:
+        """Make branch ``onto`` (of the same database) hold this branch's head."""
+        if isinstance(onto, Branch):
+            if onto.db != self.db:
+                raise ValueError(f"promote stays within a database: {self.ref} onto {onto.ref}")
+            onto = onto.name
+        body = self._move_body(force, backup, backup_ttl)
+        body["onto"] = onto
+        return MoveResult.from_json(self._api.call("POST", self._path("/promote"), body))
+
+    @staticmethod
+    def _move_body(force: bool, backup: bool, backup_ttl: Optional[TTL]) -> Dict[str, Any]:
+        body: Dict[str, Any] = {"force": force, "no_backup": not backup}
+        if backup_ttl is not None:
+            body["backup_ttl"] = ttl_text(backup_ttl)
+        return body
+
+    def destroy(self, *, force: bool = False, missing_ok: bool = False) -> None:
+        """Delete the branch, its checkpoints and its checkout. A checkout holding changes,
+        and a protected branch, are refused unless ``force``."""
+        from ._errors import BranchNotFound
+
+        q = "?force=true" if force else ""
+        try:
+            self._api.call("DELETE", self._path(q))
+        except BranchNotFound:
+            if not missing_ok:
+                raise
+
+    def touch(self, ttl: Any = KEEP) -> None:
+        """Count the branch as active now (its TTL restarts). ``ttl``: a new TTL,
+        ``None`` to clear it, or :data:`KEEP`."""
+        body: Dict[str, Any] = {}
+        if ttl is None:
+            body["ttl"] = ""
+        elif ttl is not KEEP:
+            body["ttl"] = ttl_text(ttl)
+        self._api.call("POST", self._path("/touch"), body)
+
+    def protect(self, on: bool = True) -> None:
+        """Protect the branch from destroy, rollback, promote onto it and TTL reaping."""
+        self._api.call("POST", self._path("/protect"), {"protected": on})
+
+    def unprotect(self) -> None:
+        self.protect(False)
+
+    @contextmanager
+    def attempt(
+        self,
+        name: Optional[str] = None,
+        *,
+        at: Optional[str] = None,
+        ttl: Optional[TTL] = "1h",
+        meta: Optional[Mapping[str, Any]] = None,
+    ) -> Iterator["Attempt"]:
+        """Fork, hand the fork to the block, and destroy it afterwards unless the block
+        called ``.keep()`` or promoted it. The TTL (default an hour) reaps forks a killed
+        process could not destroy."""
+        if name is None:
+            name = f"attempt-{os.urandom(5).hex()}"
+        fork = self.fork(name, at=at, ttl=ttl, meta=meta)
+        attempt = Attempt(self._api, fork.ref)
+        try:
+            yield attempt
+        finally:
+            if not attempt.kept:
+                attempt.destroy(force=True, missing_ok=True)
+
+
+class Attempt(Branch):
+    """A fork made by :meth:`Branch.attempt`: destroyed when the block ends unless kept."""
+
+    kept = False
+
+    def keep(self) -> "Attempt":
+        """Keep this fork after the block (its TTL still applies; ``touch(None)`` clears it)."""
+        self.kept = True
+        return self
+
+    def promote(self, onto: Union[str, Branch] = "main", **kwargs: Any) -> MoveResult:
+        result = super().promote(onto, **kwargs)
+        self.kept = True
+        return result
+
+
+class Api:
+    """Every at-rest operation, over one transport."""
+
+    def __init__(self, transport: Transport) -> None:
+        self._transport = transport
+
+    def call(self, method: str, path: str, body: Optional[Mapping[str, Any]] = None) -> Any:
+        return self._transport.call(method, path, body)
+
+    def create(self, db: str, source: Optional[PathLike] = None) -> Branch:
+        body: Dict[str, Any] = {"name": db}
+        if source is not None:
+            src = Path(source)
+            if not src.exists():
+                raise FileNotFoundError(f"no such SQLite file: {src}")
+            body["from"] = str(src.resolve())
+        self.call("POST", "/v1/databases", body)
+        return Branch(self, f"{db}@main")
+
+    def databases(self) -> List[str]:
+        return list(self.call("GET", "/v1/databases")["databases"])
+
+    def branch(self, target: str) -> Branch:
+        return Branch(self, target)
+
+    def branches(self, db: str) -> List[BranchInfo]:
+        v = self.call("GET", f"/v1/databases/{_segment(db)}/branches")
+        return [BranchInfo.from_json(db, b) for b in v["branches"]]
+
+    def diff(
+        self,
+        left: Union[str, Branch],
+        right: Union[str, Branch],
+        *,
+        table: Optional[str] = None,
+        rows: bool = False,
+        limit: int = 100,
+        sql: bool = False,
+    ) -> Diff:
+        """How version ``right`` differs from ``left`` (branches or ``db@branch@checkpoint``).
+        ``rows`` lists the differing rows (at most ``limit`` per table); ``sql`` adds the
+        statements that turn left into right at once (else :meth:`Diff.sql` reads them
+        when asked)."""
+        q: Dict[str, Any] = {"from": str(left), "to": str(right)}
+        if table is not None:
+            q["table"] = table
+        if rows:
+            q["rows"] = "true"
+            q["limit"] = str(limit)
+        base = dict(q)
+
+        def fetch_sql() -> Optional[str]:
+            v = self.call("GET", "/v1/diff?" + urlencode({**base, "sql": "true"}))
+            sql = v.get("sql")
+            return str(sql) if sql is not None else None
+
+        if sql:
+            q["sql"] = "true"
+        return Diff.from_json(self.call("GET", "/v1/diff?" + urlencode(q)), fetch_sql)
+
+    def export(self, target: Union[str, Branch], path: PathLike, *, force: bool = False) -> ExportResult:
+        """Write the version ``target`` names to ``path`` as a plain SQLite file."""
+        body = {"target": str(target), "path": str(Path(path).resolve()), "force": force}
+        v = self.call("POST", "/v1/export", body)
+        return ExportResult(path=Path(v["path"]), bytes=int(v["bytes"]), raw=dict(v))
+
+    def gc(self, *, grace: Optional[TTL] = None, force: bool = False) -> GcResult:
+        """Delete what no branch or checkpoint can reach any more, and reap expired branches."""
+        body: Dict[str, Any] = {"force": force}
+        if grace is not None:
+            body["grace"] = ttl_text(grace)
+        return GcResult(raw=dict(self.call("POST", "/v1/gc", body)))
+
+    def status(self) -> Dict[str, Any]:
+        """The store's status: its location, every database and branch."""
+        return dict(self.call("GET", "/v1/status"))

@@ -1,0 +1,487 @@
+"""The pytest plugin: a fresh fork of a seeded database for every test, in O(1).
+
+Fixtures:
+
+- ``scion_store``: the run's store (a temporary one, shared by xdist workers; or
+  ``--scion-store`` / ini ``scion_store``).
+- ``scion_seed``: the seeded database, made once per run (per seed) under a file lock, so
+  xdist workers share one seed; a seed whose content did not change is not made again in a
+  lasting store. The seed is ini ``scion_seed`` (a ``.sql`` file or an existing ``.db``),
+  or a test's ``@pytest.mark.scion_seed(...)`` (a path, SQL text via ``sql=``, or a
+  callable that fills the database at the path it is given); override the
+  ``scion_seed_source`` fixture to set it in code.
+- ``scion_db``: a fork of the seed for one test (``.path``, ``.connection``, ``.branch``),
+  destroyed at teardown. Forks a crashed process left behind are destroyed by the next
+  run, and by the end of this one.
+
+``--scion-keep-failed`` keeps the forks of failing tests (their changes checkpointed) and
+says how to open them.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import inspect
+import os
+import socket
+import sqlite3
+import uuid
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterator, List, Optional, Union
+
+import pytest
+
+from . import _errors
+from ._api import Branch
+from ._store import Store, open_store
+
+SeedSource = Union[str, "os.PathLike[str]", Callable[[Path], Any], "SqlSeed", None]
+KEPT_CHECKPOINT = "kept"
+_META_RUN = "pytest_run"
+_META_PID = "pytest_pid"
+_META_HOST = "pytest_host"
+_META_NODE = "pytest_nodeid"
+
+
+@dataclass(frozen=True)
+class SqlSeed:
+    """A seed given as SQL text (``@pytest.mark.scion_seed(sql="CREATE TABLE ...")``)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Seed:
+    """A seeded database: its ``main`` branch, checkpoint ``seed`` holding the seed."""
+
+    db: str
+    fingerprint: str
+    branch: Branch
+
+    @property
+    def target(self) -> str:
+        return f"{self.branch.ref}@seed"
+
+
+@dataclass
+class ScionDb:
+    """A test's own fork of the seed."""
+
+    branch: Branch
+    path: Path
+    seed: Seed
+    store: Store
+    _connection: Optional[sqlite3.Connection] = field(default=None, repr=False)
+
+    @property
+    def connection(self) -> sqlite3.Connection:
+        """A connection to :attr:`path`, made on first use and closed at teardown."""
+        if self._connection is None:
+            self._connection = sqlite3.connect(str(self.path))
+        return self._connection
+
+    def connect(self, **kwargs: Any) -> sqlite3.Connection:
+        conn: sqlite3.Connection = sqlite3.connect(str(self.path), **kwargs)
+        return conn
+
+    def checkpoint(self, name: str) -> None:
+        if self._connection is not None:
+            self._connection.commit()
+        self.branch.checkpoint(name)
+
+    def close(self) -> None:
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("scion", "scion: a fresh SQLite database per test")
+    group.addoption(
+        "--scion-keep-failed",
+        action="store_true",
+        default=None,
+        help="keep the forks of failing tests (changes checkpointed as 'kept') and say how to open them",
+    )
+    group.addoption("--scion-store", default=None, help="the store to use (default: a temporary one per run)")
+    group.addoption("--scion-seed", default=None, help="the default seed: a .sql file or an existing .db")
+    parser.addini("scion_seed", "the default seed: a .sql file or a .db, relative to rootdir", default="")
+    parser.addini("scion_store", "the store to use (default: a temporary one per run)", default="")
+    parser.addini("scion_ttl", "TTL of each test's fork (reaped by gc if left behind)", default="1h")
+    parser.addini("scion_keep_failed", "keep the forks of failing tests", type="bool", default=False)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "scion_seed(source=None, *, sql=None): the seed of this test's scion_db: a .sql or .db path, "
+        "SQL text (sql=...), or a callable filling the database at the path it is given",
+    )
+    workerinput = getattr(config, "workerinput", None)
+    run_id = workerinput.get("scion_run_id") if workerinput else None
+    config.stash[_RUN_ID] = run_id or uuid.uuid4().hex[:12]
+    if config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(_XdistHooks(), "scion-xdist-hooks")
+
+
+_RUN_ID = pytest.StashKey[str]()
+_STORE_SPEC = pytest.StashKey[str]()
+_FAILED = pytest.StashKey[bool]()
+_SWEPT = pytest.StashKey[List[str]]()
+
+
+class _XdistHooks:
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        node.workerinput["scion_run_id"] = node.config.stash[_RUN_ID]
+
+
+def _shared_dir(config: pytest.Config, factory: pytest.TempPathFactory) -> Path:
+    """A directory every xdist worker of this run shares (the run's base temp dir)."""
+    base = factory.getbasetemp()
+    return base.parent if getattr(config, "workerinput", None) else base
+
+
+def _store_spec(config: pytest.Config, factory: pytest.TempPathFactory) -> str:
+    spec = config.getoption("--scion-store") or config.getini("scion_store")
+    if spec:
+        return str(spec)
+    return str(_shared_dir(config, factory) / "scion-store")
+
+
+class _FileLock:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __enter__(self) -> "_FileLock":
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fcntl.flock(self._fd, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        fcntl.flock(self._fd, fcntl.LOCK_UN)
+        os.close(self._fd)
+
+
+def _lock_dir(store: Store) -> Path:
+    """Where processes of this machine using ``store`` take their locks (any run, any
+    worker: a lasting store is seeded once for all of them)."""
+    import tempfile
+
+    return Path(tempfile.gettempdir()) / f"scion-{os.getuid()}" / "pytest-locks" / store.store_id
+
+
+@pytest.fixture(scope="session")
+def scion_store(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Store:
+    """The run's store (shared by xdist workers)."""
+    spec = _store_spec(pytestconfig, tmp_path_factory)
+    pytestconfig.stash[_STORE_SPEC] = spec
+    store = open_store(spec, create=True)
+    with _FileLock(_lock_dir(store) / "sweep.lock"):
+        _sweep(store, only_dead=True)
+    return store
+
+
+@pytest.fixture(scope="session")
+def scion_seed_source(pytestconfig: pytest.Config) -> SeedSource:
+    """The default seed: ``--scion-seed`` or ini ``scion_seed`` (override this fixture to
+    seed from a callable or SQL text)."""
+    value = pytestconfig.getoption("--scion-seed") or pytestconfig.getini("scion_seed")
+    if not value:
+        return None
+    path = Path(value)
+    return path if path.is_absolute() else Path(pytestconfig.rootpath) / path
+
+
+def _fingerprint(source: SeedSource) -> str:
+    h = hashlib.sha256()
+    if source is None:
+        h.update(b"empty")
+    elif isinstance(source, SqlSeed):
+        h.update(b"sql\0" + source.text.encode())
+    elif callable(source):
+        # Stable across workers and runs: the function's name and code, not its id().
+        name = f"{getattr(source, '__module__', '')}.{getattr(source, '__qualname__', repr(source))}"
+        try:
+            code = inspect.getsource(source)
+        except (OSError, TypeError):
+            code = ""
+        h.update(b"fn\0" + name.encode() + b"\0" + code.encode())
+    else:
+        path = Path(os.fspath(source))
+        if not path.is_file():
+            raise pytest.UsageError(f"scion seed {path} does not exist (a .sql file or a SQLite .db)")
+        h.update(b"file\0" + path.suffix.encode() + b"\0")
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+    return h.hexdigest()
+
+
+def _is_sqlite(path: Path) -> bool:
+    with open(path, "rb") as f:
+        return f.read(16) == b"SQLite format 3\x00"
+
+
+def _fill(path: Path, source: SeedSource) -> None:
+    if source is None:
+        return
+    if isinstance(source, SqlSeed):
+        sql = source.text
+    elif callable(source):
+        source(path)
+        return
+    else:
+        sql = Path(os.fspath(source)).read_text()
+    conn = sqlite3.connect(str(path), isolation_level=None)
+    try:
+        conn.executescript(sql)
+    finally:
+        conn.close()
+
+
+def make_seed(store: Store, source: SeedSource, lock_dir: Path) -> Seed:
+    """The seeded database for ``source``: made under a lock by the first process to ask,
+    found by every later one (keyed by the seed's content)."""
+    fp = _fingerprint(source)
+    db = f"seed-{fp[:16]}"
+    main = store.branch(f"{db}@main")
+    with _FileLock(lock_dir / f"{db}.lock"):
+        if any(c.name == "seed" for c in _checkpoints_or_empty(main)):
+            # A clean checkout of the seed lets each fork's checkout copy (or clone) that
+            # file instead of decoding the version from the store.
+            main.checkout()
+            return Seed(db, fp, main)
+        if db in store.databases():
+            # Another machine seeding a shared (S3) store holds no lock of ours: give it
+            # time. Locally, under the lock, it is a seeding that died half way.
+            if store.location.startswith("s3://") and _wait_for_seed(main):
+                main.checkout()
+                return Seed(db, fp, main)
+            for b in store.branches(db):
+                store.branch(b.branch).destroy(force=True, missing_ok=True)
+        try:
+            _create_seed(store, db, main, source, fp)
+        except _errors.DatabaseExists:
+            if not _wait_for_seed(main):
+                raise
+        main.checkout()
+    return Seed(db, fp, main)
+
+
+def _wait_for_seed(main: Branch, timeout: float = 120.0) -> bool:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if any(c.name == "seed" for c in _checkpoints_or_empty(main)):
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def _create_seed(store: Store, db: str, main: Branch, source: SeedSource, fp: str) -> None:
+    is_file = not callable(source) and isinstance(source, (str, os.PathLike))
+    if is_file and _is_sqlite(Path(os.fspath(source))):  # type: ignore[arg-type]
+        store.create(db, source=source)  # type: ignore[arg-type]
+    else:
+        store.create(db)
+        _fill(main.checkout(), source)
+    main.checkpoint("seed", meta={"fingerprint": fp})
+
+
+def _checkpoints_or_empty(b: Branch) -> List[Any]:
+    try:
+        return list(b.checkpoints())
+    except _errors.NotFound:
+        return []
+
+
+def _marker_source(request: pytest.FixtureRequest) -> Optional[SeedSource]:
+    marker = request.node.get_closest_marker("scion_seed")
+    if marker is None:
+        return None
+    if "sql" in marker.kwargs:
+        return SqlSeed(str(marker.kwargs["sql"]))
+    if not marker.args:
+        raise pytest.UsageError("@pytest.mark.scion_seed needs a seed: a path, a callable, or sql=...")
+    value = marker.args[0]
+    if callable(value):
+        return value  # type: ignore[no-any-return]
+    path = Path(os.fspath(value))
+    return path if path.is_absolute() else Path(request.config.rootpath) / path
+
+
+def _source_key(source: SeedSource) -> Any:
+    """A cheap identity for a seed source, so a seed's content is hashed once per process
+    (a file by path, size and modification time)."""
+    if source is None or isinstance(source, SqlSeed):
+        return source
+    if callable(source):
+        return ("callable", id(source))
+    path = Path(os.fspath(source))
+    try:
+        st = path.stat()
+    except OSError:
+        return ("file", str(path))
+    return ("file", str(path), st.st_size, st.st_mtime_ns)
+
+
+class _Seeds:
+    def __init__(self, store: Store, lock_dir: Path, default: SeedSource) -> None:
+        self.store = store
+        self.lock_dir = lock_dir
+        self.default = default
+        # Sources are kept alive with their seeds: an id() is only unique while it lives.
+        self._made: Dict[Any, "tuple[SeedSource, Seed]"] = {}
+
+    def __call__(self, source: SeedSource = None) -> Seed:
+        source = self.default if source is None else source
+        key = _source_key(source)
+        if key not in self._made:
+            self._made[key] = (source, make_seed(self.store, source, self.lock_dir))
+        return self._made[key][1]
+
+
+@pytest.fixture(scope="session")
+def scion_seeds(scion_store: Store, scion_seed_source: SeedSource) -> _Seeds:
+    """Seeds by source: ``scion_seeds(path_or_callable_or_SqlSeed) -> Seed``."""
+    return _Seeds(scion_store, _lock_dir(scion_store), scion_seed_source)
+
+
+@pytest.fixture(scope="session")
+def scion_seed(scion_seeds: _Seeds) -> Seed:
+    """The default seed, made once per run."""
+    return scion_seeds()
+
+
+def _worker(config: pytest.Config) -> str:
+    # From xdist's own handshake: an inherited PYTEST_XDIST_WORKER (a pytest run inside a
+    # worker's test) would name the outer run's worker.
+    workerinput = getattr(config, "workerinput", None)
+    return str(workerinput["workerid"]) if workerinput else "main"
+
+
+def _branch_name(config: pytest.Config, nodeid: str) -> str:
+    body = "".join(c if c.isalnum() else "-" for c in nodeid.lower())
+    body = "-".join(p for p in body.split("-") if p)[:40].strip("-") or "test"
+    return f"t-{_worker(config)}-{body}-{os.urandom(4).hex()}"
+
+
+@pytest.fixture
+def scion_db(request: pytest.FixtureRequest, scion_seeds: _Seeds, scion_store: Store) -> Iterator[ScionDb]:
+    """A fresh fork of the seed for this test: ``.path``, ``.connection``, ``.branch``."""
+    source = _marker_source(request)
+    seed = scion_seeds(source) if source is not None else scion_seeds()
+    ttl = request.config.getini("scion_ttl") or "1h"
+    meta = {
+        _META_RUN: request.config.stash[_RUN_ID],
+        _META_PID: str(os.getpid()),
+        _META_HOST: socket.gethostname(),
+        _META_NODE: request.node.nodeid[:500],
+    }
+    fork = seed.branch.fork(_branch_name(request.config, request.node.nodeid), at="seed", ttl=ttl, meta=meta)
+    db = ScionDb(branch=fork, path=fork.checkout(), seed=seed, store=scion_store)
+    try:
+        yield db
+    finally:
+        db.close()
+        _teardown(request, db)
+
+
+def _keep_failed(config: pytest.Config) -> bool:
+    opt = config.getoption("--scion-keep-failed")
+    return bool(opt) if opt is not None else bool(config.getini("scion_keep_failed"))
+
+
+def _teardown(request: pytest.FixtureRequest, db: ScionDb) -> None:
+    failed = request.node.stash.get(_FAILED, False)
+    try:
+        if failed and _keep_failed(request.config):
+            db.branch.checkpoint(KEPT_CHECKPOINT)
+            db.branch.touch(None)
+            spec = request.config.stash.get(_STORE_SPEC, db.store.location)
+            request.node.add_report_section(
+                "teardown",
+                "scion",
+                f"kept {db.branch.ref} (the test's database, changes checkpointed as '{KEPT_CHECKPOINT}')\n"
+                f"  open it:  sqlite3 {db.path}\n"
+                f"  or:       scion --store {spec} checkout {db.branch.ref}\n"
+                f"  against the seed:  scion --store {spec} diff {db.seed.target} {db.branch.ref}",
+            )
+            return
+        db.branch.destroy(force=True, missing_ok=True)
+    except _errors.Error as e:
+        # Teardown never fails a test; the sweep at the end of the run retries.
+        warnings.warn(f"scion: could not clean up {db.branch.ref}: {e}", stacklevel=1)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    if report.when == "call" and report.failed:
+        item.stash[_FAILED] = True
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _sweep(store: Store, *, only_dead: bool, run_id: Optional[str] = None) -> List[str]:
+    """Destroy test forks left behind: of processes that died (``only_dead``), or of the
+    run ``run_id``. Kept forks (checkpoint ``kept``) stay."""
+    host = socket.gethostname()
+    gone = []
+    for db in store.databases():
+        if not db.startswith("seed-"):
+            continue
+        for b in store.branches(db):
+            meta = b.meta
+            if _META_RUN not in meta or b.checkpoints > 0:
+                continue
+            if only_dead:
+                if meta.get(_META_HOST) != host or _pid_alive(int(meta.get(_META_PID, "0") or 0)):
+                    continue
+            elif meta.get(_META_RUN) != run_id:
+                continue
+            store.branch(b.branch).destroy(force=True, missing_ok=True)
+            gone.append(b.branch)
+    return gone
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    config = session.config
+    if getattr(config, "workerinput", None) is not None:
+        return
+    spec = config.stash.get(_STORE_SPEC, None)
+    if spec is None:
+        # Under xdist only workers open the store: find the one they used.
+        factory = getattr(config, "_tmp_path_factory", None)
+        if factory is None:
+            return
+        spec = _store_spec(config, factory)
+        if not spec.startswith("s3://") and not Path(spec).exists():
+            return
+    try:
+        store = open_store(spec)
+        left = _sweep(store, only_dead=False, run_id=config.stash[_RUN_ID])
+    except _errors.Error:
+        return
+    config.stash[_SWEPT] = left
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    left = config.stash.get(_SWEPT, [])
+    if left:
+        terminalreporter.write_line(f"scion: destroyed {len(left)} fork(s) a crashed test process left behind")

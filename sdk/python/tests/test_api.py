@@ -1,0 +1,289 @@
+"""The embedded API: every method's success and error paths, against real stores and
+real SQLite files."""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+import scion
+from conftest import make_sqlite, rows
+
+
+def test_open_store_create_and_reopen(tmp_path: Path) -> None:
+    s = scion.open_store(tmp_path / "s", create=True)
+    assert s.location == str(tmp_path / "s")
+    again = scion.open_store(tmp_path / "s")
+    assert again.store_id == s.store_id
+    assert s.databases() == []
+
+
+def test_open_store_missing_is_not_initialized(tmp_path: Path) -> None:
+    with pytest.raises(scion.NotInitialized) as e:
+        scion.open_store(tmp_path / "nope")
+    assert isinstance(e.value, scion.NotFound)
+    assert e.value.code == "not_initialized"
+    assert e.value.exit_code == 3
+    assert "scion init" in (e.value.hint or "")
+
+
+def test_open_store_from_env_and_discovery(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    s = scion.open_store(tmp_path / "envstore", create=True)
+    monkeypatch.setenv("SCION_STORE", str(tmp_path / "envstore"))
+    assert scion.open_store().store_id == s.store_id
+    monkeypatch.delenv("SCION_STORE")
+    project = tmp_path / "proj"
+    (project / "sub").mkdir(parents=True)
+    monkeypatch.chdir(project)
+    made = scion.open_store(create=True)
+    assert made.location == str(project / ".scion")
+    monkeypatch.chdir(project / "sub")
+    assert scion.open_store().store_id == made.store_id
+
+
+def test_open_store_bad_spec(tmp_path: Path) -> None:
+    with pytest.raises(scion.InvalidInput):
+        scion.open_store("ftp://example.com/x")
+
+
+def test_create_from_file_and_empty(store: scion.Store, tmp_path: Path) -> None:
+    main = store.create("shop", source=make_sqlite(tmp_path / "a.db"))
+    assert main.ref == "shop@main"
+    assert rows(main.checkout())[0] == (1, "item-0", 0)
+    empty = store.create("blank")
+    conn = empty.connect()
+    conn.execute("CREATE TABLE t(x)")
+    conn.commit()
+    conn.close()
+    assert sorted(store.databases()) == ["blank", "shop"]
+
+
+def test_create_errors(store: scion.Store, tmp_path: Path) -> None:
+    store.create("shop")
+    with pytest.raises(scion.DatabaseExists):
+        store.create("shop")
+    with pytest.raises(scion.InvalidName) as e:
+        store.create("Bad Name!")
+    assert isinstance(e.value, scion.InvalidInput) and e.value.exit_code == 8
+    with pytest.raises(FileNotFoundError):
+        store.create("other", source=tmp_path / "missing.db")
+    (tmp_path / "junk.db").write_bytes(b"not a database at all" * 100)
+    with pytest.raises(scion.NotSqlite):
+        store.create("junk", source=tmp_path / "junk.db")
+
+
+def test_fork_is_isolated_and_keeps_meta_and_ttl(shop: scion.Branch) -> None:
+    fork = shop.fork("exp", ttl=timedelta(hours=2), meta={"agent": "a1", "attempt": 3})
+    assert fork.ref == "shop@exp"
+    info = fork.info()
+    assert info.meta == {"agent": "a1", "attempt": "3"}
+    assert info.ttl_secs == 7200
+    assert info.parent is not None and "shop@main" in info.parent
+    with fork.connect() as conn:
+        conn.execute("DELETE FROM items")
+    assert rows(fork.checkout()) == []
+    assert len(rows(shop.checkout())) == 3
+
+
+def test_fork_errors(shop: scion.Branch) -> None:
+    shop.fork("a")
+    with pytest.raises(scion.BranchExists) as e:
+        shop.fork("a")
+    assert isinstance(e.value, scion.AlreadyExists) and e.value.hint
+    with pytest.raises(scion.CheckpointNotFound):
+        shop.fork("b", at="never")
+    with pytest.raises(scion.InvalidInput):
+        shop.fork("c", meta={"scion.capture": "x"})
+    with pytest.raises(scion.InvalidDuration):
+        shop.fork("d", ttl="soon")
+    with pytest.raises(ValueError):
+        shop.fork("e", ttl=0)
+    with pytest.raises(TypeError):
+        shop.fork("f", ttl=1.5)  # type: ignore[arg-type]
+    with pytest.raises(scion.BranchNotFound):
+        shop._api.branch("shop@ghost").fork("g")
+    with pytest.raises(ValueError):
+        shop._api.branch("shop@main@cp")
+
+
+def test_checkpoint_rollback_and_checkpoints(shop: scion.Branch) -> None:
+    with shop.connect() as conn:
+        conn.execute("UPDATE items SET price = 999 WHERE id = 1")
+    cp = shop.checkpoint("priced", meta={"why": "sale"})
+    assert cp.committed and cp.pages_changed >= 1 and cp.target == "shop@main@priced"
+    again = shop.checkpoint("same")
+    assert not again.committed and again.version == cp.version
+    names = {c.name: c for c in shop.checkpoints()}
+    assert names["priced"].meta == {"why": "sale"} and "same" in names
+    with shop.connect() as conn:
+        conn.execute("DELETE FROM items")
+    with pytest.raises(scion.DirtyCheckout) as e:
+        shop.rollback("priced")
+    assert isinstance(e.value, scion.Refused) and "--force" in (e.value.hint or "")
+    moved = shop.rollback("priced", force=True)
+    assert moved.discarded_changes and moved.safety_fork
+    assert rows(shop.checkout())[1] == (1, "item-0", 999) or rows(shop.checkout())[0][2] == 999
+    with pytest.raises(scion.CheckpointExists):
+        shop.checkpoint("priced")
+    with pytest.raises(scion.CheckpointNotFound):
+        shop.rollback("nope")
+
+
+def test_promote_and_attempt(store: scion.Store, shop: scion.Branch) -> None:
+    with shop.attempt(meta={"try": "1"}) as bad:
+        with bad.connect() as conn:
+            conn.execute("DELETE FROM items")
+        bad.checkpoint("done")
+        bad_ref = bad.ref
+    assert not store.branch(bad_ref).exists()
+
+    with shop.attempt("good") as good:
+        with good.connect() as conn:
+            conn.execute("INSERT INTO items(name, price) VALUES ('new', 1)")
+        good.checkpoint("done")
+        with pytest.raises(scion.Protected):
+            good.promote("main")
+        result = good.promote("main", force=True)
+        assert result.branch == "shop@main"
+    assert store.branch("shop@good").exists()
+    assert len(rows(shop.checkout())) == 4
+
+    with shop.attempt("kept") as kept:
+        kept.keep()
+    assert store.branch("shop@kept").exists()
+
+    with pytest.raises(RuntimeError):
+        with shop.attempt("boom") as boom:
+            raise RuntimeError("the block failed")
+    assert not boom.exists()
+
+
+def test_promote_errors(store: scion.Store, shop: scion.Branch, tmp_path: Path) -> None:
+    fork = shop.fork("f")
+    other = store.create("other")
+    with pytest.raises(ValueError):
+        fork.promote(other)
+    with pytest.raises(scion.BranchNotFound):
+        store.branch("shop@ghost").promote("main")
+
+
+def test_destroy_touch_protect(store: scion.Store, shop: scion.Branch) -> None:
+    fork = shop.fork("f", ttl="1h")
+    fork.touch(None)
+    assert fork.info().ttl_secs is None
+    fork.touch("30m")
+    assert fork.info().ttl_secs == 1800
+    fork.touch()
+    assert fork.info().ttl_secs == 1800
+    fork.protect()
+    assert fork.info().protected
+    with pytest.raises(scion.Protected):
+        fork.destroy()
+    fork.unprotect()
+    with fork.connect() as conn:
+        conn.execute("DELETE FROM items")
+    with pytest.raises(scion.DirtyCheckout):
+        fork.destroy()
+    fork.destroy(force=True)
+    assert not fork.exists()
+    with pytest.raises(scion.BranchNotFound):
+        fork.destroy()
+    fork.destroy(missing_ok=True)
+    with pytest.raises(scion.BranchNotFound):
+        fork.touch()
+
+
+def test_branches_and_info(store: scion.Store, shop: scion.Branch) -> None:
+    shop.fork("x", meta={"k": "v"})
+    listed = {b.branch: b for b in store.branches("shop")}
+    assert set(listed) == {"shop@main", "shop@x"}
+    assert listed["shop@x"].meta == {"k": "v"}
+    assert listed["shop@main"].protected
+    with pytest.raises(scion.DatabaseNotFound):
+        store.branches("ghost")
+
+
+def test_diff_structured_and_sql(store: scion.Store, shop: scion.Branch, tmp_path: Path) -> None:
+    fork = shop.fork("d")
+    with fork.connect() as conn:
+        conn.execute("INSERT INTO items(name, price) VALUES ('n', 5)")
+        conn.execute("UPDATE items SET price = 1 WHERE id = 1")
+        conn.execute("DELETE FROM items WHERE id = 2")
+        conn.execute("CREATE TABLE extra(a)")
+    fork.checkpoint("c")
+    d = store.diff(shop, fork, rows=True)
+    assert d and not d.empty
+    items = d.table("items")
+    assert items is not None
+    assert (items.added, items.removed, items.changed) == (1, 1, 1)
+    assert items.changed_rows[0].before == {"id": 1, "name": "item-0", "price": 0}
+    assert [s.name for s in d.schema_changes] == ["extra"]
+    sql = d.sql()
+    assert "INSERT INTO" in sql and "DELETE FROM" in sql
+    # The SQL turns left into right: applied to a copy of main, the rows agree.
+    left = store.export(shop, tmp_path / "left.db")
+    conn = sqlite3.connect(str(left.path))
+    conn.executescript(sql)
+    conn.close()
+    assert rows(left.path) == rows(fork.checkout())
+    same = store.diff("shop@main", "shop@main")
+    assert same.empty and not same
+    only = store.diff(shop, fork, table="items")
+    assert [t.table for t in only.tables] == ["items"]
+    with pytest.raises(scion.NoSuchTable):
+        store.diff(shop, fork, table="ghost")
+    with pytest.raises(scion.BranchNotFound):
+        store.diff(shop, "shop@ghost")
+
+
+def test_export(store: scion.Store, shop: scion.Branch, tmp_path: Path) -> None:
+    out = store.export(shop, tmp_path / "out.db")
+    assert out.path == tmp_path / "out.db" and out.bytes > 0
+    assert rows(out.path) == rows(shop.checkout())
+    with pytest.raises(scion.OutputExists):
+        store.export(shop, tmp_path / "out.db")
+    store.export(shop, tmp_path / "out.db", force=True)
+    with pytest.raises(scion.NoSuchDirectory):
+        store.export(shop, tmp_path / "no" / "dir" / "x.db")
+    with pytest.raises(scion.InsideStore):
+        store.export(shop, Path(store.location) / "x.db")
+
+
+def test_checkout_read_only(shop: scion.Branch) -> None:
+    with shop.connect() as conn:
+        conn.execute("DELETE FROM items WHERE id = 1")
+    shop.checkpoint("two")
+    ro = shop.checkout_read_only(at="init")
+    assert len(rows(ro)) == 3
+    with pytest.raises(sqlite3.OperationalError):
+        conn = sqlite3.connect(f"file:{ro}?mode=ro", uri=True)
+        conn.execute("DELETE FROM items")
+    with pytest.raises(scion.CheckpointNotFound):
+        shop.checkout_read_only(at="ghost")
+
+
+def test_gc_and_status(store: scion.Store, shop: scion.Branch) -> None:
+    fork = shop.fork("g")
+    with fork.connect() as conn:
+        conn.execute("UPDATE items SET price = price + 1")
+    fork.checkpoint("c")
+    fork.destroy(force=True)
+    report = store.gc(grace="1h")
+    assert report["grace_secs"] == 3600
+    with pytest.raises(scion.GraceBelowMinimum):
+        store.gc(grace="1s")
+    status = store.status()
+    assert status["store"] == store.location
+    assert [d["db"] for d in status["databases"]] == ["shop"]
+
+
+def test_error_attributes_and_str(shop: scion.Branch) -> None:
+    with pytest.raises(scion.Error) as e:
+        shop.fork("main")
+    err = e.value
+    assert err.code == "branch_exists" and err.retryable is False
+    assert err.exit_code == 4 and err.status == 409
+    assert "hint:" in str(err) and err.message in str(err)
