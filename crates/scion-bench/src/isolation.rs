@@ -95,14 +95,14 @@ pub struct IsolationReport {
 }
 
 /// Times the named phases of one test, `runs` times after a warm-up.
-struct PhaseTimer {
+pub(crate) struct PhaseTimer {
     names: Vec<&'static str>,
     samples: Vec<Vec<Duration>>,
     totals: Vec<Duration>,
 }
 
 impl PhaseTimer {
-    fn new(names: &[&'static str]) -> Self {
+    pub(crate) fn new(names: &[&'static str]) -> Self {
         Self {
             names: names.to_vec(),
             samples: vec![Vec::new(); names.len()],
@@ -111,7 +111,7 @@ impl PhaseTimer {
     }
 
     /// Runs `test` once to warm up, then `runs` times. `test` calls `lap(i)` after phase i.
-    fn run(
+    pub(crate) fn run(
         &mut self,
         runs: usize,
         mut test: impl FnMut(usize, &mut dyn FnMut(usize)) -> BenchResult<()>,
@@ -136,7 +136,7 @@ impl PhaseTimer {
         Ok(())
     }
 
-    fn row(&self, method: &str) -> MethodRow {
+    pub(crate) fn row(&self, method: &str) -> MethodRow {
         MethodRow {
             method: method.to_string(),
             per_test: Some(Summary::of(&self.totals)),
@@ -395,6 +395,8 @@ pub fn run(opts: &IsolationOptions, progress: Progress<'_>) -> BenchResult<Isola
             probe_id,
             SeedCopy::StoreOnly,
         )?);
+        progress(&format!("{mib} MiB: scion VFS"));
+        methods.push(crate::isolation_vfs::row(&dir, &seed, opts.runs, probe_id)?);
         methods.push(match &opts.scion_bin {
             Some(bin) => {
                 progress(&format!("{mib} MiB: scion serve sessions"));

@@ -8,6 +8,7 @@ pub mod diffbench;
 pub mod fork;
 pub mod isolation;
 pub mod isolation_python;
+pub mod isolation_vfs;
 pub mod live;
 pub mod machine;
 pub mod postgres;

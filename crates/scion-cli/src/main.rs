@@ -1,7 +1,9 @@
 //! The `scion` command-line tool.
 
 mod cli;
+mod cli_bench;
 mod cli_daemon;
+mod cli_vfs;
 mod daemon;
 mod errors;
 mod output;

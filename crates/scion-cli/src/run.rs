@@ -7,7 +7,8 @@ use anyhow::{bail, Context, Result};
 use scion_core::{BranchName, BranchRef, CheckpointName, DbName, Scion, Target};
 use scion_store::CountingBackend;
 
-use crate::cli::{BenchCommand, CheckpointAction, Cli, Command, LeaseCommand};
+use crate::cli::{CheckpointAction, Cli, Command, LeaseCommand};
+use crate::cli_bench::BenchCommand;
 use crate::output::Printer;
 use scion_core::clock::parse_duration;
 use scion_core::ops::lifecycle::MoveOptions;
@@ -162,6 +163,12 @@ fn run_command(cli: &Cli, open: &dyn Fn(&Cli, bool) -> Result<Scion>) -> Result<
         }
         Command::Serve(args) => crate::daemon::serve(cli, args)?,
         Command::Mcp(args) => crate::daemon::mcp(cli, args)?,
+        Command::Sql(args) => {
+            let s = open(cli, false)?;
+            let report = crate::cli_vfs::sql(cli, s, args)?;
+            p.rendered(&report, &report.render());
+        }
+        Command::Shell(args) => crate::cli_vfs::shell(cli, args)?,
         Command::Session(cmd) => crate::daemon::session(cli, cmd)?,
         Command::Events { since, socket } => crate::daemon::events(cli, *since, socket)?,
         Command::Status => {
@@ -410,7 +417,7 @@ fn bench_dir(dir: &Option<PathBuf>) -> PathBuf {
 }
 
 fn branchbench_options(
-    a: &crate::cli::BranchbenchArgs,
+    a: &crate::cli_bench::BranchbenchArgs,
 ) -> Result<scion_bench::branchbench::BranchbenchOptions> {
     use scion_bench::branchbench::BranchbenchOptions;
     let e = |m: String| anyhow::anyhow!(m);

@@ -213,6 +213,7 @@ fn bench_isolation_quick_measures_every_method() {
     assert!(names.contains(&"file copy"));
     assert!(names.contains(&"SQLite backup API"));
     assert!(names.contains(&"scion serve session (ephemeral fork)"));
+    assert!(names.contains(&"scion VFS (fork + open through the VFS)"));
     let optional = |m: &serde_json::Value| {
         let name = m["method"].as_str().unwrap();
         name.starts_with("PostgreSQL") || name.starts_with("Python")

@@ -137,6 +137,22 @@ fn attach(spec: Option<&str>, cwd: &std::path::Path, create: bool) -> Result<Eng
     })
 }
 
+/// This module is also a SQLite loadable extension: loaded into the SQLite that Python's
+/// `sqlite3` module uses, it registers the scion VFS there (`scion.vfs.load`). SQLite
+/// derives this entry point's name from the module's file name (`_native.abi3.so`).
+///
+/// # Safety
+/// Called by SQLite with its API routines table.
+#[no_mangle]
+pub unsafe extern "C" fn sqlite3_native_init(
+    _db: *mut std::ffi::c_void,
+    _err: *mut *mut std::ffi::c_char,
+    routines: *const std::ffi::c_void,
+) -> std::ffi::c_int {
+    // SAFETY: `routines` is the table SQLite passed to this entry point.
+    unsafe { scion_vfs::extension_entry(routines) }
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Engine>()?;

@@ -10,6 +10,7 @@ pub mod lifecycle;
 pub mod pages;
 pub mod status;
 pub mod verify;
+pub mod view;
 
 /// At most this many pages of one commit are stored as deltas: each costs a read of its
 /// base, which pays off for small commits and not for bulk rewrites.

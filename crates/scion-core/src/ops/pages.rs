@@ -39,6 +39,13 @@ impl PageChanges {
     }
 }
 
+/// What becomes of the committing holder's lease when a page commit publishes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaseAfter {
+    Keep,
+    Release,
+}
+
 /// What a page commit made.
 #[derive(Debug, Clone, Serialize)]
 pub struct PagesCommitted {
@@ -101,6 +108,22 @@ impl Scion {
         changes: &PageChanges,
         old_hash: &mut dyn FnMut(u32) -> Option<u64>,
         meta: &dyn Fn(&Locator) -> BTreeMap<String, String>,
+    ) -> CoreResult<(Ref, ETag, PagesCommitted)> {
+        self.commit_pages_with(b, base, etag, changes, old_hash, meta, LeaseAfter::Keep)
+    }
+
+    /// [`Scion::commit_pages`], ending the committing holder's lease in the same write
+    /// when `lease` says so (a writer whose transaction ends with the commit).
+    #[allow(clippy::too_many_arguments)]
+    pub fn commit_pages_with(
+        &self,
+        b: &BranchRef,
+        base: &Ref,
+        etag: ETag,
+        changes: &PageChanges,
+        old_hash: &mut dyn FnMut(u32) -> Option<u64>,
+        meta: &dyn Fn(&Locator) -> BTreeMap<String, String>,
+        lease: LeaseAfter,
     ) -> CoreResult<(Ref, ETag, PagesCommitted)> {
         let old = self.reader.root(&base.root)?;
         if changes.page_size != old.page_size && old.page_count > 0 {
@@ -219,6 +242,9 @@ impl Scion {
             next.touched_at = touched;
             for (k, v) in &meta {
                 next.meta.insert(k.clone(), v.clone());
+            }
+            if lease == LeaseAfter::Release {
+                next.lease = None;
             }
         })?;
         let committed = PagesCommitted {

@@ -1,0 +1,141 @@
+//! The syntax of `scion bench`: each benchmark's options.
+
+use std::path::PathBuf;
+
+use clap::Subcommand;
+
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Fork latency and size at 1 MiB, 100 MiB and 1 GiB; bytes per single-row commit;
+    /// checkpoints of clean and dirty checkouts; materializing against `cp`; re-checkout.
+    ///
+    /// Each figure is the median of several runs after a warm-up; store costs are counted
+    /// from the store. Needs about 4 GiB of free disk in --dir for the full run.
+    #[command(
+        after_help = "Examples:\n  scion bench fork --quick\n  scion bench fork --json > fork.json"
+    )]
+    Fork(BenchRunArgs),
+    /// Live capture under fire: a real `scion serve` captures a checkout while the stock
+    /// `sqlite3` CLI and Python writers commit, and SIGKILL hits writers and the daemon at
+    /// random points; after every round the durable version must hold exactly a prefix of
+    /// the committed transactions, after every flush all of them. Exits 1 on any failure.
+    #[command(
+        after_help = "Examples:\n  scion bench capture --rounds 200\n  scion bench capture --rounds 3500 --seed 7 --json"
+    )]
+    Capture(crate::cli_daemon::CaptureBenchArgs),
+    /// What live capture costs: a session's flush of a single-row commit at 100 MiB and
+    /// 1 GiB (latency and bytes) beside `scion checkpoint` of the same change at rest; a
+    /// writer's throughput with and without a session; the durable age under a steady
+    /// writer.
+    #[command(
+        after_help = "Examples:\n  scion bench live --quick\n  scion bench live --json > live.json"
+    )]
+    Live(BenchRunArgs),
+    /// The five BranchBench workflows (simulation, data_cleaning, software_dev, mcts,
+    /// failure_repro) on scion, as the BranchBench harness runs them: its tuples, its uniform
+    /// parent rule (nodes may reach depth D+1), its prune coin, cross-branch schedule and op
+    /// sequence. Each workflow gets a fresh store seeded from a deterministic CH-benCHmark
+    /// database; every op is timed and recorded with its depth; failed statements are
+    /// counted. Deviations from the harness are flags, printed in the header.
+    ///
+    /// Profiles: full (published tuples, 2 h cap), mini (the mini tuples), quick (mini
+    /// tuples on tiny data, 4-way, lockstep, 60 s cap: a smoke test).
+    #[command(
+        after_help = "Examples:\n  scion bench branchbench --profile quick\n  scion bench branchbench --profile full --scale small --out results/\n  scion bench branchbench --workflows mcts --parent-rule sticky --depth-rule strict"
+    )]
+    Branchbench(Box<BranchbenchArgs>),
+    /// What an eval harness pays per test for a fresh, isolated database seeded once, at
+    /// 10 MiB and 100 MiB: scion fork + checkout + open + first query + close + destroy,
+    /// against a file copy, SQLite's backup API and PostgreSQL `CREATE DATABASE ... TEMPLATE`.
+    ///
+    /// The PostgreSQL rows run when a server is given (scripts/bench-postgres starts a
+    /// throwaway one on a unix socket and prints its connection string); otherwise the
+    /// table says why they are missing.
+    #[command(
+        after_help = "Examples:\n  scion bench isolation --quick\n  export SCION_BENCH_PG=\"$(./scripts/bench-postgres start)\"\n  scion bench isolation --json > isolation.json\n  ./scripts/bench-postgres stop"
+    )]
+    Isolation {
+        #[command(flatten)]
+        run: BenchRunArgs,
+        /// PostgreSQL connection string (libpq style), e.g. "host=/tmp/pg user=scion dbname=postgres".
+        #[arg(long, env = "SCION_BENCH_PG", value_name = "CONNINFO")]
+        postgres: Option<String>,
+        /// A Python with the scion package and pytest installed: adds the rows measured
+        /// through the pytest plugin's `scion_db` fixture and a fixture copying the file.
+        #[arg(long, env = "SCION_BENCH_PYTHON", value_name = "PATH")]
+        python: Option<std::path::PathBuf>,
+    },
+}
+
+/// What `bench fork` and `bench isolation` share.
+#[derive(Debug, clap::Args)]
+pub struct BenchRunArgs {
+    /// Small sizes and fewer runs: seconds instead of minutes.
+    #[arg(long)]
+    pub quick: bool,
+    /// Working directory for generated databases and stores (deleted afterwards).
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    /// Timed runs per figure (after one warm-up).
+    #[arg(long)]
+    pub runs: Option<usize>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct BranchbenchArgs {
+    /// Comma-separated workflows to run (default: all five).
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    pub workflows: Vec<String>,
+    /// full | mini | quick.
+    #[arg(long, default_value = "full")]
+    pub profile: String,
+    /// tiny | small | <warehouses> (default: small, or tiny for quick).
+    #[arg(long)]
+    pub scale: Option<String>,
+    /// Steps running at once: a number, or "all" for T (the harness).
+    #[arg(long)]
+    pub concurrency: Option<String>,
+    /// Cap per workflow in seconds, 0 for none (default 7200, quick 60).
+    #[arg(long, value_name = "SECS")]
+    pub max_runtime: Option<u64>,
+    /// Worker RNG seed: worker t uses seed + t.
+    #[arg(long, default_value_t = 42)]
+    pub rng_seed: u64,
+    /// Seed of the data generator.
+    #[arg(long, default_value_t = 1)]
+    pub data_seed: u64,
+    /// uniform (the harness) | sticky (offshoot's: current node, else uniform, else root).
+    #[arg(long, default_value = "uniform")]
+    pub parent_rule: String,
+    /// harness (parents at depth <= D, nodes reach D+1) | strict (nodes never below D).
+    #[arg(long, default_value = "harness")]
+    pub depth_rule: String,
+    /// software_dev's SQL: published (the published runs) | head (the harness's HEAD).
+    #[arg(long, default_value = "published")]
+    pub sql: String,
+    /// Emulate a hosted service's cap on alive branches (root included), e.g. 20.
+    #[arg(long, value_name = "N")]
+    pub live_cap: Option<usize>,
+    /// How long a step waits for a slot under --live-cap before it is skipped.
+    #[arg(long, value_name = "SECS", default_value_t = 60)]
+    pub slot_timeout: u64,
+    /// Lockstep rounds: parent choices and prunes in worker order (reproducible trees).
+    #[arg(long)]
+    pub deterministic: bool,
+    /// Working directory for seeds and stores (default: a fresh temp dir).
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    /// Runs per workflow: the report is the run with the median wall time, and lists
+    /// every run's wall time.
+    #[arg(long, default_value_t = 1)]
+    pub runs: usize,
+    /// Keep each workflow's store instead of deleting it.
+    #[arg(long)]
+    pub keep: bool,
+    /// Skip the gc after each workflow (no reclaim figure then).
+    #[arg(long)]
+    pub no_gc: bool,
+    /// Write <run_id>_e2e_stats.json and <run_id>_ops.jsonl per workflow here.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+}

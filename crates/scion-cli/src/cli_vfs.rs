@@ -1,0 +1,205 @@
+//! `scion sql` and `scion shell`: SQL on a branch through the scion VFS, with nothing
+//! materialized. `sql` runs statements in this process; `shell` starts the stock `sqlite3`
+//! CLI with the VFS loaded as an extension.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use rusqlite::fallible_iterator::FallibleIterator;
+use rusqlite::types::ValueRef;
+use rusqlite::{Connection, OpenFlags};
+use scion_core::attach::StoreSpec;
+use scion_core::Target;
+
+use crate::cli::Cli;
+
+#[derive(Debug, Args)]
+pub struct SqlArgs {
+    /// db[@branch[@checkpoint]]: a checkpoint opens read-only.
+    pub target: String,
+    /// Statements, separated by semicolons. Each change commits as a new version (wrap
+    /// several in BEGIN ... COMMIT to make them one).
+    pub sql: String,
+    /// Open read-only (no statement may write).
+    #[arg(long)]
+    pub read_only: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ShellArgs {
+    /// db[@branch[@checkpoint]]: a checkpoint opens read-only.
+    pub target: String,
+    /// The sqlite3 program to start.
+    #[arg(long, default_value = "sqlite3", value_name = "PROGRAM")]
+    pub sqlite3: PathBuf,
+    /// The loadable extension (default: libscion_vfs.so beside the scion binary, or
+    /// SCION_VFS_EXTENSION).
+    #[arg(long, env = "SCION_VFS_EXTENSION", value_name = "PATH")]
+    pub extension: Option<PathBuf>,
+    /// Arguments passed on to sqlite3 after the database (SQL to run, then exit).
+    #[arg(last = true)]
+    pub args: Vec<String>,
+}
+
+/// `file:<target>?vfs=scion&store=<store>`, the store's location escaped for a URI.
+pub fn vfs_uri(target: &Target, store: &str, read_only: bool) -> String {
+    let mut escaped = String::new();
+    for c in store.chars() {
+        match c {
+            '%' | '&' | '#' | '=' | '?' | ' ' => escaped += &format!("%{:02X}", c as u32),
+            c => escaped.push(c),
+        }
+    }
+    let mode = if read_only { "&mode=ro" } else { "" };
+    format!("file:{target}?vfs=scion&store={escaped}{mode}")
+}
+
+fn store_location(cli: &Cli) -> Result<String> {
+    let cwd = std::env::current_dir().context("reading the current directory")?;
+    Ok(StoreSpec::find(cli.store.as_deref(), &cwd, false)?.location())
+}
+
+/// One statement's result.
+#[derive(Debug, serde::Serialize)]
+pub struct StatementResult {
+    pub columns: Vec<String>,
+    pub rows: Vec<Vec<serde_json::Value>>,
+}
+
+#[derive(Debug, serde::Serialize)]
+pub struct SqlReport {
+    pub target: String,
+    /// The version the connection reads after the last statement.
+    pub version: u64,
+    pub results: Vec<StatementResult>,
+}
+
+fn explain(e: rusqlite::Error) -> anyhow::Error {
+    match scion_vfs::last_error() {
+        Some(why) => anyhow::anyhow!("{why} (SQLite: {e})"),
+        None => anyhow::anyhow!("SQLite: {e}"),
+    }
+}
+
+fn json_value(v: ValueRef<'_>) -> serde_json::Value {
+    match v {
+        ValueRef::Null => serde_json::Value::Null,
+        ValueRef::Integer(i) => i.into(),
+        ValueRef::Real(f) => serde_json::json!(f),
+        ValueRef::Text(t) => String::from_utf8_lossy(t).into_owned().into(),
+        ValueRef::Blob(b) => {
+            let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+            format!("x'{hex}'").into()
+        }
+    }
+}
+
+pub fn sql(cli: &Cli, scion: scion_core::Scion, args: &SqlArgs) -> Result<SqlReport> {
+    let target: Target = args.target.parse()?;
+    // The engine says what is wrong with a target (and which exit code that is); SQLite
+    // could only say "unable to open database file".
+    scion.resolve(&target)?;
+    scion_vfs::register()
+        .map_err(|rc| anyhow::anyhow!("registering the scion VFS failed ({rc})"))?;
+    let location = store_location(cli)?;
+    // The VFS works on this very attachment: `--stats` counts what it reads and writes.
+    scion_vfs::adopt(&location, std::sync::Arc::new(scion));
+    let uri = vfs_uri(&target, &location, args.read_only);
+    let flags = if args.read_only {
+        OpenFlags::SQLITE_OPEN_READ_ONLY
+    } else {
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+    } | OpenFlags::SQLITE_OPEN_URI;
+    let conn = Connection::open_with_flags(&uri, flags).map_err(explain)?;
+    let mut results = Vec::new();
+    let mut batch = rusqlite::Batch::new(&conn, &args.sql);
+    while let Some(mut stmt) = batch.next().map_err(explain)? {
+        let columns: Vec<String> = stmt.column_names().map(str::to_string).collect();
+        let n = columns.len();
+        let mut rows = Vec::new();
+        let mut q = stmt.raw_query();
+        while let Some(r) = q.next().map_err(explain)? {
+            rows.push((0..n).map(|i| json_value(r.get_ref_unwrap(i))).collect());
+        }
+        if n > 0 {
+            results.push(StatementResult { columns, rows });
+        }
+    }
+    let version: String = conn
+        .pragma_query_value(None, "scion_version", |r| r.get(0))
+        .map_err(explain)?;
+    Ok(SqlReport {
+        target: target.to_string(),
+        version: version.parse().unwrap_or(0),
+        results,
+    })
+}
+
+impl SqlReport {
+    /// sqlite3's default output: a header line, then rows, columns separated by `|`.
+    pub fn render(&self) -> String {
+        let mut s = String::new();
+        for r in &self.results {
+            s += &r.columns.join("|");
+            s.push('\n');
+            for row in &r.rows {
+                let cells: Vec<String> = row
+                    .iter()
+                    .map(|v| match v {
+                        serde_json::Value::Null => String::new(),
+                        serde_json::Value::String(t) => t.clone(),
+                        other => other.to_string(),
+                    })
+                    .collect();
+                s += &cells.join("|");
+                s.push('\n');
+            }
+        }
+        s
+    }
+}
+
+/// The loadable extension: `--extension`, else beside this binary.
+fn extension(args: &ShellArgs) -> Result<PathBuf> {
+    if let Some(p) = &args.extension {
+        if !p.is_file() {
+            bail!("no loadable extension at {}", p.display());
+        }
+        return Ok(p.clone());
+    }
+    let exe = std::env::current_exe().context("finding the scion binary")?;
+    let dir = exe.parent().unwrap_or(Path::new("."));
+    for candidate in [
+        dir.join("libscion_vfs.so"),
+        dir.join("../lib/libscion_vfs.so"),
+    ] {
+        if candidate.is_file() {
+            return Ok(candidate);
+        }
+    }
+    bail!(
+        "no libscion_vfs.so beside {} (build it with `cargo build --release -p scion-vfs-ext`, or pass --extension / SCION_VFS_EXTENSION)",
+        exe.display()
+    )
+}
+
+/// Replace this process with `sqlite3`, the extension loaded and the target open.
+pub fn shell(cli: &Cli, args: &ShellArgs) -> Result<()> {
+    use std::os::unix::process::CommandExt;
+    let target: Target = args.target.parse()?;
+    let ext = extension(args)?;
+    let uri = vfs_uri(&target, &store_location(cli)?, false);
+    // The extension's entry point is derived from its file name; load it without the
+    // suffix as sqlite3 expects.
+    let load = ext.with_extension("");
+    let err = std::process::Command::new(&args.sqlite3)
+        .arg("-cmd")
+        .arg(format!(".load {}", load.display()))
+        .arg("-cmd")
+        .arg(format!(".open {uri}"))
+        .arg(":memory:")
+        .args(&args.args)
+        .exec();
+    Err(err).with_context(|| format!("starting {}", args.sqlite3.display()))
+}

@@ -1,0 +1,45 @@
+//! Reading a version page by page, without materializing it: what the VFS serves SQLite
+//! from. A view holds the version's root record; each page read is a page-map lookup
+//! (nodes cached by the reader) and one verified frame read.
+
+use crate::error::CoreResult;
+use crate::format::{Locator, RootRecord};
+use crate::pagemap::lookup;
+use crate::Scion;
+
+/// One version, ready to be read page by page.
+#[derive(Debug, Clone)]
+pub struct VersionView {
+    pub root: Locator,
+    pub version: u64,
+    pub page_size: u32,
+    pub page_count: u32,
+    record: RootRecord,
+}
+
+impl Scion {
+    /// The version at `root` (numbered `version`): one read of its root record.
+    pub fn version_view(&self, root: Locator, version: u64) -> CoreResult<VersionView> {
+        let record = self.reader.root(&root)?;
+        Ok(VersionView {
+            root,
+            version,
+            page_size: record.page_size,
+            page_count: record.page_count,
+            record,
+        })
+    }
+
+    /// Page `pgno` (1-based) of `view`, verified; `None` for a page the version holds as
+    /// zeros (or one past its end).
+    pub fn read_page(&self, view: &VersionView, pgno: u32) -> CoreResult<Option<Vec<u8>>> {
+        if pgno == 0 || pgno > view.page_count {
+            return Ok(None);
+        }
+        let r = &view.record;
+        match lookup(&self.reader, r.node, r.depth, r.fanout_bits, pgno - 1)? {
+            Some(slot) => Ok(Some(self.reader.page(&slot, pgno)?.0)),
+            None => Ok(None),
+        }
+    }
+}

@@ -1,0 +1,59 @@
+//! `scion-vfs`: a SQLite VFS named `scion` that serves a branch's version straight from the
+//! store. Opening `file:shop@main?vfs=scion` pins the head at each read transaction (no
+//! file is materialized), reads pages through the page map (verified frames), buffers what
+//! a write transaction changes, and commits those pages through the engine's one commit
+//! path when SQLite commits (`SQLITE_FCNTL_COMMIT_PHASETWO`). Journals live in memory; WAL
+//! is refused. One writer per branch: a write transaction holds the branch's lease, so VFS
+//! writers, daemon sessions and checkpoints of file checkouts exclude each other.
+//!
+//! [`register`] installs it in the SQLite linked into this program (rusqlite's bundled
+//! one); the `scion-vfs-ext` crate builds the loadable extension for any other SQLite.
+
+mod api;
+mod file;
+mod memfile;
+mod registry;
+mod target;
+mod vfs;
+
+pub use api::Api;
+pub use registry::{adopt, last_error};
+pub use target::{OpenTarget, TargetError};
+
+/// The name SQLite knows the VFS by (`?vfs=scion`).
+pub const VFS_NAME: &str = "scion";
+
+/// Register the VFS with the SQLite linked into this program. Idempotent.
+pub fn register() -> Result<(), i32> {
+    vfs::register(Api::linked())
+}
+
+/// SQLITE_OK_LOAD_PERMANENTLY (sqlite3.h): keep the library loaded after the connection
+/// that loaded it closes, since the VFS it registered points into it.
+pub const OK_LOAD_PERMANENTLY: i32 = 256;
+
+/// The body of a loadable extension's entry point: register the VFS into the SQLite that
+/// is loading it, and ask to stay loaded.
+///
+/// # Safety
+/// `routines` must be the `sqlite3_api_routines` pointer SQLite passed to the entry point.
+pub unsafe fn extension_entry(routines: *const std::ffi::c_void) -> i32 {
+    // SAFETY: forwarded from the caller's contract.
+    let registered = std::panic::catch_unwind(|| unsafe { register_from_extension(routines) });
+    match registered {
+        Ok(Ok(())) => OK_LOAD_PERMANENTLY,
+        Ok(Err(rc)) => rc,
+        Err(_) => rusqlite::ffi::SQLITE_ERROR,
+    }
+}
+
+/// Register the VFS through a loadable extension's API routines.
+///
+/// # Safety
+/// `routines` must be the `sqlite3_api_routines` pointer SQLite passed to the extension's
+/// entry point.
+pub unsafe fn register_from_extension(routines: *const std::ffi::c_void) -> Result<(), i32> {
+    // SAFETY: forwarded from the caller's contract.
+    let api = unsafe { Api::from_routines(routines) }.ok_or(rusqlite::ffi::SQLITE_ERROR)?;
+    vfs::register(api)
+}

@@ -1,0 +1,60 @@
+//! Stores attached by this process (one `Scion` per store, so every connection shares its
+//! node cache), and the last error of each thread, for front ends to show what SQLite's
+//! generic message ("unable to open database file") cannot say.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use scion_core::attach::{AttachOptions, StoreSpec};
+use scion_core::{CoreError, Scion};
+
+static STORES: Mutex<Option<HashMap<String, Arc<Scion>>>> = Mutex::new(None);
+
+thread_local! {
+    static LAST_ERROR: RefCell<Option<String>> = const { RefCell::new(None) };
+}
+
+/// The explanation of this thread's last VFS failure (what to do about it), if any.
+pub fn last_error() -> Option<String> {
+    LAST_ERROR.with(|e| e.borrow().clone())
+}
+
+pub(crate) fn set_last_error(message: String) {
+    LAST_ERROR.with(|e| *e.borrow_mut() = Some(message));
+}
+
+pub(crate) fn clear_last_error() {
+    LAST_ERROR.with(|e| *e.borrow_mut() = None);
+}
+
+/// Use `scion` for the store at `location` (as `StoreSpec::location` names it) instead of
+/// attaching it again: a front end that already attached the store shares its caches and
+/// its request counts with the VFS.
+pub fn adopt(location: &str, scion: Arc<Scion>) {
+    let mut stores = STORES.lock().unwrap_or_else(|p| p.into_inner());
+    stores
+        .get_or_insert_with(HashMap::new)
+        .insert(location.to_string(), scion);
+}
+
+/// The store `spec` names (`store=` of the URI), else `SCION_STORE`, else the nearest
+/// `.scion` at or above the working directory; attached once per process.
+pub(crate) fn store(spec: Option<&str>) -> Result<Arc<Scion>, CoreError> {
+    let env = std::env::var("SCION_STORE").ok().filter(|s| !s.is_empty());
+    let spec = spec.filter(|s| !s.is_empty()).map(str::to_string).or(env);
+    let cwd = std::env::current_dir().map_err(|source| CoreError::Io {
+        path: ".".into(),
+        source,
+    })?;
+    let found = StoreSpec::find(spec.as_deref(), &cwd, false)?;
+    let key = found.location();
+    let mut stores = STORES.lock().unwrap_or_else(|p| p.into_inner());
+    let stores = stores.get_or_insert_with(HashMap::new);
+    if let Some(s) = stores.get(&key) {
+        return Ok(s.clone());
+    }
+    let scion = Arc::new(Scion::attach(&found, AttachOptions::default())?.scion);
+    stores.insert(key, scion.clone());
+    Ok(scion)
+}
