@@ -335,6 +335,7 @@ impl LiveBranch {
                     };
                     BTreeMap::from([(MARK_KEY.to_string(), mark.to_string())])
                 },
+                scion_core::ops::pages::LeaseAfter::Keep,
             );
             let (r, etag, done) = match committed {
                 Ok(c) => c,

@@ -361,9 +361,15 @@ fn crash_sweep_commit_pages() {
         |s| {
             let changes = changed_pages(s);
             let (r, etag) = s.read_ref(&br("shop"))?;
-            s.commit_pages(&br("shop"), &r, etag, &changes, &mut |_| None, &|_| {
-                BTreeMap::new()
-            })
+            s.commit_pages(
+                &br("shop"),
+                &r,
+                etag,
+                &changes,
+                &mut |_| None,
+                &|_| BTreeMap::new(),
+                scion_core::ops::pages::LeaseAfter::Keep,
+            )
             .map(drop)
         },
         |e, ok| {

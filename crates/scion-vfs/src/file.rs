@@ -294,7 +294,7 @@ impl DbFile {
         let b = &self.target.branch;
         let (r, etag, done) = self
             .scion
-            .commit_pages_with(
+            .commit_pages(
                 b,
                 &w.base,
                 w.etag.clone(),

@@ -99,23 +99,10 @@ impl Scion {
     /// same compare-and-swap (a capture cursor travels with the version it describes). `old_hash` answers the
     /// hash a page had in `base` when the caller knows it; otherwise it is read from the
     /// store. A head that moved, or a lease that changed hands, is a
-    /// [`CoreError::Conflict`]: the caller has been fenced.
-    pub fn commit_pages(
-        &self,
-        b: &BranchRef,
-        base: &Ref,
-        etag: ETag,
-        changes: &PageChanges,
-        old_hash: &mut dyn FnMut(u32) -> Option<u64>,
-        meta: &dyn Fn(&Locator) -> BTreeMap<String, String>,
-    ) -> CoreResult<(Ref, ETag, PagesCommitted)> {
-        self.commit_pages_with(b, base, etag, changes, old_hash, meta, LeaseAfter::Keep)
-    }
-
-    /// [`Scion::commit_pages`], ending the committing holder's lease in the same write
-    /// when `lease` says so (a writer whose transaction ends with the commit).
+    /// [`CoreError::Conflict`]: the caller has been fenced. `lease` says what becomes of the committing holder's lease: kept (a session goes on
+    /// committing), or ended in the same write (a writer whose transaction ends here).
     #[allow(clippy::too_many_arguments)]
-    pub fn commit_pages_with(
+    pub fn commit_pages(
         &self,
         b: &BranchRef,
         base: &Ref,
