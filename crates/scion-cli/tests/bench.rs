@@ -156,6 +156,27 @@ fn branchbench_quick_holds_the_harness_invariants() {
         ] {
             assert!(e2e.get(key).is_some(), "{name}: e2e lacks {key}");
         }
+        // As the harness writes them: steps per worker, "completed" workers, and op
+        // times in Unix seconds.
+        assert_eq!(
+            e2e["total_steps"], w["tuple"]["steps"],
+            "{name}: steps per worker"
+        );
+        for (_, status) in e2e["worker_status"].as_object().unwrap() {
+            assert_eq!(status, "completed", "{name}");
+        }
+        let ops_path = out_dir.join(format!("{}_ops.jsonl", w["run_id"].as_str().unwrap()));
+        let first_op: serde_json::Value = serde_json::from_str(
+            std::fs::read_to_string(&ops_path)
+                .unwrap()
+                .lines()
+                .next()
+                .unwrap(),
+        )
+        .unwrap();
+        let start = first_op["start_time"].as_f64().unwrap();
+        assert!(start > 1.7e9, "{name}: start_time {start} is Unix time");
+        assert!(first_op["end_time"].as_f64().unwrap() >= start);
         let again: serde_json::Value =
             serde_json::from_str(&serde_json::to_string(&e2e).unwrap()).unwrap();
         assert_eq!(again, e2e);

@@ -62,7 +62,7 @@ pub struct OpRecord {
     /// Seconds, around the call only.
     pub latency: f64,
     pub depth: usize,
-    /// Seconds since the workflow started.
+    /// Unix time in seconds, as the harness records it.
     pub start_time: f64,
     pub end_time: f64,
     #[serde(skip_serializing_if = "Option::is_none")]

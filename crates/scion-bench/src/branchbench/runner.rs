@@ -47,6 +47,17 @@ pub enum WorkerStatus {
     Interrupted,
 }
 
+impl WorkerStatus {
+    /// The word the harness's e2e files use.
+    pub fn harness_name(self) -> &'static str {
+        match self {
+            WorkerStatus::Done => "completed",
+            WorkerStatus::Stopped => "stopped",
+            WorkerStatus::Interrupted => "interrupted",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct PassReport {
     pub step: usize,
@@ -98,6 +109,9 @@ struct Ctx {
     cfg: RunConfig,
     scion: Arc<Scion>,
     epoch: Instant,
+    /// `epoch` as Unix time in seconds: op records carry wall-clock times, as the
+    /// harness's do.
+    epoch_unix: f64,
     tree: Mutex<Tree>,
     tree_cv: Condvar,
     shared: Mutex<Shared>,
@@ -162,8 +176,8 @@ impl<'a> StepLog<'a> {
                     op,
                     latency: (end - start).as_secs_f64(),
                     depth: self.depth,
-                    start_time: (start - self.ctx.epoch).as_secs_f64(),
-                    end_time: (end - self.ctx.epoch).as_secs_f64(),
+                    start_time: self.ctx.epoch_unix + (start - self.ctx.epoch).as_secs_f64(),
+                    end_time: self.ctx.epoch_unix + (end - self.ctx.epoch).as_secs_f64(),
                     sql_query: sql.map(str::to_string),
                     cross_branch: self.cross_branch,
                 });
@@ -506,6 +520,10 @@ pub fn run(scion: Arc<Scion>, cfg: RunConfig) -> RunOutcome {
         permits: Semaphore::new(cfg.concurrency.max(1)),
         interrupts: Mutex::new((0..workers).map(|_| None).collect()),
         epoch: Instant::now(),
+        epoch_unix: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs_f64())
+            .unwrap_or(0.0),
         scion,
         cfg,
     });
