@@ -15,6 +15,7 @@ pub mod postgres;
 pub mod refresh;
 pub mod stats;
 pub mod torture;
+pub mod vfs;
 
 /// Anything that stops a benchmark.
 #[derive(Debug, thiserror::Error)]

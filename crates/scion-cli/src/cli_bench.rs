@@ -15,6 +15,17 @@ pub enum BenchCommand {
         after_help = "Examples:\n  scion bench fork --quick\n  scion bench fork --json > fork.json"
     )]
     Fork(BenchRunArgs),
+
+    /// The scion VFS against the same database as a plain file: fork + open + first query
+    /// (beside cp + open), a one-row commit (time and bytes written), point lookups, and
+    /// cold and warm full scans (also on a branch fragmented by many small commits).
+    ///
+    /// Sizes 10 MiB, 100 MiB and 1 GiB; cold scans drop the OS page cache (root only; the
+    /// report says when it could not). Needs about 3 GiB of free disk in --dir.
+    #[command(
+        after_help = "Examples:\n  scion bench vfs --quick\n  scion bench vfs --json > vfs.json"
+    )]
+    Vfs(BenchRunArgs),
     /// Live capture under fire: a real `scion serve` captures a checkout while the stock
     /// `sqlite3` CLI and Python writers commit, and SIGKILL hits writers and the daemon at
     /// random points; after every round the durable version must hold exactly a prefix of

@@ -188,6 +188,20 @@ fn run_command(cli: &Cli, open: &dyn Fn(&Cli, bool) -> Result<Scion>) -> Result<
             let _ = std::fs::remove_dir_all(&dir);
             p.bench_fork(&report.map_err(|e| anyhow::anyhow!("{e}"))?);
         }
+        Command::Bench(BenchCommand::Vfs(run)) => {
+            let dir = bench_dir(&run.dir);
+            let mut opts = if run.quick {
+                scion_bench::vfs::VfsOptions::quick(dir.clone())
+            } else {
+                scion_bench::vfs::VfsOptions::full(dir.clone())
+            };
+            opts.runs = run.runs.unwrap_or(opts.runs).max(1);
+            let mut progress = |m: &str| eprintln!("bench: {m}");
+            let report = scion_bench::vfs::run(&opts, &mut progress);
+            let _ = std::fs::remove_dir_all(&dir);
+            let report = report.map_err(|e| anyhow::anyhow!("{e}"))?;
+            p.rendered(&report, &report.render());
+        }
         Command::Bench(BenchCommand::Capture(args)) => {
             let keep = args.dir.is_some();
             let dir = bench_dir(&args.dir);

@@ -309,3 +309,36 @@ fn bench_live_quick_measures_flush_throughput_and_durable_age() {
     assert!(v["durable_age"]["samples"].as_u64().unwrap() > 0);
     assert!(!dir.exists());
 }
+
+/// `scion bench vfs --quick` measures every row; the commit's cost is counted, not timed:
+/// three writes (lease, segment, ref) of well under 2 KiB for a one-row update.
+#[test]
+fn bench_vfs_quick_counts_a_one_row_commit() {
+    let s = Session::new();
+    let dir = s.path("vfs");
+    let out = s.ok(&[
+        "bench",
+        "vfs",
+        "--quick",
+        "--json",
+        "--dir",
+        dir.to_str().unwrap(),
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let size = &v["sizes"][0];
+    for row in ["fork_open_query", "lookups", "scan_cold", "scan_warm"] {
+        for side in ["vfs", "native"] {
+            assert!(
+                size[row][side]["runs"].as_u64().unwrap() >= 3,
+                "{row} {side}"
+            );
+        }
+    }
+    assert_eq!(size["commit_puts"], 3, "{size}");
+    let written = size["commit_bytes_written"].as_u64().unwrap();
+    assert!(
+        written > 0 && written < 2048,
+        "one-row commit wrote {written} B"
+    );
+    assert!(!dir.exists(), "the bench's files are removed");
+}

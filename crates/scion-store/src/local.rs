@@ -45,7 +45,15 @@ fn make_dirs(dir: &Path) -> io::Result<bool> {
 #[derive(Debug, Clone)]
 pub struct LocalBackend {
     root: PathBuf,
+    /// Open segment files: segments never change once written, so ranged reads (every page
+    /// a VFS connection misses) reuse a descriptor instead of opening the file each time.
+    segments: std::sync::Arc<std::sync::Mutex<OpenSegments>>,
 }
+
+type OpenSegments = std::collections::HashMap<String, std::sync::Arc<File>>;
+
+/// Open segment files kept at most; past it the cache starts over.
+const OPEN_SEGMENTS: usize = 256;
 
 impl LocalBackend {
     /// Open (and create if needed) a store directory.
@@ -53,7 +61,10 @@ impl LocalBackend {
         let root = root.into();
         fs::create_dir_all(root.join(TMP_DIR)).map_err(|e| StoreError::io(".", e))?;
         fs::create_dir_all(root.join(LOCK_DIR)).map_err(|e| StoreError::io(".", e))?;
-        Ok(Self { root })
+        Ok(Self {
+            root,
+            segments: Default::default(),
+        })
     }
 
     pub fn root(&self) -> &Path {
@@ -62,6 +73,50 @@ impl LocalBackend {
 
     fn path(&self, key: &str) -> PathBuf {
         self.root.join(key)
+    }
+
+    /// A ranged read of a segment through a kept descriptor. A file deleted (or replaced)
+    /// since it was opened reads as gone, as a fresh open would.
+    fn segment_range(&self, key: &str, range: Range<u64>) -> StoreResult<Vec<u8>> {
+        use std::os::unix::fs::FileExt;
+        let cached = self
+            .segments
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(key)
+            .cloned();
+        let file = match cached {
+            Some(f) => f,
+            None => {
+                let f = std::sync::Arc::new(
+                    File::open(self.path(key)).map_err(|e| StoreError::io(key, e))?,
+                );
+                let mut open = self.segments.lock().unwrap_or_else(|p| p.into_inner());
+                if open.len() >= OPEN_SEGMENTS {
+                    open.clear();
+                }
+                open.insert(key.to_string(), f.clone());
+                f
+            }
+        };
+        let meta = file.metadata().map_err(|e| StoreError::io(key, e))?;
+        if meta.nlink() == 0 {
+            self.forget_segment(key);
+            let mut f = File::open(self.path(key)).map_err(|e| StoreError::io(key, e))?;
+            return read_file_range(&mut f, key, range);
+        }
+        crate::backend::check_range(key, &range, meta.len())?;
+        let mut buf = vec![0u8; (range.end - range.start) as usize];
+        file.read_exact_at(&mut buf, range.start)
+            .map_err(|e| StoreError::io(key, e))?;
+        Ok(buf)
+    }
+
+    fn forget_segment(&self, key: &str) {
+        self.segments
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(key);
     }
 
     fn lock_path(&self, key: &str) -> PathBuf {
@@ -240,6 +295,9 @@ impl Backend for LocalBackend {
 
     fn get_range(&self, key: &str, range: Range<u64>) -> StoreResult<Vec<u8>> {
         validate_key(key)?;
+        if key.starts_with("segments/") {
+            return self.segment_range(key, range);
+        }
         let mut f = File::open(self.path(key)).map_err(|e| StoreError::io(key, e))?;
         read_file_range(&mut f, key, range)
     }
@@ -295,6 +353,7 @@ impl Backend for LocalBackend {
 
     fn delete(&self, key: &str) -> StoreResult<()> {
         validate_key(key)?;
+        self.forget_segment(key);
         let guard = self.lock(key)?;
         let path = self.path(key);
         match fs::remove_file(&path) {
@@ -308,6 +367,7 @@ impl Backend for LocalBackend {
 
     fn delete_if(&self, key: &str, etag: &ETag) -> StoreResult<()> {
         validate_key(key)?;
+        self.forget_segment(key);
         let guard = self.lock(key)?;
         match self.read_current(key)? {
             Some(cur) if &content_etag(&cur) == etag => {

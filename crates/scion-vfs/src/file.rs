@@ -4,15 +4,17 @@
 //! refuses a head that moved since the pin, the commit signal publishes the buffered pages,
 //! and an unlock without it discards them.
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use rusqlite::ffi;
+use scion_core::format::Locator;
 use scion_core::ops::pages::{LeaseAfter, PageChanges};
 use scion_core::ops::view::VersionView;
-use scion_core::refs::Ref;
+use scion_core::refs::{ref_key, Ref};
 use scion_core::{CheckoutState, CoreError, Scion};
 use scion_store::ETag;
 
@@ -94,6 +96,13 @@ pub(crate) struct DbFile {
     fixed: Option<Arc<VersionView>>,
     /// The version the current read transaction sees.
     pinned: Option<Arc<VersionView>>,
+    /// The last version read, kept between transactions: when the head has not moved, the
+    /// next transaction reuses it (and the page map nodes it reached stay cached).
+    last: Option<Arc<VersionView>>,
+    /// The head last read: the ref's tag, and the version it names.
+    head: RefCell<Option<(ETag, Arc<VersionView>)>>,
+    /// Page 1 of one version, as presented.
+    page1: RefCell<Option<(Locator, u64, Vec<u8>)>>,
     writer: Option<Writer>,
 }
 
@@ -127,6 +136,9 @@ impl DbFile {
             lock: Lock::None,
             fixed,
             pinned: None,
+            last: None,
+            head: RefCell::new(None),
+            page1: RefCell::new(None),
             writer: None,
         })
     }
@@ -147,20 +159,50 @@ impl DbFile {
         if let Some(v) = &self.fixed {
             return Ok(v.clone());
         }
-        let (r, _) = self
+        // One read of the ref per transaction; decoded (and the version's root record
+        // read) only when its bytes changed.
+        let key = ref_key(&self.target.branch);
+        let (bytes, etag) = self
             .scion
-            .read_ref(&self.target.branch)
-            .map_err(VfsError::io)?;
-        if let Some(p) = &self.pinned {
-            if p.root == r.root {
-                return Ok(p.clone());
+            .backend()
+            .get(&key)
+            .map_err(|e| VfsError::io(e.into()))?;
+        if let Some((tag, v)) = &*self.head.borrow() {
+            if *tag == etag {
+                return Ok(v.clone());
             }
         }
-        Ok(Arc::new(
-            self.scion
-                .version_view(r.root, r.version)
-                .map_err(VfsError::io)?,
-        ))
+        let r = Ref::decode(&bytes, &key).map_err(VfsError::io)?;
+        let view = match self.pinned.as_ref().or(self.last.as_ref()) {
+            Some(p) if p.root == r.root && p.version == r.version => p.clone(),
+            _ => Arc::new(
+                self.scion
+                    .version_view(r.root, r.version)
+                    .map_err(VfsError::io)?,
+            ),
+        };
+        *self.head.borrow_mut() = Some((etag, view.clone()));
+        Ok(view)
+    }
+
+    /// Page `pgno` of `view` as SQLite sees it; page 1 (read at every transaction's start
+    /// for its change counter) is kept per version.
+    fn version_page(&self, view: &VersionView, pgno: u32) -> VfsResult<Option<Vec<u8>>> {
+        if pgno == 1 {
+            if let Some((root, version, page)) = &*self.page1.borrow() {
+                if *root == view.root && *version == view.version {
+                    return Ok(Some(page.clone()));
+                }
+            }
+        }
+        let mut page = self.scion.read_page(view, pgno).map_err(VfsError::io)?;
+        if pgno == 1 {
+            if let Some(p) = page.as_mut() {
+                present_page1(p, view.version);
+                *self.page1.borrow_mut() = Some((view.root, view.version, p.clone()));
+            }
+        }
+        Ok(page)
     }
 
     pub(crate) fn lock(&mut self, level: Lock) -> VfsResult<()> {
@@ -229,7 +271,7 @@ impl DbFile {
     }
 
     /// Take the branch's lease as this connection's holder; the head must still be `root`.
-    fn take_lease(&self, root: &scion_core::format::Locator) -> VfsResult<(Ref, ETag)> {
+    fn take_lease(&self, root: &Locator) -> VfsResult<(Ref, ETag)> {
         let b = &self.target.branch;
         let (base, etag) = match self.scion.lease_acquire_as(b, &self.holder, LEASE_TTL) {
             Ok(leased) => leased,
@@ -264,7 +306,9 @@ impl DbFile {
             }
         }
         if level == Lock::None {
-            self.pinned = None;
+            if let Some(p) = self.pinned.take() {
+                self.last = Some(p);
+            }
         }
         self.lock = self.lock.min(level);
         Ok(())
@@ -355,13 +399,8 @@ impl DbFile {
             } else if let Some(page) = self.writer.as_ref().and_then(|w| w.dirty.get(&pgno)) {
                 dest.copy_from_slice(&page[within..within + take]);
             } else {
-                match self.scion.read_page(&view, pgno).map_err(VfsError::io)? {
-                    Some(mut page) => {
-                        if pgno == 1 {
-                            present_page1(&mut page, view.version);
-                        }
-                        dest.copy_from_slice(&page[within..within + take]);
-                    }
+                match self.version_page(&view, pgno)? {
+                    Some(page) => dest.copy_from_slice(&page[within..within + take]),
                     None => dest.fill(0),
                 }
             }

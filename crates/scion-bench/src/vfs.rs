@@ -1,0 +1,324 @@
+//! `scion bench vfs`: what the scion VFS costs against the same database as a plain file.
+//! Per size: fork + open + first query + close through the VFS beside a file copy and the
+//! same open; a one-row commit (time, and bytes and requests counted at the store); point
+//! lookups (each its own autocommit statement) and full scans, cold and warm, through the
+//! VFS and on the file opened natively; and the scan again on a fragmented branch (after
+//! many one-row commits scattered its pages across segments).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rusqlite::{Connection, OpenFlags};
+use scion_core::attach::StoreSpec;
+use scion_core::{BranchRef, ClonePolicy, Scion, ScionOptions};
+use scion_store::{CountingBackend, LocalBackend};
+use serde::Serialize;
+
+use crate::datagen::orders_db;
+use crate::isolation::FIRST_QUERY;
+use crate::machine::{describe, Machine};
+use crate::stats::Summary;
+use crate::{BenchError, BenchResult, Progress};
+
+#[derive(Debug, Clone)]
+pub struct VfsOptions {
+    pub dir: PathBuf,
+    pub sizes_mib: Vec<u64>,
+    pub runs: usize,
+    pub lookups: usize,
+    /// One-row commits made before the fragmented scan.
+    pub scatter_commits: usize,
+}
+
+impl VfsOptions {
+    pub fn full(dir: PathBuf) -> Self {
+        VfsOptions {
+            dir,
+            sizes_mib: vec![10, 100, 1024],
+            runs: 7,
+            lookups: 20_000,
+            scatter_commits: 1000,
+        }
+    }
+    pub fn quick(dir: PathBuf) -> Self {
+        VfsOptions {
+            dir,
+            sizes_mib: vec![2],
+            runs: 3,
+            lookups: 2_000,
+            scatter_commits: 50,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Paired {
+    pub vfs: Summary,
+    pub native: Summary,
+    /// VFS median over native median.
+    pub ratio: f64,
+}
+
+impl Paired {
+    fn of(vfs: &[Duration], native: &[Duration]) -> Paired {
+        let (vfs, native) = (Summary::of(vfs), Summary::of(native));
+        Paired {
+            ratio: vfs.median_ms / native.median_ms,
+            vfs,
+            native,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct VfsAtSize {
+    pub size_mib: u64,
+    pub sqlite_bytes: u64,
+    /// Fork + open + first query + close through the VFS; native = copy the file + the same.
+    pub fork_open_query: Paired,
+    pub commit_one_row: Summary,
+    /// Per commit, counted at the store.
+    pub commit_bytes_written: u64,
+    pub commit_puts: u64,
+    /// `lookups` point lookups, each its own autocommit statement, on one connection.
+    pub lookups: Paired,
+    pub lookup_count: usize,
+    /// Whether the OS page cache could be dropped before the cold scans.
+    pub cold: bool,
+    pub scan_cold: Paired,
+    pub scan_warm: Paired,
+    /// The cold scan through the VFS again after `scatter_commits` one-row commits.
+    pub scan_cold_fragmented: Summary,
+    pub scatter_commits: usize,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct VfsReport {
+    pub machine: Machine,
+    pub runs: usize,
+    pub sizes: Vec<VfsAtSize>,
+}
+
+const SCAN: &str = "SELECT count(*), sum(length(note)), sum(amount) FROM orders";
+
+/// Drop the OS page cache (root only): what makes a scan cold.
+fn drop_page_cache() -> bool {
+    crate::stats::settle_disk();
+    std::fs::write("/proc/sys/vm/drop_caches", "1").is_ok()
+}
+
+fn timed(mut f: impl FnMut() -> BenchResult<()>) -> BenchResult<Duration> {
+    let t = Instant::now();
+    f()?;
+    Ok(t.elapsed())
+}
+
+fn open_vfs(target: &str, store: &Path) -> BenchResult<Connection> {
+    let uri = format!("file:{target}?vfs=scion&store={}", store.display());
+    Ok(Connection::open_with_flags(
+        uri,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_URI,
+    )?)
+}
+
+fn lookups(conn: &Connection, rows: i64, n: usize) -> BenchResult<Duration> {
+    let mut st = conn.prepare(&FIRST_QUERY.replace("$1", "?1"))?;
+    timed(|| {
+        let mut id = 1i64;
+        for _ in 0..n {
+            id = (id * 48271) % rows.max(2) + 1;
+            let _: f64 = st.query_row([id], |r| r.get(0))?;
+        }
+        Ok(())
+    })
+}
+
+fn scan(conn: &Connection) -> BenchResult<Duration> {
+    timed(|| {
+        conn.query_row(SCAN, [], |r| r.get::<_, i64>(0))?;
+        Ok(())
+    })
+}
+
+pub fn run(opts: &VfsOptions, progress: Progress<'_>) -> BenchResult<VfsReport> {
+    scion_vfs::register().map_err(|rc| BenchError::Other(format!("registering the VFS: {rc}")))?;
+    std::fs::create_dir_all(&opts.dir)?;
+    let machine = describe(&opts.dir);
+    let mut sizes = Vec::new();
+    for &mib in &opts.sizes_mib {
+        let dir = opts.dir.join(format!("vfs-{mib}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir)?;
+        progress(&format!("seeding a {mib} MiB database"));
+        let native = dir.join("native.db");
+        let sqlite_bytes = orders_db(&native, mib, 1)?;
+        Connection::open(&native)?.execute_batch("PRAGMA journal_mode=DELETE;")?;
+        let rows: i64 =
+            Connection::open(&native)?.query_row("SELECT max(id) FROM orders", [], |r| r.get(0))?;
+        let store_dir = dir.join("store");
+        let counter = Arc::new(CountingBackend::new(Arc::new(
+            LocalBackend::open(&store_dir).map_err(|e| BenchError::Other(e.to_string()))?,
+        )));
+        let scion = Arc::new(Scion::init(
+            counter.clone(),
+            "bench-vfs",
+            ScionOptions::new(store_dir.join("checkouts"), ClonePolicy::Auto),
+        )?);
+        // Connections the VFS opens use this very attachment: its requests are counted.
+        let location = StoreSpec::parse(&store_dir.display().to_string())?.location();
+        scion_vfs::adopt(&location, scion.clone());
+        scion.create(&"seed".parse()?, Some(&native))?;
+        let main: BranchRef = "seed".parse()?;
+
+        progress(&format!(
+            "{mib} MiB: fork + open + first query, through the VFS and by copy"
+        ));
+        let (mut vfs_open, mut copy_open) = (Vec::new(), Vec::new());
+        for run in 0..=opts.runs {
+            let test: BranchRef = format!("seed@t{run}").parse()?;
+            let t = timed(|| {
+                scion.fork(&main, &test.branch, None)?;
+                let c = open_vfs(&test.to_string(), &store_dir)?;
+                let _: f64 =
+                    c.query_row(&FIRST_QUERY.replace("$1", "?1"), [rows / 2], |r| r.get(0))?;
+                Ok(())
+            })?;
+            let copy = dir.join(format!("copy-{run}.db"));
+            let c = timed(|| {
+                std::fs::copy(&native, &copy)?;
+                let conn = Connection::open(&copy)?;
+                let _: f64 =
+                    conn.query_row(&FIRST_QUERY.replace("$1", "?1"), [rows / 2], |r| r.get(0))?;
+                Ok(())
+            })?;
+            let _ = std::fs::remove_file(&copy);
+            if run > 0 {
+                vfs_open.push(t);
+                copy_open.push(c);
+            }
+        }
+
+        progress(&format!("{mib} MiB: one-row commits"));
+        let writer = open_vfs("seed@t0", &store_dir)?;
+        let mut commits = Vec::new();
+        let before = counter.counts();
+        for run in 0..=opts.runs {
+            let t = timed(|| {
+                writer.execute(
+                    "UPDATE orders SET amount = amount + 1 WHERE id = ?1",
+                    [1 + run as i64 * 7919 % rows],
+                )?;
+                Ok(())
+            })?;
+            if run > 0 {
+                commits.push(t);
+            }
+        }
+        let after = counter.counts();
+        let n = (opts.runs + 1) as u64;
+        let commit_bytes_written = (after.bytes_written - before.bytes_written) / n;
+        let commit_puts = (after.puts - before.puts) / n;
+
+        progress(&format!("{mib} MiB: lookups and scans"));
+        let vfs_conn = open_vfs("seed@main", &store_dir)?;
+        let native_conn = Connection::open(&native)?;
+        let (mut lv, mut ln) = (Vec::new(), Vec::new());
+        let (mut cv, mut cn, mut wv, mut wn) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let mut cold = true;
+        for _ in 0..opts.runs.max(3) {
+            lv.push(lookups(&vfs_conn, rows, opts.lookups)?);
+            ln.push(lookups(&native_conn, rows, opts.lookups)?);
+            // Fresh connections: SQLite's own page cache starts empty too.
+            cold &= drop_page_cache();
+            cv.push(scan(&open_vfs("seed@main", &store_dir)?)?);
+            cold &= drop_page_cache();
+            cn.push(scan(&Connection::open(&native)?)?);
+            wv.push(scan(&vfs_conn)?);
+            wn.push(scan(&native_conn)?);
+        }
+
+        progress(&format!(
+            "{mib} MiB: {} scattered commits, then a cold scan",
+            opts.scatter_commits
+        ));
+        for i in 0..opts.scatter_commits as i64 {
+            writer.execute(
+                "UPDATE orders SET amount = amount + 1 WHERE id = ?1",
+                [1 + (i * 104_729) % rows],
+            )?;
+        }
+        drop(writer);
+        let mut frag = Vec::new();
+        for _ in 0..opts.runs.max(3) {
+            drop_page_cache();
+            frag.push(scan(&open_vfs("seed@t0", &store_dir)?)?);
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+        sizes.push(VfsAtSize {
+            size_mib: mib,
+            sqlite_bytes,
+            fork_open_query: Paired::of(&vfs_open, &copy_open),
+            commit_one_row: Summary::of(&commits),
+            commit_bytes_written,
+            commit_puts,
+            lookups: Paired::of(&lv, &ln),
+            lookup_count: opts.lookups,
+            cold,
+            scan_cold: Paired::of(&cv, &cn),
+            scan_warm: Paired::of(&wv, &wn),
+            scan_cold_fragmented: Summary::of(&frag),
+            scatter_commits: opts.scatter_commits,
+        });
+    }
+    Ok(VfsReport {
+        machine,
+        runs: opts.runs,
+        sizes,
+    })
+}
+
+impl VfsReport {
+    pub fn render(&self) -> String {
+        let mut s = format!(
+            "{}\nmedians of {} runs after a warm-up (ms)\n",
+            self.machine.line(),
+            self.runs
+        );
+        let pair = |name: &str, p: &Paired| {
+            format!(
+                "  {name:<44} {:>10.3} {:>10.3} {:>7.2}x\n",
+                p.vfs.median_ms, p.native.median_ms, p.ratio
+            )
+        };
+        for z in &self.sizes {
+            s += &format!("\n{} MiB ({} B)\n", z.size_mib, z.sqlite_bytes);
+            s += &format!(
+                "  {:<44} {:>10} {:>10} {:>8}\n",
+                "", "VFS", "native", "ratio"
+            );
+            s += &pair(
+                "fork + open + first query (native: cp + open)",
+                &z.fork_open_query,
+            );
+            s += &pair(&format!("{} point lookups", z.lookup_count), &z.lookups);
+            let cold = if z.cold {
+                "cold scan"
+            } else {
+                "scan (page cache NOT dropped)"
+            };
+            s += &pair(cold, &z.scan_cold);
+            s += &pair("warm scan", &z.scan_warm);
+            s += &format!(
+                "  {:<44} {:>10.3}\n",
+                format!("cold scan after {} one-row commits", z.scatter_commits),
+                z.scan_cold_fragmented.median_ms
+            );
+            s += &format!(
+                "  one-row commit: {:.3} ms, {} B written in {} puts\n",
+                z.commit_one_row.median_ms, z.commit_bytes_written, z.commit_puts
+            );
+        }
+        s
+    }
+}
