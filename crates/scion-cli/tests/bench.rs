@@ -209,21 +209,27 @@ fn branchbench_quick_holds_the_harness_invariants() {
     assert!(!s.path("work/data_cleaning").exists(), "stores are removed");
 }
 
-/// `scion bench isolation --quick` measures scion and each baseline; the PostgreSQL rows run
-/// when the test command started a server (SCION_BENCH_PG), and say why when not.
-#[test]
-fn bench_isolation_quick_measures_every_method() {
-    let s = Session::new();
-    let dir = s.path("iso");
+/// `scion bench <bench> --quick --json` in a directory of its own: the report, and the
+/// directory (which the bench must remove).
+fn quick(s: &Session, bench: &str) -> (serde_json::Value, std::path::PathBuf) {
+    let dir = s.path(bench);
     let out = s.ok(&[
         "bench",
-        "isolation",
+        bench,
         "--quick",
         "--json",
         "--dir",
         dir.to_str().unwrap(),
     ]);
-    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    (serde_json::from_str(&out).unwrap(), dir)
+}
+
+/// `scion bench isolation --quick` measures scion and each baseline; the PostgreSQL rows run
+/// when the test command started a server (SCION_BENCH_PG), and say why when not.
+#[test]
+fn bench_isolation_quick_measures_every_method() {
+    let s = Session::new();
+    let (v, dir) = quick(&s, "isolation");
     let size = &v["sizes"][0];
     let methods = size["methods"].as_array().unwrap();
     let names: Vec<&str> = methods
@@ -315,16 +321,7 @@ fn bench_live_quick_measures_flush_throughput_and_durable_age() {
 #[test]
 fn bench_vfs_quick_counts_a_one_row_commit() {
     let s = Session::new();
-    let dir = s.path("vfs");
-    let out = s.ok(&[
-        "bench",
-        "vfs",
-        "--quick",
-        "--json",
-        "--dir",
-        dir.to_str().unwrap(),
-    ]);
-    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let (v, dir) = quick(&s, "vfs");
     let size = &v["sizes"][0];
     for row in ["fork_open_query", "lookups", "scan_cold", "scan_warm"] {
         for side in ["vfs", "native"] {
