@@ -149,4 +149,9 @@ pub struct BranchbenchArgs {
     /// Write <run_id>_e2e_stats.json and <run_id>_ops.jsonl per workflow here.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// How a step reaches its branch: `checkout` (a checkout file; publishing
+    /// checkpoints it) or `vfs` (the branch opened through the scion VFS, nothing
+    /// materialized; a step is one transaction, publishing commits it and names the head).
+    #[arg(long, default_value = "checkout", value_parser = ["checkout", "vfs"])]
+    pub connect: String,
 }

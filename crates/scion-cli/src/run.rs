@@ -437,6 +437,7 @@ fn branchbench_options(
     let e = |m: String| anyhow::anyhow!(m);
     let profile = a.profile.parse().map_err(e)?;
     let mut o = BranchbenchOptions::for_profile(profile, bench_dir(&a.dir));
+    o.vfs = a.connect == "vfs";
     if !a.workflows.is_empty() {
         o.workflows = a
             .workflows

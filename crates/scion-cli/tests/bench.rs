@@ -209,6 +209,45 @@ fn branchbench_quick_holds_the_harness_invariants() {
     assert!(!s.path("work/data_cleaning").exists(), "stores are removed");
 }
 
+/// All five workflows through the scion VFS: every step completes, no statement fails,
+/// every eval returns a row, one publish per step; the report says how it connected.
+#[test]
+fn branchbench_quick_through_the_vfs_completes_every_workflow() {
+    let s = Session::new();
+    let work = s.path("work");
+    let out = s.ok(&[
+        "bench",
+        "branchbench",
+        "--profile",
+        "quick",
+        "--connect",
+        "vfs",
+        "--json",
+        "--dir",
+        work.to_str().unwrap(),
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["header"]["connect"], "vfs");
+    let workflows = v["workflows"].as_array().unwrap();
+    assert_eq!(workflows.len(), 5);
+    for w in workflows {
+        let name = w["workflow"].as_str().unwrap();
+        assert_eq!(w["completed_steps"], w["total_steps"], "{name}");
+        assert!(
+            w["failed_statements"].as_object().unwrap().is_empty(),
+            "{name}: {:?}",
+            w["failure_samples"]
+        );
+        assert_eq!(w["evals_without_row"], 0, "{name}");
+        assert_eq!(
+            w["checkpoints"], w["completed_steps"],
+            "{name}: one publish per step"
+        );
+    }
+    let deviations = v["header"]["deviations"].to_string();
+    assert!(deviations.contains("scion VFS"), "{deviations}");
+}
+
 /// `scion bench <bench> --quick --json` in a directory of its own: the report, and the
 /// directory (which the bench must remove).
 fn quick(s: &Session, bench: &str) -> (serde_json::Value, std::path::PathBuf) {

@@ -3,8 +3,9 @@
 
 use std::path::{Path, PathBuf};
 
-use rusqlite::Connection;
+use rusqlite::{Connection, OpenFlags};
 use scion_core::{BranchRef, Scion, Target};
+use serde::Serialize;
 
 use super::DB;
 
@@ -50,4 +51,72 @@ pub fn connect_read_only(scion: &Scion, name: &str) -> Result<(Connection, PathB
         .map_err(|e| e.to_string())?
         .path;
     Ok((open(&path)?, path))
+}
+
+/// How a step reaches its branch (`--connect`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ConnectMode {
+    /// A checkout file opened by SQLite; publishing checkpoints it.
+    Checkout,
+    /// The branch opened through the scion VFS (the store at this directory): nothing is
+    /// materialized; a step runs in one transaction, and publishing commits it and names
+    /// the head.
+    Vfs { store: PathBuf },
+}
+
+impl ConnectMode {
+    pub fn name(&self) -> &'static str {
+        match self {
+            ConnectMode::Checkout => "checkout",
+            ConnectMode::Vfs { .. } => "vfs",
+        }
+    }
+}
+
+fn open_vfs(store: &Path, name: &str, flags: OpenFlags) -> Result<Connection, String> {
+    let uri = format!("file:{}?vfs=scion&store={}", branch(name), store.display());
+    let c = Connection::open_with_flags(uri, flags | OpenFlags::SQLITE_OPEN_URI)
+        .map_err(|e| format!("{e} ({})", scion_vfs::last_error().unwrap_or_default()))?;
+    c.execute_batch("PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 5000;")
+        .map_err(|e| e.to_string())?;
+    Ok(c)
+}
+
+/// A step's writable connection to its branch, and the working file to drop afterwards
+/// (none through the VFS, where the step's statements run in one transaction).
+pub fn connect_writable(
+    scion: &Scion,
+    mode: &ConnectMode,
+    name: &str,
+) -> Result<(Connection, Option<PathBuf>), String> {
+    match mode {
+        ConnectMode::Checkout => {
+            let path = scion
+                .checkout(&branch(name), false)
+                .map_err(|e| e.to_string())?
+                .path;
+            Ok((open(&path)?, Some(path)))
+        }
+        ConnectMode::Vfs { store } => {
+            let c = open_vfs(store, name, OpenFlags::SQLITE_OPEN_READ_WRITE)?;
+            c.execute_batch("BEGIN").map_err(|e| e.to_string())?;
+            Ok((c, None))
+        }
+    }
+}
+
+/// Read-only access to a branch's published head, and the file to drop afterwards.
+pub fn connect_reader(
+    scion: &Scion,
+    mode: &ConnectMode,
+    name: &str,
+) -> Result<(Connection, Option<PathBuf>), String> {
+    match mode {
+        ConnectMode::Checkout => connect_read_only(scion, name).map(|(c, p)| (c, Some(p))),
+        ConnectMode::Vfs { store } => Ok((
+            open_vfs(store, name, OpenFlags::SQLITE_OPEN_READ_ONLY)?,
+            None,
+        )),
+    }
 }

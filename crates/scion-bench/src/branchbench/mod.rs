@@ -54,6 +54,8 @@ pub struct BranchbenchOptions {
     /// Runs per workflow; the report shows the run with the median wall time.
     pub runs: usize,
     pub out: Option<PathBuf>,
+    /// Connect through the scion VFS instead of checkout files.
+    pub vfs: bool,
 }
 
 impl BranchbenchOptions {
@@ -79,6 +81,7 @@ impl BranchbenchOptions {
             gc_after: true,
             runs: 1,
             out: None,
+            vfs: false,
         }
     }
 
@@ -100,6 +103,9 @@ impl BranchbenchOptions {
     /// Flags that differ from the harness's behaviour, for the header.
     pub fn deviations(&self) -> Vec<String> {
         let mut d = Vec::new();
+        if self.vfs {
+            d.push("connect through the scion VFS: no checkout file; a step is one transaction, published by its commit and a checkpoint naming the head".into());
+        }
         if self.parent_rule != ParentRule::Uniform {
             d.push("parent rule: sticky (offshoot's), root fallback".into());
         }
@@ -254,6 +260,18 @@ fn run_workflow(
         live_cap: opts.live_cap,
         deterministic: opts.deterministic,
         steps_ended: steps_ended.clone(),
+        connect: if opts.vfs {
+            // The VFS's connections share this attachment of the store.
+            let store = dir.join("store");
+            let location =
+                scion_core::attach::StoreSpec::parse(&store.display().to_string())?.location();
+            scion_vfs::adopt(&location, scion.clone());
+            scion_vfs::register()
+                .map_err(|rc| BenchError::Other(format!("registering the VFS: {rc}")))?;
+            conn::ConnectMode::Vfs { store }
+        } else {
+            conn::ConnectMode::Checkout
+        },
     };
     let outcome = std::thread::scope(|scope| {
         let worker = scope.spawn(|| runner::run(scion.clone(), config));

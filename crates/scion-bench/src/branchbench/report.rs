@@ -46,6 +46,8 @@ pub struct Header {
     pub max_runtime_secs: u64,
     pub rng_seed: u64,
     pub data_seed: u64,
+    /// How steps reach their branches: `checkout` or `vfs`.
+    pub connect: &'static str,
     pub deviations: Vec<String>,
 }
 
@@ -65,6 +67,7 @@ impl Header {
             max_runtime_secs: opts.max_runtime.map(|d| d.as_secs()).unwrap_or(0),
             rng_seed: opts.rng_seed,
             data_seed: opts.data_seed,
+            connect: if opts.vfs { "vfs" } else { "checkout" },
             deviations: opts.deviations(),
         }
     }

@@ -9,7 +9,9 @@ use rusqlite::InterruptHandle;
 use scion_core::Scion;
 use serde::Serialize;
 
-use super::conn::{branch, connect_read_only, open, query_rows, remove_checkout};
+use super::conn::{
+    branch, connect_reader, connect_writable, query_rows, remove_checkout, ConnectMode,
+};
 use super::ops::{Failure, Op, OpRecord};
 use super::seed::Shape;
 use super::sql::{compare_sql, step_sql, suffix, SqlVariant};
@@ -35,6 +37,7 @@ pub struct RunConfig {
     pub deterministic: bool,
     /// Counts steps as they end (completed or skipped), for progress reports.
     pub steps_ended: Arc<std::sync::atomic::AtomicUsize>,
+    pub connect: ConnectMode,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -270,12 +273,7 @@ impl Ctx {
             return false;
         }
         let Some((conn, path)) = log.timed(Op::Connect, None, || {
-            let path = self
-                .scion
-                .checkout(&c, false)
-                .map_err(|e| e.to_string())?
-                .path;
-            Ok((open(&path)?, path))
+            connect_writable(&self.scion, &cfg.connect, child)
         }) else {
             return false;
         };
@@ -304,18 +302,25 @@ impl Ctx {
             }
         }
         self.interrupts.lock().unwrap()[log.thread] = None;
-        drop(conn);
         if self.stopped() {
             return false;
         }
         let published = log.timed(Op::Checkpoint, None, || {
+            if path.is_none() {
+                // Through the VFS the step is one transaction: committing it publishes
+                // exactly the pages it changed, and the checkpoint names that head.
+                conn.execute_batch("COMMIT").map_err(|e| e.to_string())?;
+            }
+            drop(conn);
             self.scion
                 .checkpoint(&c, &"step".parse().expect("valid"))
                 .map_err(|e| e.to_string())
         });
         // The branch lives on in the store; its working file is not needed until a
         // later step connects to it again.
-        remove_checkout(&path);
+        if let Some(path) = &path {
+            remove_checkout(path);
+        }
         published.is_some()
     }
 
@@ -359,12 +364,14 @@ impl Ctx {
             let Some(query) = compare_sql(self.cfg.workflow, self.cfg.sql, sfx) else {
                 break;
             };
-            if let Some((conn, path)) =
-                log.timed(Op::Connect, None, || connect_read_only(&self.scion, leaf))
-            {
+            if let Some((conn, path)) = log.timed(Op::Connect, None, || {
+                connect_reader(&self.scion, &self.cfg.connect, leaf)
+            }) {
                 log.timed(Op::Read, Some(&query), || query_rows(&conn, &query));
                 drop(conn);
-                remove_checkout(&path);
+                if let Some(path) = &path {
+                    remove_checkout(path);
+                }
             }
         }
         log.flush();
@@ -402,7 +409,7 @@ impl Ctx {
             s.prunes_in_flight += 1;
         }
         log.timed(Op::Connect, None, || {
-            connect_read_only(&self.scion, "main").map(drop)
+            connect_reader(&self.scion, &self.cfg.connect, "main").map(drop)
         });
         log.timed(Op::Delete, None, || {
             self.scion
