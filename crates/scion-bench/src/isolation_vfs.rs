@@ -30,7 +30,7 @@ pub fn row(dir: &Path, seed: &Path, runs: usize, probe_id: i64) -> BenchResult<M
         let test: BranchRef = format!("seed@test-{run}").parse()?;
         scion.fork(&main, &test.branch, None)?;
         lap(0);
-        let uri = format!("file:{test}?vfs=scion&store={}", store_dir.display());
+        let uri = scion_vfs::uri(&test.to_string(), &store_dir.display().to_string(), false);
         let conn = Connection::open_with_flags(
             uri,
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_URI,

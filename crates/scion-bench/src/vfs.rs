@@ -115,7 +115,7 @@ fn timed(mut f: impl FnMut() -> BenchResult<()>) -> BenchResult<Duration> {
 }
 
 fn open_vfs(target: &str, store: &Path) -> BenchResult<Connection> {
-    let uri = format!("file:{target}?vfs=scion&store={}", store.display());
+    let uri = scion_vfs::uri(target, &store.display().to_string(), false);
     Ok(Connection::open_with_flags(
         uri,
         OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_URI,

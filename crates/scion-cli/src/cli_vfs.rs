@@ -42,19 +42,6 @@ pub struct ShellArgs {
     pub args: Vec<String>,
 }
 
-/// `file:<target>?vfs=scion&store=<store>`, the store's location escaped for a URI.
-pub fn vfs_uri(target: &Target, store: &str, read_only: bool) -> String {
-    let mut escaped = String::new();
-    for c in store.chars() {
-        match c {
-            '%' | '&' | '#' | '=' | '?' | ' ' => escaped += &format!("%{:02X}", c as u32),
-            c => escaped.push(c),
-        }
-    }
-    let mode = if read_only { "&mode=ro" } else { "" };
-    format!("file:{target}?vfs=scion&store={escaped}{mode}")
-}
-
 fn store_location(cli: &Cli) -> Result<String> {
     let cwd = std::env::current_dir().context("reading the current directory")?;
     Ok(StoreSpec::find(cli.store.as_deref(), &cwd, false)?.location())
@@ -95,17 +82,17 @@ fn json_value(v: ValueRef<'_>) -> serde_json::Value {
     }
 }
 
-pub fn sql(cli: &Cli, scion: scion_core::Scion, args: &SqlArgs) -> Result<SqlReport> {
+pub fn sql(scion: scion_core::Scion, args: &SqlArgs) -> Result<SqlReport> {
     let target: Target = args.target.parse()?;
     // The engine says what is wrong with a target (and which exit code that is); SQLite
     // could only say "unable to open database file".
     scion.resolve(&target)?;
     scion_vfs::register()
         .map_err(|rc| anyhow::anyhow!("registering the scion VFS failed ({rc})"))?;
-    let location = store_location(cli)?;
+    let location = scion.location().to_string();
     // The VFS works on this very attachment: `--stats` counts what it reads and writes.
     scion_vfs::adopt(&location, std::sync::Arc::new(scion));
-    let uri = vfs_uri(&target, &location, args.read_only);
+    let uri = scion_vfs::uri(&target.to_string(), &location, args.read_only);
     let flags = if args.read_only {
         OpenFlags::SQLITE_OPEN_READ_ONLY
     } else {
@@ -189,7 +176,7 @@ pub fn shell(cli: &Cli, args: &ShellArgs) -> Result<()> {
     use std::os::unix::process::CommandExt;
     let target: Target = args.target.parse()?;
     let ext = extension(args)?;
-    let uri = vfs_uri(&target, &store_location(cli)?, false);
+    let uri = scion_vfs::uri(&target.to_string(), &store_location(cli)?, false);
     // The extension's entry point is derived from its file name; load it without the
     // suffix as sqlite3 expects.
     let load = ext.with_extension("");

@@ -165,7 +165,7 @@ fn run_command(cli: &Cli, open: &dyn Fn(&Cli, bool) -> Result<Scion>) -> Result<
         Command::Mcp(args) => crate::daemon::mcp(cli, args)?,
         Command::Sql(args) => {
             let s = open(cli, false)?;
-            let report = crate::cli_vfs::sql(cli, s, args)?;
+            let report = crate::cli_vfs::sql(s, args)?;
             p.rendered(&report, &report.render());
         }
         Command::Shell(args) => crate::cli_vfs::shell(cli, args)?,

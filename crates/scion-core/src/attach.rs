@@ -103,6 +103,15 @@ impl StoreSpec {
         }
     }
 
+    /// [`StoreSpec::find`] for front ends without an argument parser that reads the
+    /// environment (the VFS, the Python package): `spec`, else `SCION_STORE`, else the
+    /// nearest `.scion`.
+    pub fn find_with_env(spec: Option<&str>, cwd: &Path, init: bool) -> CoreResult<StoreSpec> {
+        let env = std::env::var("SCION_STORE").ok();
+        let spec = spec.filter(|s| !s.is_empty()).or(env.as_deref());
+        StoreSpec::find(spec, cwd, init)
+    }
+
     /// How the store is named in messages and `status`.
     pub fn location(&self) -> String {
         match self {

@@ -236,16 +236,10 @@ impl DbFile {
                 "scion: a write lock without a read lock",
             )
         })?;
-        let (head, _) = self.scion.read_ref(b).map_err(VfsError::io)?;
-        if head.root != pinned.root {
-            return Err(VfsError::new(
-                ffi::SQLITE_BUSY_SNAPSHOT,
-                format!("scion: {b} moved since this transaction began: retry it"),
-            ));
-        }
         // A checkout file holding changes would be overwritten (or would overwrite these)
-        // when it is checkpointed: one way of writing a branch at a time.
-        match self.scion.checkout_state(b, &head.root) {
+        // when it is checkpointed: one way of writing a branch at a time. (A head that moved
+        // since the pin is refused by `take_lease`, which reads the ref anyway.)
+        match self.scion.checkout_state(b, &pinned.root) {
             Ok(CheckoutState::Dirty | CheckoutState::Unknown) => {
                 return Err(VfsError::new(
                     ffi::SQLITE_BUSY,
@@ -425,11 +419,9 @@ impl DbFile {
                 "scion: a write outside a write transaction",
             )
         })?;
-        if w.page_size == 0 || w.page_count == 0 && offset == 0 {
+        if w.page_count == 0 && offset == 0 {
             // An empty database takes the page size of its first page.
-            if w.page_count == 0 {
-                w.page_size = data.len() as u32;
-            }
+            w.page_size = data.len() as u32;
         }
         let ps = w.page_size as u64;
         if ps == 0 {

@@ -23,6 +23,20 @@ pub use target::{OpenTarget, TargetError};
 /// The name SQLite knows the VFS by (`?vfs=scion`).
 pub const VFS_NAME: &str = "scion";
 
+/// `file:<target>?vfs=scion&store=<store>` (`&mode=ro` when `read_only`): the URI SQLite
+/// opens a target through the VFS by, the store's location escaped for a URI.
+pub fn uri(target: &str, store: &str, read_only: bool) -> String {
+    let mut escaped = String::new();
+    for c in store.chars() {
+        match c {
+            '%' | '&' | '#' | '=' | '?' | ' ' => escaped += &format!("%{:02X}", c as u32),
+            c => escaped.push(c),
+        }
+    }
+    let mode = if read_only { "&mode=ro" } else { "" };
+    format!("file:{target}?vfs=scion&store={escaped}{mode}")
+}
+
 /// Register the VFS with the SQLite linked into this program. Idempotent.
 pub fn register() -> Result<(), i32> {
     vfs::register(Api::linked())

@@ -41,13 +41,11 @@ pub fn adopt(location: &str, scion: Arc<Scion>) {
 /// The store `spec` names (`store=` of the URI), else `SCION_STORE`, else the nearest
 /// `.scion` at or above the working directory; attached once per process.
 pub(crate) fn store(spec: Option<&str>) -> Result<Arc<Scion>, CoreError> {
-    let env = std::env::var("SCION_STORE").ok().filter(|s| !s.is_empty());
-    let spec = spec.filter(|s| !s.is_empty()).map(str::to_string).or(env);
     let cwd = std::env::current_dir().map_err(|source| CoreError::Io {
         path: ".".into(),
         source,
     })?;
-    let found = StoreSpec::find(spec.as_deref(), &cwd, false)?;
+    let found = StoreSpec::find_with_env(spec, &cwd, false)?;
     let key = found.location();
     let mut stores = STORES.lock().unwrap_or_else(|p| p.into_inner());
     let stores = stores.get_or_insert_with(HashMap::new);

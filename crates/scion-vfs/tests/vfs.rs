@@ -51,7 +51,7 @@ impl Env {
     }
 
     fn open(&self, target: &str) -> Connection {
-        let uri = format!("file:{target}?vfs=scion&store={}", self.store().display());
+        let uri = scion_vfs::uri(target, &self.store().display().to_string(), false);
         Connection::open_with_flags(
             uri,
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_URI,
@@ -383,7 +383,7 @@ fn a_checkpoint_opens_read_only_and_unknown_names_fail_to_open() {
         err.to_string().contains("readonly") || err.to_string().contains("read-only"),
         "{err}"
     );
-    let uri = format!("file:ro@nope?vfs=scion&store={}", e.store().display());
+    let uri = scion_vfs::uri("ro@nope", &e.store().display().to_string(), false);
     let err = Connection::open_with_flags(
         uri,
         OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_URI,

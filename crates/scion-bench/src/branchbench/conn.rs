@@ -75,7 +75,11 @@ impl ConnectMode {
 }
 
 fn open_vfs(store: &Path, name: &str, flags: OpenFlags) -> Result<Connection, String> {
-    let uri = format!("file:{}?vfs=scion&store={}", branch(name), store.display());
+    let uri = scion_vfs::uri(
+        &branch(name).to_string(),
+        &store.display().to_string(),
+        false,
+    );
     let c = Connection::open_with_flags(uri, flags | OpenFlags::SQLITE_OPEN_URI)
         .map_err(|e| format!("{e} ({})", scion_vfs::last_error().unwrap_or_default()))?;
     c.execute_batch("PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 5000;")
