@@ -78,6 +78,7 @@ impl Pending {
             page_size: self.page_size,
             page_count: self.page_count,
             pages: std::mem::take(&mut self.pages),
+            spilled: Default::default(),
         }
     }
 

@@ -90,6 +90,9 @@ pub struct BenchRunArgs {
     /// Timed runs per figure (after one warm-up).
     #[arg(long)]
     pub runs: Option<usize>,
+    /// Database sizes in MiB, comma-separated, instead of the bench's own (fork, vfs, live).
+    #[arg(long, value_delimiter = ',', value_name = "MIB")]
+    pub sizes: Vec<u64>,
 }
 
 #[derive(Debug, clap::Args)]

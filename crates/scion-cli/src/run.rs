@@ -182,6 +182,9 @@ fn run_command(cli: &Cli, open: &dyn Fn(&Cli, bool) -> Result<Scion>) -> Result<
             } else {
                 scion_bench::fork::ForkBenchOptions::full(dir.clone())
             };
+            if !run.sizes.is_empty() {
+                opts.sizes_mib = run.sizes.clone();
+            }
             opts.runs = run.runs.unwrap_or(opts.runs).max(1);
             let mut progress = |m: &str| eprintln!("bench: {m}");
             let report = scion_bench::fork::run(&opts, &mut progress);
@@ -195,6 +198,9 @@ fn run_command(cli: &Cli, open: &dyn Fn(&Cli, bool) -> Result<Scion>) -> Result<
             } else {
                 scion_bench::vfs::VfsOptions::full(dir.clone())
             };
+            if !run.sizes.is_empty() {
+                opts.sizes_mib = run.sizes.clone();
+            }
             opts.runs = run.runs.unwrap_or(opts.runs).max(1);
             let mut progress = |m: &str| eprintln!("bench: {m}");
             let report = scion_bench::vfs::run(&opts, &mut progress);
@@ -238,6 +244,9 @@ fn run_command(cli: &Cli, open: &dyn Fn(&Cli, bool) -> Result<Scion>) -> Result<
             } else {
                 scion_bench::live::LiveOptions::full(dir.clone(), exe)
             };
+            if !run.sizes.is_empty() {
+                opts.sizes_mib = run.sizes.clone();
+            }
             opts.runs = run.runs.unwrap_or(opts.runs).max(1);
             let mut progress = |m: &str| eprintln!("bench: {m}");
             let report = scion_bench::live::run(&opts, &mut progress);

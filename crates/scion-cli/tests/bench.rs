@@ -370,10 +370,12 @@ fn bench_vfs_quick_counts_a_one_row_commit() {
             );
         }
     }
-    assert_eq!(size["commit_puts"], 3, "{size}");
+    // A segment and the ref: no lease write, and page 1 is not rewritten for its change
+    // counter alone (one page and its map path).
+    assert_eq!(size["commit_puts"], 2, "{size}");
     let written = size["commit_bytes_written"].as_u64().unwrap();
     assert!(
-        written > 0 && written < 2048,
+        written > 0 && written <= 1536,
         "one-row commit wrote {written} B"
     );
     assert!(!dir.exists(), "the bench's files are removed");

@@ -235,7 +235,7 @@ fn kill_9_during_a_vfs_commit_leaves_the_old_or_the_new_version() {
             assert_eq!(now, expected, "round {round}: a reported commit is lost");
         }
         // It opens cleanly through the VFS, the store verifies, and the next writer is
-        // not kept out by the dead one's lease.
+        // not kept out by the dead one (its writing turn died with it).
         let through_vfs = s.ok(&["sql", "shop", STATE]);
         assert_eq!(through_vfs.lines().nth(1).unwrap(), now, "round {round}");
         let verify = s.run(&["verify"]);

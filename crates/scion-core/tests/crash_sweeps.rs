@@ -353,6 +353,7 @@ fn crash_sweep_commit_pages() {
             page_size,
             page_count: pages.len() as u32,
             pages,
+            spilled: Default::default(),
         }
     };
     sweep(

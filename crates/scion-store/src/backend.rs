@@ -77,6 +77,13 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// a reader found the copy damaged. A store without local copies does nothing; a
     /// wrapper forwards the call.
     fn evict(&self, key: &str) -> StoreResult<()>;
+
+    /// A stamp of `key`'s state that costs no request: equal stamps taken before two reads
+    /// prove nothing wrote `key` in between. `None` (the default) where the store cannot
+    /// tell (a remote store, a write under way): read the object. Wrappers forward it.
+    fn change_stamp(&self, _key: &str) -> Option<u64> {
+        None
+    }
 }
 
 impl<B: Backend + ?Sized> Backend for std::sync::Arc<B> {
@@ -115,6 +122,9 @@ impl<B: Backend + ?Sized> Backend for std::sync::Arc<B> {
     }
     fn evict(&self, key: &str) -> StoreResult<()> {
         (**self).evict(key)
+    }
+    fn change_stamp(&self, key: &str) -> Option<u64> {
+        (**self).change_stamp(key)
     }
 }
 

@@ -151,6 +151,9 @@ impl Backend for SegmentCache {
         self.inner.describe()
     }
 
+    fn change_stamp(&self, key: &str) -> Option<u64> {
+        self.inner.change_stamp(key)
+    }
     fn evict(&self, key: &str) -> StoreResult<()> {
         if let Some(path) = self.cached(key) {
             match fs::remove_file(&path) {

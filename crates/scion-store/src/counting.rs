@@ -114,6 +114,9 @@ impl Backend for CountingBackend {
         bump(&self.deletes, 1);
         self.inner.delete_many(keys)
     }
+    fn change_stamp(&self, key: &str) -> Option<u64> {
+        self.inner.change_stamp(key)
+    }
     fn evict(&self, key: &str) -> StoreResult<()> {
         self.inner.evict(key)
     }

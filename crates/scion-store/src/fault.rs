@@ -22,6 +22,22 @@ pub enum FaultPlan {
     /// instead: what a client sees when a response times out, or when a proxy retries a
     /// write that had landed and relays the store's precondition failure.
     ApplyThenFail(usize, LostAnswer),
+    /// The process is killed (`SIGKILL`, as `kill -9`) just before write number `n`: for
+    /// crash tests that run the writer as a real process.
+    KillBefore(usize),
+    /// The process is killed (`SIGKILL`) right after write number `n` took effect, before
+    /// its caller saw the answer.
+    KillAfter(usize),
+}
+
+/// `kill -9` of this very process: nothing after it runs, no destructor, no buffer flush.
+fn kill_this_process() -> ! {
+    // SAFETY: kill(2) on our own pid; SIGKILL cannot be caught, so it does not return
+    // once delivered.
+    unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
+    loop {
+        std::thread::sleep(std::time::Duration::from_secs(1));
+    }
 }
 
 /// The error a write that did land reports under [`FaultPlan::ApplyThenFail`].
@@ -135,6 +151,11 @@ impl FaultyBackend {
                     },
                 })
             }
+            FaultPlan::KillBefore(k) if k == n => kill_this_process(),
+            FaultPlan::KillAfter(k) if k == n => {
+                let _ = write();
+                kill_this_process()
+            }
             _ => write(),
         }
     }
@@ -172,6 +193,9 @@ impl Backend for FaultyBackend {
     }
     fn delete_many(&self, keys: &[String]) -> StoreResult<()> {
         self.write("(batch delete)", None, || self.inner.delete_many(keys))
+    }
+    fn change_stamp(&self, key: &str) -> Option<u64> {
+        self.inner.change_stamp(key)
     }
     fn evict(&self, key: &str) -> StoreResult<()> {
         self.inner.evict(key)

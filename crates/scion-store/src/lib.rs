@@ -7,6 +7,7 @@
 
 mod backend;
 pub mod cache;
+mod changes;
 pub mod counting;
 mod error;
 pub mod fault;

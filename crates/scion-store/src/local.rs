@@ -19,11 +19,14 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use crate::backend::{content_etag, read_file_range};
+use crate::changes::{ChangeBoard, Writing};
 use crate::key::validate_prefix;
 use crate::{validate_key, Backend, ETag, ObjectMeta, PutMode, StoreError, StoreResult};
 
 const TMP_DIR: &str = ".scion-tmp";
 const LOCK_DIR: &str = ".scion-locks";
+/// The change board (see `changes.rs`): local to this host, never an object.
+const CHANGES_FILE: &str = ".scion-changes";
 /// Attempts at a step whose directory or lock file a concurrent delete may remove under it.
 const VANISHED_RETRIES: usize = 64;
 
@@ -48,6 +51,8 @@ pub struct LocalBackend {
     /// Open segment files: segments never change once written, so ranged reads (every page
     /// a VFS connection misses) reuse a descriptor instead of opening the file each time.
     segments: std::sync::Arc<std::sync::Mutex<OpenSegments>>,
+    /// Writes of refs and checkpoints announced to this host's readers (`change_stamp`).
+    board: Option<std::sync::Arc<ChangeBoard>>,
 }
 
 type OpenSegments = std::collections::HashMap<String, std::sync::Arc<File>>;
@@ -61,14 +66,25 @@ impl LocalBackend {
         let root = root.into();
         fs::create_dir_all(root.join(TMP_DIR)).map_err(|e| StoreError::io(".", e))?;
         fs::create_dir_all(root.join(LOCK_DIR)).map_err(|e| StoreError::io(".", e))?;
+        let board = ChangeBoard::open(&root.join(CHANGES_FILE)).map(Into::into);
         Ok(Self {
             root,
             segments: Default::default(),
+            board,
         })
     }
 
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// Announce a write of `key` on the change board until the guard drops (segments are
+    /// written once and never announced).
+    fn announce(&self, key: &str) -> Option<Writing<'_>> {
+        match &self.board {
+            Some(b) if !key.starts_with("segments/") => Some(b.writing(key)),
+            _ => None,
+        }
     }
 
     fn path(&self, key: &str) -> PathBuf {
@@ -320,6 +336,7 @@ impl Backend for LocalBackend {
 
     fn put(&self, key: &str, data: &[u8], mode: PutMode) -> StoreResult<ETag> {
         validate_key(key)?;
+        let _announced = self.announce(key);
         match mode {
             PutMode::Create => self.publish_create(key, data),
             PutMode::Overwrite => {
@@ -353,6 +370,7 @@ impl Backend for LocalBackend {
 
     fn delete(&self, key: &str) -> StoreResult<()> {
         validate_key(key)?;
+        let _announced = self.announce(key);
         self.forget_segment(key);
         let guard = self.lock(key)?;
         let path = self.path(key);
@@ -367,6 +385,7 @@ impl Backend for LocalBackend {
 
     fn delete_if(&self, key: &str, etag: &ETag) -> StoreResult<()> {
         validate_key(key)?;
+        let _announced = self.announce(key);
         self.forget_segment(key);
         let guard = self.lock(key)?;
         match self.read_current(key)? {
@@ -390,6 +409,10 @@ impl Backend for LocalBackend {
     fn evict(&self, _key: &str) -> StoreResult<()> {
         // Every read goes to the store itself: there is no local copy to drop.
         Ok(())
+    }
+
+    fn change_stamp(&self, key: &str) -> Option<u64> {
+        self.board.as_ref()?.stamp(key)
     }
 
     fn describe(&self) -> String {

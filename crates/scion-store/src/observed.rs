@@ -127,6 +127,9 @@ impl Backend for ObservedBackend {
     fn now(&self) -> StoreResult<SystemTime> {
         self.inner.now()
     }
+    fn change_stamp(&self, key: &str) -> Option<u64> {
+        self.inner.change_stamp(key)
+    }
     fn evict(&self, key: &str) -> StoreResult<()> {
         self.inner.evict(key)
     }

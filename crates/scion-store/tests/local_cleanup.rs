@@ -1,5 +1,6 @@
 //! The local store leaves nothing behind for deleted keys (no lock files, no empty
-//! directories), even while other threads create and delete keys in the same directories.
+//! directories), even while other threads create and delete keys in the same directories;
+//! its private files are the temp and lock directories and the change board.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -41,6 +42,7 @@ fn deleting_keys_leaves_no_lock_files_or_empty_directories() {
     assert_eq!(
         files_and_dirs(dir.path()),
         vec![
+            ".scion-changes",
             ".scion-locks",
             ".scion-tmp",
             "refs",
@@ -82,6 +84,6 @@ fn writers_survive_deletes_removing_their_directories() {
     }
     assert_eq!(
         files_and_dirs(dir.path()),
-        vec![".scion-locks", ".scion-tmp"]
+        vec![".scion-changes", ".scion-locks", ".scion-tmp"]
     );
 }

@@ -1,23 +1,26 @@
 //! One open database through the VFS: the version pinned by the current read transaction,
 //! and the pages the current write transaction changed. SQLite's locks map onto scion's
-//! model: SHARED pins the head (MVCC, no file lock), RESERVED takes the branch's lease and
-//! refuses a head that moved since the pin, the commit signal publishes the buffered pages,
-//! and an unlock without it discards them.
+//! model: SHARED pins the head (MVCC, no file lock), RESERVED takes the branch's writing
+//! turn on this host and refuses a head that moved since the pin or that someone holds a
+//! lease on, the commit signal publishes the buffered pages by compare-and-swap, and an
+//! unlock without it discards them.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use rusqlite::ffi;
+use scion_core::checkout::{TurnAnswer, WriteTurn};
 use scion_core::format::Locator;
-use scion_core::ops::pages::{LeaseAfter, PageChanges};
+use scion_core::ops::pages::LeaseAfter;
 use scion_core::ops::view::VersionView;
 use scion_core::refs::{ref_key, Ref};
 use scion_core::{CheckoutState, CoreError, Scion};
 use scion_store::ETag;
 
+use crate::ahead::{Ahead, Readahead};
+use crate::dirty::DirtyPages;
 use crate::target::OpenTarget;
 
 /// A failure as SQLite sees it: a result code, and what to tell the user.
@@ -69,21 +72,27 @@ impl Lock {
     }
 }
 
-/// How long a write transaction's lease lasts if its process dies holding it.
-const LEASE_TTL: Duration = Duration::from_secs(30);
-
 static CONNECTIONS: AtomicU64 = AtomicU64::new(1);
 
 /// A write transaction: the head it started from and what it changed.
 struct Writer {
     base: Ref,
     etag: ETag,
-    /// The commit ends the lease in its own write; a further transaction under the same
-    /// lock (exclusive locking mode) takes it again at its first write.
-    leased: bool,
+    /// This host's writers of the branch take turns; `None` where no lock can be made
+    /// (the commit's compare-and-swap still keeps writers from overwriting each other).
+    /// Under exclusive locking mode the turn lasts from one transaction to the next.
+    _turn: Option<WriteTurn>,
     page_size: u32,
     page_count: u32,
-    dirty: BTreeMap<u32, Vec<u8>>,
+    dirty: DirtyPages,
+}
+
+/// A branch head as last read: the store's change stamp taken before the read, the ref's
+/// tag, and the version it names.
+struct CachedHead {
+    stamp: Option<u64>,
+    etag: ETag,
+    view: Arc<VersionView>,
 }
 
 pub(crate) struct DbFile {
@@ -99,11 +108,19 @@ pub(crate) struct DbFile {
     /// The last version read, kept between transactions: when the head has not moved, the
     /// next transaction reuses it (and the page map nodes it reached stay cached).
     last: Option<Arc<VersionView>>,
-    /// The head last read: the ref's tag, and the version it names.
-    head: RefCell<Option<(ETag, Arc<VersionView>)>>,
+    /// The head last read.
+    head: RefCell<Option<CachedHead>>,
+    /// Pages fetched ahead of a sequential scan.
+    ahead: RefCell<Readahead>,
     /// Page 1 of one version, as presented.
     page1: RefCell<Option<(Locator, u64, Vec<u8>)>>,
+    /// Added to the change counter page 1 presents: bumped when a commit failed after
+    /// SQLite had finished its side, so that SQLite drops the pages it cached for it even
+    /// when the version that won has the number the failed one would have had.
+    generation: u32,
     writer: Option<Writer>,
+    /// Dirty bytes a write transaction keeps in memory before setting pages aside.
+    spill_after: u64,
 }
 
 impl DbFile {
@@ -111,9 +128,10 @@ impl DbFile {
         scion: Arc<Scion>,
         target: OpenTarget,
         read_only: bool,
+        spill_after: u64,
     ) -> VfsResult<DbFile> {
-        let fixed = match &target.checkpoint {
-            Some(_) => {
+        let fixed = match (&target.checkpoint, target.version) {
+            (Some(_), _) => {
                 let v = scion.resolve(&target.target()).map_err(open_error)?;
                 Some(Arc::new(
                     scion
@@ -121,7 +139,11 @@ impl DbFile {
                         .map_err(VfsError::io)?,
                 ))
             }
-            None => {
+            (None, Some(n)) => {
+                let root = version_root(&scion, &target.branch, n)?;
+                Some(Arc::new(scion.version_view(root, n).map_err(VfsError::io)?))
+            }
+            (None, None) => {
                 scion.read_ref(&target.branch).map_err(open_error)?;
                 None
             }
@@ -138,8 +160,11 @@ impl DbFile {
             pinned: None,
             last: None,
             head: RefCell::new(None),
+            ahead: RefCell::default(),
             page1: RefCell::new(None),
+            generation: 0,
             writer: None,
+            spill_after,
         })
     }
 
@@ -159,17 +184,23 @@ impl DbFile {
         if let Some(v) = &self.fixed {
             return Ok(v.clone());
         }
-        // One read of the ref per transaction; decoded (and the version's root record
-        // read) only when its bytes changed.
+        // Where the store keeps a change board (a local store), a head nobody wrote since
+        // it was last read costs no system call; otherwise one read of the ref per
+        // transaction, decoded (and the version's root record read) only when its bytes
+        // changed. The stamp is taken before the read it vouches for.
         let key = ref_key(&self.target.branch);
-        let (bytes, etag) = self
-            .scion
-            .backend()
-            .get(&key)
-            .map_err(|e| VfsError::io(e.into()))?;
-        if let Some((tag, v)) = &*self.head.borrow() {
-            if *tag == etag {
-                return Ok(v.clone());
+        let backend = self.scion.backend();
+        let stamp = backend.change_stamp(&key);
+        if let Some(cached) = &*self.head.borrow() {
+            if stamp.is_some() && cached.stamp == stamp {
+                return Ok(cached.view.clone());
+            }
+        }
+        let (bytes, etag) = backend.get(&key).map_err(|e| VfsError::io(e.into()))?;
+        if let Some(cached) = self.head.borrow_mut().as_mut() {
+            if cached.etag == etag {
+                cached.stamp = stamp;
+                return Ok(cached.view.clone());
             }
         }
         let r = Ref::decode(&bytes, &key).map_err(VfsError::io)?;
@@ -181,7 +212,11 @@ impl DbFile {
                     .map_err(VfsError::io)?,
             ),
         };
-        *self.head.borrow_mut() = Some((etag, view.clone()));
+        *self.head.borrow_mut() = Some(CachedHead {
+            stamp,
+            etag,
+            view: view.clone(),
+        });
         Ok(view)
     }
 
@@ -195,10 +230,24 @@ impl DbFile {
                 }
             }
         }
-        let mut page = self.scion.read_page(view, pgno).map_err(VfsError::io)?;
+        let plan = self.ahead.borrow_mut().plan(view.version, pgno);
+        let mut page = match plan {
+            Ahead::Buffered(page) => page,
+            Ahead::Single => self.scion.read_page(view, pgno).map_err(VfsError::io)?,
+            Ahead::Fetch(range) => {
+                let mut pages = self
+                    .scion
+                    .read_pages(view, range)
+                    .map_err(VfsError::io)?
+                    .into_iter();
+                let first = pages.next().and_then(|(_, p)| p);
+                self.ahead.borrow_mut().keep(pages);
+                first
+            }
+        };
         if pgno == 1 {
             if let Some(p) = page.as_mut() {
-                present_page1(p, view.version);
+                present_page1(p, view.version, self.generation);
                 *self.page1.borrow_mut() = Some((view.root, view.version, p.clone()));
             }
         }
@@ -236,9 +285,36 @@ impl DbFile {
                 "scion: a write lock without a read lock",
             )
         })?;
+        let turn = match self.scion.try_write_turn(b).map_err(VfsError::io)? {
+            TurnAnswer::Mine(turn) => Some(turn),
+            TurnAnswer::Unavailable => None,
+            TurnAnswer::Taken => {
+                return Err(VfsError::new(
+                    ffi::SQLITE_BUSY,
+                    format!("scion: another connection on this host is writing {b}: retry when its transaction ends"),
+                ))
+            }
+        };
+        // Read after the turn was taken: a writer that just finished is seen.
+        let (base, etag) = self.scion.read_ref(b).map_err(VfsError::io)?;
+        if base.root != pinned.root {
+            return Err(VfsError::new(
+                ffi::SQLITE_BUSY_SNAPSHOT,
+                format!("scion: {b} moved since this transaction began: retry it"),
+            ));
+        }
+        match self.scion.check_lease_free_for(b, &base, &self.holder) {
+            Ok(()) => {}
+            Err(CoreError::LeaseHeld { holder, .. }) => {
+                return Err(VfsError::new(
+                    ffi::SQLITE_BUSY,
+                    format!("scion: {b} is leased by {holder} (a session or an operation): retry when it is done"),
+                ))
+            }
+            Err(e) => return Err(VfsError::io(e)),
+        }
         // A checkout file holding changes would be overwritten (or would overwrite these)
-        // when it is checkpointed: one way of writing a branch at a time. (A head that moved
-        // since the pin is refused by `take_lease`, which reads the ref anyway.)
+        // when it is checkpointed: one way of writing a branch at a time.
         match self.scion.checkout_state(b, &pinned.root) {
             Ok(CheckoutState::Dirty | CheckoutState::Unknown) => {
                 return Err(VfsError::new(
@@ -252,52 +328,22 @@ impl DbFile {
             Ok(_) => {}
             Err(e) => return Err(VfsError::io(e)),
         }
-        let (base, etag) = self.take_lease(&pinned.root)?;
         self.writer = Some(Writer {
             base,
             etag,
-            leased: true,
+            _turn: turn,
             page_size: pinned.page_size,
             page_count: pinned.page_count,
-            dirty: BTreeMap::new(),
+            dirty: DirtyPages::new(self.spill_after),
         });
         Ok(())
     }
 
-    /// Take the branch's lease as this connection's holder; the head must still be `root`.
-    fn take_lease(&self, root: &Locator) -> VfsResult<(Ref, ETag)> {
-        let b = &self.target.branch;
-        let (base, etag) = match self.scion.lease_acquire_as(b, &self.holder, LEASE_TTL) {
-            Ok(leased) => leased,
-            Err(CoreError::LeaseHeld { holder, .. }) => {
-                return Err(VfsError::new(
-                    ffi::SQLITE_BUSY,
-                    format!("scion: {b} is being written by {holder}: retry when it is done"),
-                ))
-            }
-            Err(e) => return Err(VfsError::io(e)),
-        };
-        if &base.root != root {
-            let _ = self.scion.lease_release_as(b, &self.holder);
-            return Err(VfsError::new(
-                ffi::SQLITE_BUSY_SNAPSHOT,
-                format!("scion: {b} moved since this transaction began: retry it"),
-            ));
-        }
-        Ok((base, etag))
-    }
-
     pub(crate) fn unlock(&mut self, level: Lock) -> VfsResult<()> {
         if level < Lock::Reserved {
-            if let Some(w) = self.writer.take() {
-                // Without a commit signal the transaction rolled back: what it wrote is
-                // dropped. A lease still held (no commit ended it) is given back.
-                if w.leased {
-                    let _ = self
-                        .scion
-                        .lease_release_as(&self.target.branch, &self.holder);
-                }
-            }
+            // Without a commit signal the transaction rolled back: what it wrote is
+            // dropped, and the writing turn with it.
+            self.writer = None;
         }
         if level == Lock::None {
             if let Some(p) = self.pinned.take() {
@@ -320,41 +366,54 @@ impl DbFile {
         if w.dirty.is_empty() && unchanged_size {
             return Ok(());
         }
-        let mut pages = std::mem::take(&mut w.dirty);
-        if let Some(p1) = pages.get_mut(&1) {
-            normalize_page1(p1);
-        }
-        let changes = PageChanges {
-            page_size: w.page_size,
-            page_count: w.page_count,
-            pages,
-        };
+        let scion = &self.scion;
+        let changes = w
+            .dirty
+            .take(w.page_size, w.page_count, |p1| {
+                normalize_page1(p1);
+                // SQLite bumps the change counter at every commit; the store keeps the
+                // base's (the VFS presents the version number instead), so a commit that
+                // changed no other byte of page 1 does not rewrite it.
+                if let Some(base) = pinned.as_ref().filter(|p| p.page_count > 0) {
+                    if let Some(stored) = scion.read_page(base, 1)? {
+                        keep_change_counter(p1, &stored);
+                    }
+                }
+                Ok(())
+            })
+            .map_err(VfsError::io)?;
         let b = &self.target.branch;
-        let (r, etag, done) = self
-            .scion
-            .commit_pages(
-                b,
-                &w.base,
-                w.etag.clone(),
-                &changes,
-                &mut |_| None,
-                &|_| BTreeMap::new(),
-                LeaseAfter::Release,
-            )
-            .map_err(|e| match e {
-                CoreError::Conflict { .. } => VfsError::new(
-                    ffi::SQLITE_BUSY_SNAPSHOT,
-                    format!("scion: {b} moved under this transaction: it was not committed"),
-                ),
-                e => VfsError::io(e),
-            })?;
+        let committed = self.scion.commit_pages(
+            b,
+            &w.base,
+            w.etag.clone(),
+            &changes,
+            &mut |_| None,
+            &|_| BTreeMap::new(),
+            LeaseAfter::Keep,
+        );
+        let (r, etag, done) = match committed {
+            Ok(done) => done,
+            Err(e) => {
+                // SQLite already counts these pages as written: a new generation makes it
+                // drop them at its next transaction.
+                self.generation = self.generation.wrapping_add(1);
+                *self.page1.borrow_mut() = None;
+                return Err(match e {
+                    CoreError::Conflict { .. } => VfsError::new(
+                        ffi::SQLITE_BUSY_SNAPSHOT,
+                        format!("scion: {b} moved under this transaction (another writer or a lease came first): it was not committed"),
+                    ),
+                    e => VfsError::io(e),
+                });
+            }
+        };
         let view = self
             .scion
             .version_view(done.root, done.version)
             .map_err(VfsError::io)?;
         w.base = r;
         w.etag = etag;
-        w.leased = false;
         self.pinned = Some(Arc::new(view));
         Ok(())
     }
@@ -390,7 +449,10 @@ impl DbFile {
             if pgno > page_count {
                 dest.fill(0);
                 complete = false;
-            } else if let Some(page) = self.writer.as_ref().and_then(|w| w.dirty.get(&pgno)) {
+            } else if let Some(page) = match &self.writer {
+                Some(w) => w.dirty.get(pgno).map_err(VfsError::io)?,
+                None => None,
+            } {
                 dest.copy_from_slice(&page[within..within + take]);
             } else {
                 match self.version_page(&view, pgno)? {
@@ -404,14 +466,6 @@ impl DbFile {
     }
 
     pub(crate) fn write(&mut self, offset: u64, data: &[u8]) -> VfsResult<()> {
-        if let Some(w) = &self.writer {
-            if !w.leased {
-                let root = w.base.root;
-                let (base, etag) = self.take_lease(&root)?;
-                let w = self.writer.as_mut().expect("checked above");
-                (w.base, w.etag, w.leased) = (base, etag, true);
-            }
-        }
         let view = self.view()?;
         let w = self.writer.as_mut().ok_or_else(|| {
             VfsError::new(
@@ -436,24 +490,25 @@ impl DbFile {
             let pgno = (at / ps) as u32 + 1;
             let within = (at % ps) as usize;
             let take = (ps as usize - within).min(data.len() - done);
-            let page = match w.dirty.entry(pgno) {
-                std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
-                std::collections::btree_map::Entry::Vacant(v) => {
+            let scion = &self.scion;
+            let page = w
+                .dirty
+                .page_mut(pgno, || {
                     // A partial write of a page this transaction has not written yet keeps
                     // the rest of the page as the version has it.
                     let base = if take == ps as usize || pgno > view.page_count {
                         None
                     } else {
-                        self.scion.read_page(&view, pgno).map_err(VfsError::io)?
+                        scion.read_page(&view, pgno)?
                     };
-                    v.insert(base.unwrap_or_else(|| vec![0u8; ps as usize]))
-                }
-            };
+                    Ok(base.unwrap_or_else(|| vec![0u8; ps as usize]))
+                })
+                .map_err(VfsError::io)?;
             page[within..within + take].copy_from_slice(&data[done..done + take]);
             w.page_count = w.page_count.max(pgno);
             done += take;
         }
-        Ok(())
+        w.dirty.bound().map_err(VfsError::io)
     }
 
     pub(crate) fn truncate(&mut self, size: u64) -> VfsResult<()> {
@@ -467,7 +522,7 @@ impl DbFile {
             return Ok(());
         }
         let pages = size.div_ceil(w.page_size as u64) as u32;
-        w.dirty.retain(|&p, _| p <= pages);
+        w.dirty.truncate(pages);
         w.page_count = pages;
         Ok(())
     }
@@ -482,12 +537,33 @@ impl DbFile {
     }
 
     pub(crate) fn close(&mut self) {
-        if self.writer.take().is_some_and(|w| w.leased) {
-            let _ = self
-                .scion
-                .lease_release_as(&self.target.branch, &self.holder);
-        }
+        self.writer = None;
     }
+}
+
+/// The root of version `n` of `b`: its head or a checkpoint holds it (versions nothing
+/// names are not kept).
+fn version_root(scion: &Scion, b: &scion_core::BranchRef, n: u64) -> VfsResult<Locator> {
+    let (head, _) = scion.read_ref(b).map_err(open_error)?;
+    if head.version == n {
+        return Ok(head.root);
+    }
+    let checkpoints = scion.list_checkpoints(b).map_err(open_error)?;
+    if let Some((_, c)) = checkpoints.iter().find(|(_, c)| c.version == n) {
+        return Ok(c.root);
+    }
+    let mut kept: Vec<String> = checkpoints
+        .iter()
+        .map(|(name, c)| format!("{} (checkpoint {name})", c.version))
+        .collect();
+    kept.insert(0, format!("{} (the head)", head.version));
+    Err(VfsError::new(
+        ffi::SQLITE_CANTOPEN,
+        format!(
+            "scion: version {n} of {b} is not kept (only the head and checkpoints are): it has {}; name a version with `scion checkpoint` to open it later",
+            kept.join(", ")
+        ),
+    ))
 }
 
 fn open_error(e: CoreError) -> VfsError {
@@ -502,13 +578,22 @@ fn normalize_page1(page: &mut [u8]) {
     }
 }
 
+/// Page 1 with the change counter and version-valid-for of `stored` (equal to each other
+/// there, so the header's page count stays trusted).
+fn keep_change_counter(page: &mut [u8], stored: &[u8]) {
+    if page.len() >= 96 && stored.len() >= 96 {
+        page[24..28].copy_from_slice(&stored[24..28]);
+        page[92..96].copy_from_slice(&stored[92..96]);
+    }
+}
+
 /// Page 1 as SQLite sees it: its change counter (and version-valid-for) is the version's
 /// number, so a connection's page cache is dropped exactly when the version it reads moved
 /// (a rollback included: versions never repeat).
-fn present_page1(page: &mut [u8], version: u64) {
+fn present_page1(page: &mut [u8], version: u64, generation: u32) {
     normalize_page1(page);
     if page.len() >= 96 {
-        let counter = (version as u32).to_be_bytes();
+        let counter = (version as u32).wrapping_add(generation).to_be_bytes();
         page[24..28].copy_from_slice(&counter);
         page[92..96].copy_from_slice(&counter);
     }

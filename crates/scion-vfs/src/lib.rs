@@ -3,13 +3,18 @@
 //! file is materialized), reads pages through the page map (verified frames), buffers what
 //! a write transaction changes, and commits those pages through the engine's one commit
 //! path when SQLite commits (`SQLITE_FCNTL_COMMIT_PHASETWO`). Journals live in memory; WAL
-//! is refused. One writer per branch: a write transaction holds the branch's lease, so VFS
-//! writers, daemon sessions and checkpoints of file checkouts exclude each other.
+//! is refused. One writer per branch: a write transaction takes the branch's writing turn on
+//! this host (a lock the kernel drops with its process), is refused while anyone holds the
+//! branch's lease (a daemon session, an at-rest operation), and publishes by
+//! compare-and-swap, so a writer elsewhere that came first makes it `SQLITE_BUSY_SNAPSHOT`
+//! and nothing is overwritten.
 //!
 //! [`register`] installs it in the SQLite linked into this program (rusqlite's bundled
 //! one); the `scion-vfs-ext` crate builds the loadable extension for any other SQLite.
 
+mod ahead;
 mod api;
+mod dirty;
 mod file;
 mod memfile;
 mod registry;

@@ -1,5 +1,7 @@
 //! What a database name given to the VFS means: `shop` or `shop@main` (a branch, writable),
-//! `shop@main@v1` (a checkpoint, read-only); `?mode=ro` opens a branch read-only.
+//! `shop@main@v1` (a checkpoint, read-only); `?mode=ro` opens a branch read-only, and
+//! `?version=N` opens version N of a branch (read-only) while the head or a checkpoint
+//! holds it.
 
 use scion_core::{BranchRef, CheckpointName, Target};
 
@@ -9,12 +11,18 @@ pub struct OpenTarget {
     pub branch: BranchRef,
     /// A checkpoint (read-only), or the head.
     pub checkpoint: Option<CheckpointName>,
+    /// A version number (read-only), from `?version=N`.
+    pub version: Option<u64>,
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum TargetError {
     #[error("{name:?} is not a scion database name: use db, db@branch or db@branch@checkpoint ({reason})")]
     Invalid { name: String, reason: String },
+    #[error("version={0:?} is not a version number: use ?version=N with N as `scion log` or `scion checkpoints` shows it")]
+    BadVersion(String),
+    #[error("{0} names a checkpoint and a version: use one of them")]
+    CheckpointAndVersion(String),
 }
 
 impl OpenTarget {
@@ -31,11 +39,25 @@ impl OpenTarget {
         Ok(OpenTarget {
             branch: t.branch,
             checkpoint: t.checkpoint,
+            version: None,
         })
     }
 
+    /// Fix the target at version `text` (the `version` URI parameter).
+    pub fn at_version(mut self, text: &str) -> Result<OpenTarget, TargetError> {
+        let n = text
+            .trim()
+            .parse::<u64>()
+            .map_err(|_| TargetError::BadVersion(text.to_string()))?;
+        if self.checkpoint.is_some() {
+            return Err(TargetError::CheckpointAndVersion(self.target().to_string()));
+        }
+        self.version = Some(n);
+        Ok(self)
+    }
+
     pub fn read_only(&self) -> bool {
-        self.checkpoint.is_some()
+        self.checkpoint.is_some() || self.version.is_some()
     }
 
     pub fn target(&self) -> Target {
@@ -63,6 +85,13 @@ mod tests {
         assert!(c.read_only());
         assert_eq!(c.target().to_string(), "shop@try@v1");
         assert!(OpenTarget::parse("Bad Name").is_err());
+        let v = OpenTarget::parse("shop@main")
+            .unwrap()
+            .at_version("3")
+            .unwrap();
+        assert_eq!((v.version, v.read_only()), (Some(3), true));
+        assert!(OpenTarget::parse("shop").unwrap().at_version("x").is_err());
+        assert!(c.clone().at_version("3").is_err());
         assert!(OpenTarget::parse("").is_err());
     }
 }

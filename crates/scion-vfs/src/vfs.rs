@@ -186,8 +186,12 @@ fn open_db(name: ffi::sqlite3_filename, flags: c_int) -> Result<DbFile, VfsError
     let path = unsafe { CStr::from_ptr(name) }
         .to_string_lossy()
         .into_owned();
-    let target = OpenTarget::parse(&path)
-        .map_err(|e| VfsError::new(ffi::SQLITE_CANTOPEN, format!("scion: {e}")))?;
+    let bad = |e: crate::TargetError| VfsError::new(ffi::SQLITE_CANTOPEN, format!("scion: {e}"));
+    let mut target = OpenTarget::parse(&path).map_err(bad)?;
+    // SAFETY: `name` is the filename SQLite passed to xOpen.
+    if let Some(v) = unsafe { api.uri_parameter(name, "version") } {
+        target = target.at_version(&v).map_err(bad)?;
+    }
     // SAFETY: `name` is the filename SQLite passed to xOpen.
     let store = unsafe { api.uri_parameter(name, "store") };
     let scion = registry::store(store.as_deref()).map_err(|e| {
@@ -197,7 +201,17 @@ fn open_db(name: ffi::sqlite3_filename, flags: c_int) -> Result<DbFile, VfsError
         )
     })?;
     let read_only = flags & ffi::SQLITE_OPEN_READONLY != 0;
-    DbFile::open(scion, target, read_only)
+    // SAFETY: `name` is the filename SQLite passed to xOpen.
+    let spill_after = match unsafe { api.uri_parameter(name, "spill_kib") } {
+        None => crate::dirty::DEFAULT_SPILL_AFTER,
+        Some(text) => text.trim().parse::<u64>().map(|k| k * 1024).map_err(|_| {
+            VfsError::new(
+                ffi::SQLITE_CANTOPEN,
+                format!("scion: spill_kib={text:?} is not a number of KiB"),
+            )
+        })?,
+    };
+    DbFile::open(scion, target, read_only, spill_after)
 }
 
 unsafe extern "C" fn x_delete(

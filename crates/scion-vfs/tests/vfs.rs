@@ -51,7 +51,12 @@ impl Env {
     }
 
     fn open(&self, target: &str) -> Connection {
-        let uri = scion_vfs::uri(target, &self.store().display().to_string(), false);
+        self.open_with(target, "")
+    }
+
+    /// `target` with more URI parameters (`&name=value...`).
+    fn open_with(&self, target: &str, params: &str) -> Connection {
+        let uri = scion_vfs::uri(target, &self.store().display().to_string(), false) + params;
         Connection::open_with_flags(
             uri,
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_URI,
@@ -173,10 +178,18 @@ fn transaction(rng: &mut Rng, step: usize) -> (Vec<String>, bool) {
     (stmts, rng.below(6) != 0)
 }
 
+/// How the branch side of the differential test writes.
+enum Writers {
+    /// One connection in this process (with `?spill_kib=` when given).
+    OneProcess { spill_kib: Option<u64> },
+    /// Every other transaction from a second process (this test binary run again).
+    TwoProcesses,
+}
+
 /// The same random workload on a branch through the VFS and on a plain file: after every
 /// transaction both agree, and at the end every committed version, re-read through a fresh
 /// connection, agrees too.
-fn differential(seed: u64, page_size: u32, steps: usize) -> usize {
+fn differential(seed: u64, page_size: u32, steps: usize, writers: Writers) -> usize {
     let e = Env::new();
     let plain = e.create(
         "diff",
@@ -184,7 +197,18 @@ fn differential(seed: u64, page_size: u32, steps: usize) -> usize {
         "CREATE TABLE base(x); INSERT INTO base VALUES (1);",
     );
     let reference = Connection::open(&plain).unwrap();
-    let scion_conn = e.open("diff@main");
+    let scion_conn = match writers {
+        Writers::OneProcess {
+            spill_kib: Some(kib),
+        } => e.open_with("diff@main", &format!("&spill_kib={kib}")),
+        _ => e.open("diff@main"),
+    };
+    if matches!(writers, Writers::OneProcess { spill_kib: Some(_) }) {
+        // A tiny page cache makes SQLite write pages out mid-transaction and read them
+        // back: from the spill file, once they were set aside.
+        scion_conn.execute_batch("PRAGMA cache_size=5").unwrap();
+    }
+    let mut child = matches!(writers, Writers::TwoProcesses).then(|| ChildWriter::spawn(&e));
     // A second connection on the branch, which must see every commit at its next read.
     let other = e.open("diff@main");
     let mut rng = Rng(seed);
@@ -197,15 +221,24 @@ fn differential(seed: u64, page_size: u32, steps: usize) -> usize {
     for step in 0..steps {
         let (stmts, commit) = transaction(&mut rng, step);
         let vacuum = rng.below(25) == 0;
-        for c in [&reference, &scion_conn] {
-            c.execute_batch("BEGIN").unwrap();
-            for s in &stmts {
-                c.execute_batch(s).unwrap();
-            }
-            c.execute_batch(if commit { "COMMIT" } else { "ROLLBACK" })
-                .unwrap();
+        let script = {
+            let mut all = vec!["BEGIN".to_string()];
+            all.extend(stmts.iter().cloned());
+            all.push(if commit { "COMMIT" } else { "ROLLBACK" }.to_string());
             if vacuum {
-                c.execute_batch("VACUUM").unwrap();
+                all.push("VACUUM".to_string());
+            }
+            all
+        };
+        for s in &script {
+            reference.execute_batch(s).unwrap();
+        }
+        match child.as_mut().filter(|_| step % 2 == 1) {
+            Some(child) => child.run(&script),
+            None => {
+                for s in &script {
+                    scion_conn.execute_batch(s).unwrap();
+                }
             }
         }
         let want = dump(&reference);
@@ -224,9 +257,18 @@ fn differential(seed: u64, page_size: u32, steps: usize) -> usize {
             committed.push((v, want));
         }
     }
-    // Every version committed is still there, whole: through the VFS, and exported to a
-    // plain file SQLite reads without scion.
+    // Every version committed is still there, whole: through the VFS (in a fresh process
+    // too, when a second one wrote), and exported to a plain file SQLite reads without scion.
+    drop(child);
+    let mut fresh = matches!(writers, Writers::TwoProcesses).then(|| ChildWriter::spawn(&e));
     for (v, want) in &committed {
+        if let Some(fresh) = fresh.as_mut() {
+            assert_eq!(
+                fresh.dump_hash(&format!("diff@main@v{v}")),
+                xxhash(want.as_bytes()),
+                "version {v} read by a fresh process"
+            );
+        }
         let c = e.open(&format!("diff@main@v{v}"));
         assert_eq!(&dump(&c), want, "version {v} through the VFS");
         let out = e.path(&format!("v{v}.db"));
@@ -245,11 +287,152 @@ fn differential(seed: u64, page_size: u32, steps: usize) -> usize {
     committed.len()
 }
 
+/// Set in the second process of the two-process differential: the store's directory.
+const DIFF_CHILD: &str = "SCION_VFS_DIFF_CHILD";
+
+/// The second process: this test binary, running `a_second_process_writes_in_turn` as the
+/// child, which runs each script it reads (statements separated by a unit separator, one
+/// script a line) through its own VFS connection and answers `@@ok`; `@dump <target>` is
+/// answered with the hash of that target's dump, read by that process.
+struct ChildWriter {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    stdout: std::io::BufReader<std::process::ChildStdout>,
+}
+
+impl ChildWriter {
+    fn spawn(e: &Env) -> ChildWriter {
+        use std::process::{Command, Stdio};
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "differential_with_a_second_writer_process",
+                "--nocapture",
+                "-q",
+            ])
+            .env(DIFF_CHILD, e.store())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+        ChildWriter {
+            child,
+            stdin,
+            stdout,
+        }
+    }
+
+    fn run(&mut self, script: &[String]) {
+        let line = script.join("\u{1f}").replace('\n', " ");
+        assert_eq!(self.ask(&line), "ok", "the second process");
+    }
+
+    /// The hash of `target`'s dump, as the second process reads it.
+    fn dump_hash(&mut self, target: &str) -> u64 {
+        let answer = self.ask(&format!("@dump {target}"));
+        answer
+            .parse()
+            .unwrap_or_else(|_| panic!("the second process: {answer}"))
+    }
+
+    fn ask(&mut self, line: &str) -> String {
+        use std::io::{BufRead, Write};
+        writeln!(self.stdin, "{line}").unwrap();
+        let mut line = String::new();
+        loop {
+            line.clear();
+            assert!(
+                self.stdout.read_line(&mut line).unwrap() > 0,
+                "the second process ended"
+            );
+            if let Some(answer) = line.split("@@").nth(1) {
+                return answer.trim().to_string();
+            }
+        }
+    }
+}
+
+impl Drop for ChildWriter {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The child's side: scripts from stdin, answers on stdout (written directly, not through
+/// the test harness's captured output).
+fn serve_scripts(store: &str) {
+    use std::io::{BufRead, Write};
+    scion_vfs::register().unwrap();
+    let uri = scion_vfs::uri("diff@main", store, false);
+    let c = Connection::open_with_flags(
+        uri,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_URI,
+    )
+    .unwrap();
+    let mut out = std::io::stdout();
+    for line in std::io::stdin().lock().lines() {
+        let line = line.unwrap();
+        if let Some(target) = line.strip_prefix("@dump ") {
+            let v = Connection::open_with_flags(
+                scion_vfs::uri(target, store, true),
+                OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI,
+            )
+            .unwrap();
+            writeln!(out, "@@{}", xxhash(dump(&v).as_bytes())).unwrap();
+            out.flush().unwrap();
+            continue;
+        }
+        let mut answer = "ok".to_string();
+        for s in line.split('\u{1f}') {
+            if let Err(e) = c.execute_batch(s) {
+                answer = format!("{s}: {e}");
+                break;
+            }
+        }
+        writeln!(out, "@@{answer}").unwrap();
+        out.flush().unwrap();
+    }
+}
+
+/// Two processes write the branch in turn through the VFS while this one checks every
+/// state against plain SQLite: each sees the other's commits at its next transaction.
+#[test]
+fn differential_with_a_second_writer_process() {
+    if let Ok(store) = std::env::var(DIFF_CHILD) {
+        serve_scripts(&store);
+        return;
+    }
+    let versions = differential(0x5c10_2000, 4096, 40, Writers::TwoProcesses);
+    eprintln!("differential, two processes: {versions} committed versions agreed");
+    assert!(versions > 20, "{versions}");
+}
+
+/// A transaction whose pages pass the memory bound sets them aside in a temporary file:
+/// the same workload, with a bound of 8 KiB, agrees with plain SQLite all the same.
+#[test]
+fn differential_with_dirty_pages_spilled() {
+    let versions = differential(
+        0x5c10_3000,
+        1024,
+        40,
+        Writers::OneProcess { spill_kib: Some(8) },
+    );
+    assert!(versions > 20, "{versions}");
+}
+
 #[test]
 fn differential_random_workloads_across_page_sizes() {
     let mut transactions = 0;
     for (i, page_size) in [512u32, 1024, 4096, 8192, 65536].into_iter().enumerate() {
-        transactions += differential(0x5c10_0000 + i as u64, page_size, 40);
+        transactions += differential(
+            0x5c10_0000 + i as u64,
+            page_size,
+            40,
+            Writers::OneProcess { spill_kib: None },
+        );
     }
     // Printed for the record: how much the differential test exercised.
     eprintln!("differential: {transactions} committed versions agreed across 5 page sizes");
@@ -400,22 +583,34 @@ fn a_vfs_writer_and_a_file_checkout_writer_exclude_each_other() {
     let e = Env::new();
     e.create("both", 4096, "CREATE TABLE t(x);");
     let main: BranchRef = "both@main".parse().unwrap();
-    // A VFS write transaction holds the branch's lease: the checkout's checkpoint is refused.
+    // The checkout is checkpointed while a VFS write transaction is open: the first to
+    // publish wins, and the VFS commit is refused as a stale snapshot, not merged.
     let path: PathBuf = e.scion.checkout(&main, false).unwrap().path;
     let c = e.open("both@main");
     c.execute_batch("BEGIN IMMEDIATE; INSERT INTO t VALUES (1);")
         .unwrap();
     exec(&path, "INSERT INTO t VALUES (99)");
-    let err = e
-        .scion
-        .checkpoint(&main, &"file".parse().unwrap())
-        .unwrap_err();
-    assert!(
-        matches!(err, scion_core::CoreError::LeaseHeld { .. }),
+    e.scion.checkpoint(&main, &"file".parse().unwrap()).unwrap();
+    let err = c.execute_batch("COMMIT").unwrap_err();
+    assert_eq!(
+        err.sqlite_error().map(|e| e.extended_code),
+        Some(rusqlite::ffi::SQLITE_BUSY_SNAPSHOT),
         "{err}"
     );
-    c.execute_batch("COMMIT").unwrap();
+    let why = scion_vfs::last_error().unwrap();
+    assert!(why.contains("it was not committed"), "{why}");
+    // The refused transaction's pages are gone from the connection's cache too: it reads
+    // the checkout's row, not its own (both versions are number 2).
+    let rows: Vec<i64> = c
+        .prepare("SELECT x FROM t ORDER BY x")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(rows, vec![99]);
     // The checkout holds changes never checkpointed: a VFS writer is refused, clearly.
+    exec(&path, "INSERT INTO t VALUES (100)");
     let err = c.execute_batch("INSERT INTO t VALUES (2)").unwrap_err();
     assert!(
         err.to_string().contains("locked") || err.to_string().contains("busy"),
@@ -423,6 +618,50 @@ fn a_vfs_writer_and_a_file_checkout_writer_exclude_each_other() {
     );
     let why = scion_vfs::last_error().unwrap();
     assert!(why.contains("checkout file with changes"), "{why}");
+}
+
+/// A session's (or any holder's) lease keeps VFS writers out for as long as it lives.
+#[test]
+fn a_lease_on_the_branch_refuses_vfs_writers() {
+    let e = Env::new();
+    e.create("leased", 4096, "CREATE TABLE t(x);");
+    let main: BranchRef = "leased@main".parse().unwrap();
+    e.scion
+        .lease_acquire(&main, std::time::Duration::from_secs(60))
+        .unwrap();
+    let c = e.open("leased@main");
+    let err = c.execute_batch("INSERT INTO t VALUES (1)").unwrap_err();
+    assert!(err.to_string().contains("locked"), "{err}");
+    let why = scion_vfs::last_error().unwrap();
+    assert!(why.contains("is leased by"), "{why}");
+    e.scion.lease_release(&main, false).unwrap();
+    c.execute_batch("INSERT INTO t VALUES (1)").unwrap();
+}
+
+/// Two connections on one host take turns: the second waits (SQLite's busy handler) or is
+/// told the branch is being written, and never both write at once.
+#[test]
+fn connections_on_one_host_take_turns_writing() {
+    let e = Env::new();
+    e.create("turns", 4096, "CREATE TABLE t(x);");
+    let a = e.open("turns@main");
+    let b = e.open("turns@main");
+    a.execute_batch("BEGIN IMMEDIATE; INSERT INTO t VALUES (1);")
+        .unwrap();
+    let err = b.execute_batch("BEGIN IMMEDIATE").unwrap_err();
+    assert!(err.to_string().contains("locked"), "{err}");
+    let why = scion_vfs::last_error().unwrap();
+    assert!(
+        why.contains("another connection on this host is writing"),
+        "{why}"
+    );
+    a.execute_batch("COMMIT").unwrap();
+    b.execute_batch("BEGIN IMMEDIATE; INSERT INTO t VALUES (2); COMMIT;")
+        .unwrap();
+    let n: i64 = a
+        .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(n, 2);
 }
 
 fn exec(path: &Path, sql: &str) {
@@ -450,4 +689,51 @@ fn exclusive_locking_mode_commits_each_transaction() {
     // Between its transactions, the branch is not leased: others may checkpoint it.
     let main: BranchRef = "ex@main".parse().unwrap();
     assert!(e.scion.read_ref(&main).unwrap().0.lease.is_none());
+}
+
+/// `?version=N` opens a version the head or a checkpoint holds, read-only; any other
+/// number fails to open with what the branch does keep.
+#[test]
+fn a_version_number_opens_read_only_while_something_keeps_it() {
+    let e = Env::new();
+    e.create("ver", 4096, "CREATE TABLE t(x);");
+    let main: BranchRef = "ver@main".parse().unwrap();
+    let c = e.open("ver@main");
+    c.execute_batch("INSERT INTO t VALUES (1)").unwrap();
+    e.scion.checkpoint(&main, &"two".parse().unwrap()).unwrap();
+    c.execute_batch("INSERT INTO t VALUES (2)").unwrap();
+    assert_eq!(e.head_version("ver@main"), 3);
+    let at = |n: &str| {
+        let uri = format!(
+            "{}&version={n}",
+            scion_vfs::uri("ver@main", &e.store().display().to_string(), false)
+        );
+        Connection::open_with_flags(
+            uri,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_URI,
+        )
+    };
+    let count = |c: &Connection| -> i64 {
+        c.query_row("SELECT count(*) FROM t", [], |r| r.get(0))
+            .unwrap()
+    };
+    let two = at("2").unwrap();
+    assert_eq!(count(&two), 1);
+    let err = two.execute_batch("INSERT INTO t VALUES (9)").unwrap_err();
+    assert!(err.to_string().contains("readonly"), "{err}");
+    assert_eq!(count(&at("3").unwrap()), 2);
+    // A later commit does not move a connection fixed at a version.
+    c.execute_batch("INSERT INTO t VALUES (3)").unwrap();
+    assert_eq!(count(&two), 1);
+    assert!(at("1").is_err());
+    let why = scion_vfs::last_error().unwrap();
+    assert!(
+        why.contains("version 1 of ver@main is not kept")
+            && why.contains("4 (the head)")
+            && why.contains("2 (checkpoint two)"),
+        "{why}"
+    );
+    assert!(at("latest").is_err());
+    let why = scion_vfs::last_error().unwrap();
+    assert!(why.contains("is not a version number"), "{why}");
 }

@@ -152,3 +152,74 @@ pub(crate) fn against_sqlite(path: &Path) -> CoreResult<Option<Held>> {
     }
     Err(CoreError::io(path, err))
 }
+
+/// Byte of the checkout's lock file whose write lock is a branch's writing turn on this
+/// host (the `flock` above guards the file; this range lock is independent of it).
+const TURN_BYTE: i64 = 0;
+
+/// A branch's writing turn among this host's page writers (VFS connections): held until
+/// dropped, released by the kernel when its process dies.
+#[derive(Debug)]
+pub struct WriteTurn {
+    _file: File,
+}
+
+/// What asking for a branch's writing turn found.
+#[derive(Debug)]
+pub enum TurnAnswer {
+    /// This caller writes next.
+    Mine(WriteTurn),
+    /// Another connection on this host holds the turn.
+    Taken,
+    /// No lock can be made here (a read-only directory): writers on this host meet only at
+    /// the store's compare-and-swap.
+    Unavailable,
+}
+
+/// Try to take the writing turn of the branch whose checkout is (or would be) `db`.
+pub(crate) fn write_turn(db: &Path) -> CoreResult<TurnAnswer> {
+    let lock_path = lock_file(db);
+    if let Some(dir) = lock_path.parent() {
+        if let Err(e) = std::fs::create_dir_all(dir) {
+            return match e.kind() {
+                std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem => {
+                    Ok(TurnAnswer::Unavailable)
+                }
+                _ => Err(CoreError::io(dir, e)),
+            };
+        }
+    }
+    let file = match OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&lock_path)
+    {
+        Ok(f) => f,
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem
+            ) =>
+        {
+            return Ok(TurnAnswer::Unavailable)
+        }
+        Err(e) => return Err(CoreError::io(&lock_path, e)),
+    };
+    // SAFETY: an all-zero flock is a valid value; the fields that matter are set below.
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = libc::F_WRLCK as _;
+    fl.l_whence = libc::SEEK_SET as _;
+    fl.l_start = TURN_BYTE as _;
+    fl.l_len = 1;
+    // SAFETY: `fl` is a valid flock and the descriptor is open for the call.
+    if unsafe { libc::fcntl(file.as_raw_fd(), SET_LOCK, &mut fl) } == 0 {
+        return Ok(TurnAnswer::Mine(WriteTurn { _file: file }));
+    }
+    let err = std::io::Error::last_os_error();
+    if matches!(err.raw_os_error(), Some(libc::EAGAIN) | Some(libc::EACCES)) {
+        return Ok(TurnAnswer::Taken);
+    }
+    Err(CoreError::io(&lock_path, err))
+}

@@ -18,6 +18,7 @@ use serde::Serialize;
 pub(crate) use clean::CleanFile;
 pub use clone::{probe as probe_clone, CloneCapability, ClonePolicy, CopyKind};
 pub(crate) use files::{DbFiles, Expect, Install};
+pub use lock::{TurnAnswer, WriteTurn};
 pub use sidecar::{Fingerprint, RecordHeader, Sidecar, SIDECAR_FORMAT_VERSION};
 
 use crate::error::{CoreError, CoreResult};
@@ -151,6 +152,14 @@ impl Scion {
             .checkouts_dir
             .join(b.db.as_str())
             .join(format!("{}.db", b.branch))
+    }
+
+    /// Try to take `b`'s writing turn among this host's page writers (the VFS's write
+    /// transactions): a lock on the branch's checkout lock file, free again when the turn
+    /// is dropped or its process dies. Writers elsewhere meet at the head's
+    /// compare-and-swap.
+    pub fn try_write_turn(&self, b: &BranchRef) -> CoreResult<TurnAnswer> {
+        lock::write_turn(&self.checkout_path(b))
     }
 
     /// Where read-only historical checkouts of `db` live.

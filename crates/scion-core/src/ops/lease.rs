@@ -72,6 +72,22 @@ impl Scion {
         Ok(())
     }
 
+    /// Refuse if anyone but `holder` holds a live lease on `r`: what a writer that takes no
+    /// lease of its own (a VFS transaction, fenced by its commit's compare-and-swap) checks
+    /// before it starts, so sessions and at-rest operations keep their branch.
+    pub fn check_lease_free_for(&self, b: &BranchRef, r: &Ref, holder: &str) -> CoreResult<()> {
+        if let Some(l) = &r.lease {
+            if l.holder != holder && is_live(l, self.store_now()?) && !holder_is_dead(&l.holder) {
+                return Err(CoreError::LeaseHeld {
+                    branch: b.to_string(),
+                    holder: l.holder.clone(),
+                    expires: l.expires.to_string(),
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// Whether this process already holds a live lease on `r` (taken before the operation).
     pub(crate) fn holds_lease(&self, r: &Ref) -> CoreResult<bool> {
         Ok(match &r.lease {

@@ -8,6 +8,7 @@ pub mod gc;
 pub mod lease;
 pub mod lifecycle;
 pub mod pages;
+pub mod spill;
 pub mod status;
 pub mod verify;
 pub mod view;

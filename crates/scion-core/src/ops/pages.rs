@@ -12,6 +12,7 @@ use crate::commit::Commit;
 use crate::error::{CoreError, CoreResult};
 use crate::format::{page_contribution, page_hash, Locator, RootRecord};
 use crate::names::{BranchRef, CheckpointName};
+use crate::ops::spill::SpilledPages;
 use crate::ops::MAX_DELTA_PAGES;
 use crate::pagemap::{depth_for, leaves, lookup, Changes, TreeUpdate};
 use crate::refs::Ref;
@@ -27,15 +28,43 @@ pub struct PageChanges {
     /// New images by page number (1-based), page 1 normalized (bytes 18/19 = 1). Pages
     /// above `page_count` must not be present.
     pub pages: BTreeMap<u32, Vec<u8>>,
+    /// More new images, set aside in a temporary file; a page is in `pages` or here, not
+    /// in both.
+    pub spilled: SpilledPages,
 }
 
 impl PageChanges {
     pub fn is_empty(&self) -> bool {
-        self.pages.is_empty()
+        self.pages.is_empty() && self.spilled.is_empty()
     }
 
     pub fn bytes(&self) -> u64 {
-        self.pages.values().map(|p| p.len() as u64).sum()
+        self.pages.values().map(|p| p.len() as u64).sum::<u64>() + self.spilled.bytes()
+    }
+
+    /// Every changed page number, in order.
+    fn pgnos(&self) -> Vec<u32> {
+        let mut all: Vec<u32> = self
+            .pages
+            .keys()
+            .copied()
+            .chain(self.spilled.pgnos())
+            .collect();
+        all.sort_unstable();
+        all
+    }
+
+    /// The new image of `pgno` (one of [`Self::pgnos`]).
+    fn page(&self, pgno: u32) -> CoreResult<std::borrow::Cow<'_, [u8]>> {
+        if let Some(p) = self.pages.get(&pgno) {
+            return Ok(std::borrow::Cow::Borrowed(p));
+        }
+        self.spilled
+            .get(pgno)?
+            .map(std::borrow::Cow::Owned)
+            .ok_or_else(|| CoreError::InvalidInput {
+                reason: format!("page {pgno} is not among the changes"),
+            })
     }
 }
 
@@ -121,7 +150,12 @@ impl Scion {
                 ),
             });
         }
-        if let Some((&last, _)) = changes.pages.last_key_value() {
+        let last = changes
+            .pages
+            .last_key_value()
+            .map(|(&p, _)| p)
+            .max(changes.spilled.last());
+        if let Some(last) = last {
             if last > changes.page_count {
                 return Err(CoreError::InvalidInput {
                     reason: format!(
@@ -137,9 +171,11 @@ impl Scion {
             let writer = &mut commit.writer;
             let mut tree: Changes = BTreeMap::new();
             let mut checksum = old.db_checksum;
-            let mut hashes = Vec::with_capacity(changes.pages.len());
+            let mut hashes = Vec::with_capacity(changes.pages.len() + changes.spilled.len());
             let mut deltas = 0;
-            for (&pgno, page) in &changes.pages {
+            for pgno in changes.pgnos() {
+                let page = changes.page(pgno)?;
+                let page = page.as_ref();
                 let hash = page_hash(page);
                 let slot = if pgno <= old.page_count {
                     lookup(&self.reader, old.node, old.depth, old.fanout_bits, pgno - 1)?

@@ -42,4 +42,28 @@ impl Scion {
             None => Ok(None),
         }
     }
+
+    /// Pages `pgnos` of `view`, verified, in one pass: frames adjacent in the store are
+    /// fetched by one ranged read (what readahead of a sequential scan uses). A page the
+    /// version holds as zeros (or past its end) is `None`.
+    pub fn read_pages(
+        &self,
+        view: &VersionView,
+        pgnos: std::ops::Range<u32>,
+    ) -> CoreResult<Vec<(u32, Option<Vec<u8>>)>> {
+        let r = &view.record;
+        let pgnos = pgnos.start.max(1)..pgnos.end.min(view.page_count.saturating_add(1));
+        let mut out: Vec<(u32, Option<Vec<u8>>)> = pgnos.clone().map(|p| (p, None)).collect();
+        let mut slots = Vec::with_capacity(out.len());
+        for pgno in pgnos.clone() {
+            if let Some(slot) = lookup(&self.reader, r.node, r.depth, r.fanout_bits, pgno - 1)? {
+                slots.push((slot, pgno));
+            }
+        }
+        self.reader.for_each_page(slots, |page| {
+            out[(*page.tag - pgnos.start) as usize].1 = Some(page.raw);
+            Ok(())
+        })?;
+        Ok(out)
+    }
 }
