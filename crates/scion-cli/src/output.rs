@@ -308,7 +308,7 @@ impl Printer {
             );
         } else {
             println!(
-                "checkpoint {} at version {} (checkout clean: no data written)",
+                "checkpoint {} at version {} (names the head as it is: no data written)",
                 r.checkpoint, r.version
             );
         }
