@@ -9,10 +9,7 @@ use clap::Args;
 use rusqlite::fallible_iterator::FallibleIterator;
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags};
-use scion_core::attach::StoreSpec;
 use scion_core::Target;
-
-use crate::cli::Cli;
 
 #[derive(Debug, Args)]
 pub struct SqlArgs {
@@ -40,11 +37,6 @@ pub struct ShellArgs {
     /// Arguments passed on to sqlite3 after the database (SQL to run, then exit).
     #[arg(last = true)]
     pub args: Vec<String>,
-}
-
-fn store_location(cli: &Cli) -> Result<String> {
-    let cwd = std::env::current_dir().context("reading the current directory")?;
-    Ok(StoreSpec::find(cli.store.as_deref(), &cwd, false)?.location())
 }
 
 /// One statement's result.
@@ -172,15 +164,22 @@ fn extension(args: &ShellArgs) -> Result<PathBuf> {
 }
 
 /// Replace this process with `sqlite3`, the extension loaded and the target open.
-pub fn shell(cli: &Cli, args: &ShellArgs) -> Result<()> {
+pub fn shell(scion: scion_core::Scion, args: &ShellArgs) -> Result<()> {
     use std::os::unix::process::CommandExt;
     let target: Target = args.target.parse()?;
+    // As for `sql`: the engine says what is wrong with a target (sqlite3 would print
+    // "unable to open database file" and go on with an in-memory database).
+    scion.resolve(&target)?;
     let ext = extension(args)?;
-    let uri = scion_vfs::uri(&target.to_string(), &store_location(cli)?, false);
+    let uri = scion_vfs::uri(&target.to_string(), scion.location(), false);
     // The extension's entry point is derived from its file name; load it without the
     // suffix as sqlite3 expects.
     let load = ext.with_extension("");
     let err = std::process::Command::new(&args.sqlite3)
+        // SQLite's own messages for the VFS's refusals are generic ("database is locked");
+        // the VFS logs why (who holds the branch, that the head moved), so show the log.
+        .arg("-cmd")
+        .arg(".log stderr")
         .arg("-cmd")
         .arg(format!(".load {}", load.display()))
         .arg("-cmd")

@@ -168,7 +168,10 @@ fn run_command(cli: &Cli, open: &dyn Fn(&Cli, bool) -> Result<Scion>) -> Result<
             let report = crate::cli_vfs::sql(s, args)?;
             p.rendered(&report, &report.render());
         }
-        Command::Shell(args) => crate::cli_vfs::shell(cli, args)?,
+        Command::Shell(args) => {
+            let s = open(cli, false)?;
+            crate::cli_vfs::shell(s, args)?
+        }
         Command::Session(cmd) => crate::daemon::session(cli, cmd)?,
         Command::Events { since, socket } => crate::daemon::events(cli, *since, socket)?,
         Command::Status => {

@@ -113,6 +113,31 @@ fn shell_runs_the_stock_sqlite3_with_the_extension() {
     );
 }
 
+/// sqlite3 alone would say "unable to open database file" and go on with an in-memory
+/// database; `scion shell` fails with the engine's error, and shows the VFS's reasons for
+/// refusing a statement.
+#[test]
+fn shell_errors_say_what_to_do() {
+    let s = Session::new();
+    seed(&s.path("shop.db"), 5);
+    s.ok(&["init"]);
+    s.ok(&["create", "shop", "--from", "shop.db"]);
+    for target in ["ghost", "shop@nobranch", "shop@main@nocheckpoint"] {
+        let out = s.run(&["shell", target, "--", "SELECT 1"]);
+        assert_ne!(out.code, 0, "{target}: {}", out.stdout);
+        assert!(out.stdout.is_empty(), "{target} ran SQL: {}", out.stdout);
+        assert!(out.stderr.contains("does not exist"), "{}", out.stderr);
+    }
+    s.ok(&["--holder", "agent-7", "lease", "acquire", "shop"]);
+    let leased = s.run(&["shell", "shop", "--", "DELETE FROM items"]);
+    assert_ne!(leased.code, 0);
+    assert!(
+        leased.stderr.contains("is leased by agent-7"),
+        "{}",
+        leased.stderr
+    );
+}
+
 #[test]
 fn two_processes_write_one_branch_in_turn() {
     let s = Session::new();
