@@ -48,19 +48,17 @@ pub(crate) fn lock_file(db: &Path) -> PathBuf {
     sidecar_path(db, ".scion.lock")
 }
 
-/// Take the scions' lock on the checkout at `db`, waiting for other scions. `Ok(None)`:
-/// the lock file cannot be made (a read-only directory); the caller goes ahead unlocked,
-/// as no other scion can replace anything there either.
-pub(crate) fn among_scions(db: &Path, how: Among) -> CoreResult<Option<Held>> {
-    let lock_path = lock_file(db);
-    let file = match OpenOptions::new()
+/// Open (making it if missing) a checkout's lock file; `Ok(None)` where it cannot be made
+/// (a read-only or missing directory).
+fn open_lock_file(lock_path: &Path) -> CoreResult<Option<std::fs::File>> {
+    match OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
-        .open(&lock_path)
+        .open(lock_path)
     {
-        Ok(f) => f,
+        Ok(f) => Ok(Some(f)),
         Err(e)
             if matches!(
                 e.kind(),
@@ -69,9 +67,19 @@ pub(crate) fn among_scions(db: &Path, how: Among) -> CoreResult<Option<Held>> {
                     | std::io::ErrorKind::NotFound
             ) =>
         {
-            return Ok(None)
+            Ok(None)
         }
-        Err(e) => return Err(CoreError::io(&lock_path, e)),
+        Err(e) => Err(CoreError::io(lock_path, e)),
+    }
+}
+
+/// Take the scions' lock on the checkout at `db`, waiting for other scions. `Ok(None)`:
+/// the lock file cannot be made (a read-only directory); the caller goes ahead unlocked,
+/// as no other scion can replace anything there either.
+pub(crate) fn among_scions(db: &Path, how: Among) -> CoreResult<Option<Held>> {
+    let lock_path = lock_file(db);
+    let Some(file) = open_lock_file(&lock_path)? else {
+        return Ok(None);
     };
     let op = match how {
         Among::Inspect => libc::LOCK_SH,
@@ -189,23 +197,8 @@ pub(crate) fn write_turn(db: &Path) -> CoreResult<TurnAnswer> {
             };
         }
     }
-    let file = match OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&lock_path)
-    {
-        Ok(f) => f,
-        Err(e)
-            if matches!(
-                e.kind(),
-                std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem
-            ) =>
-        {
-            return Ok(TurnAnswer::Unavailable)
-        }
-        Err(e) => return Err(CoreError::io(&lock_path, e)),
+    let Some(file) = open_lock_file(&lock_path)? else {
+        return Ok(TurnAnswer::Unavailable);
     };
     // SAFETY: an all-zero flock is a valid value; the fields that matter are set below.
     let mut fl: libc::flock = unsafe { std::mem::zeroed() };
