@@ -75,6 +75,13 @@ pub struct Throughput {
     pub paced_rate: u64,
     pub paced_without: (f64, f64),
     pub paced_with: (f64, f64),
+    /// The same back-to-back writer with the daemon's opt-in second tier
+    /// (`--barrier-frames`): its commits a second per run, the median over the median
+    /// without a session, and the largest WAL file seen at the end of a run (bytes).
+    pub barrier_frames: u32,
+    pub with_barrier: Vec<f64>,
+    pub barrier_ratio: f64,
+    pub barrier_wal_bytes: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -123,6 +130,13 @@ impl LiveReport {
             median(&t.without_session),
             median(&t.with_session),
             t.ratio * 100.0
+        ));
+        s.push_str(&format!(
+            "the same writer, the session with the second tier (--barrier-frames {}): {:.0} txn/s: {:.1} % (WAL at most {} KiB at the end of a run)\n",
+            t.barrier_frames,
+            median(&t.with_barrier),
+            t.barrier_ratio * 100.0,
+            t.barrier_wal_bytes / 1024
         ));
         s.push_str(&format!(
             "a writer paced at {} txn/s: without a session {:.0} txn/s (p99 commit {:.2} ms), with one {:.0} txn/s (p99 {:.2} ms)\n",
@@ -280,9 +294,16 @@ struct Daemon {
 }
 
 impl Daemon {
-    fn start(scion: &Path, store: &Path, socket: &Path, flush_every: &str) -> BenchResult<Daemon> {
+    fn start(
+        scion: &Path,
+        store: &Path,
+        socket: &Path,
+        flush_every: &str,
+        extra: &[&str],
+    ) -> BenchResult<Daemon> {
         let child = Command::new(scion)
             .args(["serve", "--flush-every", flush_every, "--gc-every", "never"])
+            .args(extra)
             .env("SCION_STORE", store)
             .env("SCION_SOCKET", socket)
             .env("SCION_LOG", "warn")
@@ -344,21 +365,44 @@ fn throughput(opts: &LiveOptions) -> BenchResult<(Throughput, DurableAge)> {
     let b: BranchRef = "orders".parse()?;
     let path = scion.checkout(&b, false)?.path;
     let socket = dir.join("run/scion.sock");
-    let (mut without, mut with) = (Vec::new(), Vec::new());
+    let (mut without, mut with, mut with_barrier) = (Vec::new(), Vec::new(), Vec::new());
+    let barrier_frames = 1000u32;
+    let barrier_arg = barrier_frames.to_string();
+    let mut barrier_wal_bytes = 0u64;
+    // Interleaved, so that the three see the same disk and page cache conditions.
     for _ in 0..opts.runs.min(5) {
         without.push(finish_writer(
             python_writer(&path, opts.throughput_secs, None)?,
             opts.throughput_secs,
         )?);
-        let daemon = Daemon::start(&opts.scion, &dir.join("store"), &socket, "1s")?;
+        let daemon = Daemon::start(&opts.scion, &dir.join("store"), &socket, "1s", &[])?;
         let (id, live_path) = daemon.open("orders")?;
         with.push(finish_writer(
             python_writer(&live_path, opts.throughput_secs, None)?,
             opts.throughput_secs,
         )?);
         daemon.close(&id)?;
+        drop(daemon);
+        let daemon = Daemon::start(
+            &opts.scion,
+            &dir.join("store"),
+            &socket,
+            "1s",
+            &["--barrier-frames", &barrier_arg],
+        )?;
+        let (id, live_path) = daemon.open("orders")?;
+        with_barrier.push(finish_writer(
+            python_writer(&live_path, opts.throughput_secs, None)?,
+            opts.throughput_secs,
+        )?);
+        let mut wal = live_path.into_os_string();
+        wal.push("-wal");
+        barrier_wal_bytes =
+            barrier_wal_bytes.max(std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0));
+        daemon.close(&id)?;
     }
     let ratio = median(&with) / median(&without).max(1.0);
+    let barrier_ratio = median(&with_barrier) / median(&without).max(1.0);
     // A paced writer: the same inserts at a steady rate below what the disk allows.
     let paced_rate = 500;
     let paced_without = finish_writer_timed(
@@ -366,7 +410,7 @@ fn throughput(opts: &LiveOptions) -> BenchResult<(Throughput, DurableAge)> {
         opts.throughput_secs,
     )?;
     let paced_with = {
-        let daemon = Daemon::start(&opts.scion, &dir.join("store"), &socket, "1s")?;
+        let daemon = Daemon::start(&opts.scion, &dir.join("store"), &socket, "1s", &[])?;
         let (id, live_path) = daemon.open("orders")?;
         let r = finish_writer_timed(
             python_writer(&live_path, opts.throughput_secs, Some(paced_rate))?,
@@ -376,7 +420,7 @@ fn throughput(opts: &LiveOptions) -> BenchResult<(Throughput, DurableAge)> {
         r
     };
     // Durable age: a steady writer, the session flushing every second.
-    let daemon = Daemon::start(&opts.scion, &dir.join("store"), &socket, "1s")?;
+    let daemon = Daemon::start(&opts.scion, &dir.join("store"), &socket, "1s", &[])?;
     let (id, live_path) = daemon.open("orders")?;
     let rate = 200;
     let writer = python_writer(&live_path, opts.durable_age_secs, Some(rate))?;
@@ -409,6 +453,10 @@ fn throughput(opts: &LiveOptions) -> BenchResult<(Throughput, DurableAge)> {
             paced_rate,
             paced_without,
             paced_with,
+            barrier_frames,
+            with_barrier,
+            barrier_ratio,
+            barrier_wal_bytes,
         },
         DurableAge {
             flush_every_ms: 1000,

@@ -495,8 +495,8 @@ impl Capturer {
     /// writers without one get SQLITE_BUSY meanwhile. `None` when a writer held the lock.
     pub fn recycle_with_barrier(&mut self) -> CaptureResult<Option<Step>> {
         if self.barrier.is_none() {
-            let c = connect(&self.path)?;
-            c.busy_timeout(Duration::from_millis(10))
+            let mut c = connect(&self.path)?;
+            c.busy_handler(Some(barrier_retry))
                 .map_err(sqlite_err(&self.path))?;
             self.barrier = Some(c);
         }
@@ -518,6 +518,21 @@ impl Capturer {
         step.map(Some)
     }
 }
+
+/// How the barrier waits for the write lock: retry every [`BARRIER_RETRY`], for about
+/// 10 ms in all. SQLite's own busy timeout sleeps 1, 2, then 5 ms between tries: four looks
+/// in 10 ms, which a writer committing back to back (its lock free only for the moment
+/// between two transactions) almost always fills, so most barriers would be skipped.
+fn barrier_retry(attempts: i32) -> bool {
+    if attempts >= BARRIER_TRIES {
+        return false;
+    }
+    std::thread::sleep(BARRIER_RETRY);
+    true
+}
+
+const BARRIER_RETRY: Duration = Duration::from_micros(50);
+const BARRIER_TRIES: i32 = 200;
 
 /// Where frame `n` starts, for tests that damage a WAL on purpose.
 pub fn frame_start(n: u32, page_size: u32) -> u64 {
