@@ -187,5 +187,11 @@ pub fn shell(scion: scion_core::Scion, args: &ShellArgs) -> Result<()> {
         .arg(":memory:")
         .args(&args.args)
         .exec();
+    if err.kind() == std::io::ErrorKind::NotFound {
+        bail!(
+            "no {} program to start: install the sqlite3 shell (Debian: apt-get install sqlite3), or pass --sqlite3 PATH; `scion sql` needs no shell",
+            args.sqlite3.display()
+        );
+    }
     Err(err).with_context(|| format!("starting {}", args.sqlite3.display()))
 }

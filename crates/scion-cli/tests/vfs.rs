@@ -128,6 +128,20 @@ fn shell_errors_say_what_to_do() {
         assert!(out.stdout.is_empty(), "{target} ran SQL: {}", out.stdout);
         assert!(out.stderr.contains("does not exist"), "{}", out.stderr);
     }
+    let missing = s.run(&[
+        "shell",
+        "shop",
+        "--sqlite3",
+        "/nonexistent/sqlite3",
+        "--",
+        "SELECT 1",
+    ]);
+    assert_ne!(missing.code, 0);
+    assert!(
+        missing.stderr.contains("install the sqlite3 shell"),
+        "{}",
+        missing.stderr
+    );
     s.ok(&["--holder", "agent-7", "lease", "acquire", "shop"]);
     let leased = s.run(&["shell", "shop", "--", "DELETE FROM items"]);
     assert_ne!(leased.code, 0);
