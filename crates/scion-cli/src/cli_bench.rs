@@ -90,9 +90,18 @@ pub struct BenchRunArgs {
     /// Timed runs per figure (after one warm-up).
     #[arg(long)]
     pub runs: Option<usize>,
-    /// Database sizes in MiB, comma-separated, instead of the bench's own (fork, vfs, live).
+    /// Database sizes in MiB, comma-separated, instead of the bench's own.
     #[arg(long, value_delimiter = ',', value_name = "MIB")]
     pub sizes: Vec<u64>,
+}
+
+impl BenchRunArgs {
+    /// `--sizes`, where given, in place of a bench's own sizes.
+    pub fn override_sizes(&self, sizes_mib: &mut Vec<u64>) {
+        if !self.sizes.is_empty() {
+            *sizes_mib = self.sizes.clone();
+        }
+    }
 }
 
 #[derive(Debug, clap::Args)]

@@ -185,9 +185,7 @@ fn run_command(cli: &Cli, open: &dyn Fn(&Cli, bool) -> Result<Scion>) -> Result<
             } else {
                 scion_bench::fork::ForkBenchOptions::full(dir.clone())
             };
-            if !run.sizes.is_empty() {
-                opts.sizes_mib = run.sizes.clone();
-            }
+            run.override_sizes(&mut opts.sizes_mib);
             opts.runs = run.runs.unwrap_or(opts.runs).max(1);
             let mut progress = |m: &str| eprintln!("bench: {m}");
             let report = scion_bench::fork::run(&opts, &mut progress);
@@ -201,9 +199,7 @@ fn run_command(cli: &Cli, open: &dyn Fn(&Cli, bool) -> Result<Scion>) -> Result<
             } else {
                 scion_bench::vfs::VfsOptions::full(dir.clone())
             };
-            if !run.sizes.is_empty() {
-                opts.sizes_mib = run.sizes.clone();
-            }
+            run.override_sizes(&mut opts.sizes_mib);
             opts.runs = run.runs.unwrap_or(opts.runs).max(1);
             let mut progress = |m: &str| eprintln!("bench: {m}");
             let report = scion_bench::vfs::run(&opts, &mut progress);
@@ -247,9 +243,7 @@ fn run_command(cli: &Cli, open: &dyn Fn(&Cli, bool) -> Result<Scion>) -> Result<
             } else {
                 scion_bench::live::LiveOptions::full(dir.clone(), exe)
             };
-            if !run.sizes.is_empty() {
-                opts.sizes_mib = run.sizes.clone();
-            }
+            run.override_sizes(&mut opts.sizes_mib);
             opts.runs = run.runs.unwrap_or(opts.runs).max(1);
             let mut progress = |m: &str| eprintln!("bench: {m}");
             let report = scion_bench::live::run(&opts, &mut progress);
@@ -278,6 +272,7 @@ fn run_command(cli: &Cli, open: &dyn Fn(&Cli, bool) -> Result<Scion>) -> Result<
             } else {
                 scion_bench::isolation::IsolationOptions::full(dir.clone(), postgres.clone())
             };
+            run.override_sizes(&mut opts.sizes_mib);
             opts.scion_bin = std::env::current_exe().ok();
             opts.python = python.clone();
             opts.runs = run.runs.unwrap_or(opts.runs).max(1);

@@ -250,26 +250,31 @@ fn branchbench_quick_through_the_vfs_completes_every_workflow() {
 
 /// `scion bench <bench> --quick --json` in a directory of its own: the report, and the
 /// directory (which the bench must remove).
-fn quick(s: &Session, bench: &str) -> (serde_json::Value, std::path::PathBuf) {
+fn quick(s: &Session, bench: &str, extra: &[&str]) -> (serde_json::Value, std::path::PathBuf) {
     let dir = s.path(bench);
-    let out = s.ok(&[
+    let mut args = vec![
         "bench",
         bench,
         "--quick",
         "--json",
         "--dir",
         dir.to_str().unwrap(),
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    let out = s.ok(&args);
     (serde_json::from_str(&out).unwrap(), dir)
 }
 
 /// `scion bench isolation --quick` measures scion and each baseline; the PostgreSQL rows run
 /// when the test command started a server (SCION_BENCH_PG), and say why when not.
+/// `--sizes` replaces the bench's own sizes.
 #[test]
 fn bench_isolation_quick_measures_every_method() {
     let s = Session::new();
-    let (v, dir) = quick(&s, "isolation");
+    let (v, dir) = quick(&s, "isolation", &["--sizes", "1"]);
+    assert_eq!(v["sizes"].as_array().unwrap().len(), 1);
     let size = &v["sizes"][0];
+    assert_eq!(size["size_mib"], 1, "--sizes 1");
     let methods = size["methods"].as_array().unwrap();
     let names: Vec<&str> = methods
         .iter()
@@ -366,7 +371,7 @@ fn bench_live_quick_measures_flush_throughput_and_durable_age() {
 #[test]
 fn bench_vfs_quick_counts_a_one_row_commit() {
     let s = Session::new();
-    let (v, dir) = quick(&s, "vfs");
+    let (v, dir) = quick(&s, "vfs", &[]);
     let size = &v["sizes"][0];
     for row in ["fork_open_query", "lookups", "scan_cold", "scan_warm"] {
         for side in ["vfs", "native"] {

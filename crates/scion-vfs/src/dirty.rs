@@ -14,6 +14,8 @@ pub(crate) const DEFAULT_SPILL_AFTER: u64 = 64 << 20;
 #[derive(Debug)]
 pub(crate) struct DirtyPages {
     memory: BTreeMap<u32, Vec<u8>>,
+    /// Bytes of the pages in `memory`, kept as they come and go (checked at every write).
+    memory_bytes: u64,
     spilled: SpilledPages,
     spill_after: u64,
 }
@@ -22,6 +24,7 @@ impl DirtyPages {
     pub(crate) fn new(spill_after: u64) -> DirtyPages {
         DirtyPages {
             memory: BTreeMap::new(),
+            memory_bytes: 0,
             spilled: SpilledPages::default(),
             spill_after,
         }
@@ -51,6 +54,7 @@ impl DirtyPages {
                 Some(p) => p,
                 None => base()?,
             };
+            self.memory_bytes += page.len() as u64;
             self.memory.insert(pgno, page);
         }
         Ok(self.memory.get_mut(&pgno).expect("just inserted"))
@@ -58,15 +62,16 @@ impl DirtyPages {
 
     /// Set pages aside once memory holds more than the bound.
     pub(crate) fn bound(&mut self) -> CoreResult<()> {
-        let in_memory: u64 = self.memory.values().map(|p| p.len() as u64).sum();
-        if in_memory <= self.spill_after {
+        if self.memory_bytes <= self.spill_after {
             return Ok(());
         }
         let page1 = self.memory.remove(&1);
         for (pgno, page) in std::mem::take(&mut self.memory) {
             self.spilled.put(pgno, &page)?;
         }
+        self.memory_bytes = 0;
         if let Some(p) = page1 {
+            self.memory_bytes = p.len() as u64;
             self.memory.insert(1, p);
         }
         Ok(())
@@ -75,6 +80,7 @@ impl DirtyPages {
     /// Forget pages above `last`.
     pub(crate) fn truncate(&mut self, last: u32) {
         self.memory.retain(|&p, _| p <= last);
+        self.memory_bytes = self.memory.values().map(|p| p.len() as u64).sum();
         self.spilled.truncate(last);
     }
 
@@ -86,6 +92,7 @@ impl DirtyPages {
         page1: impl FnOnce(&mut Vec<u8>) -> CoreResult<()>,
     ) -> CoreResult<PageChanges> {
         let mut pages = std::mem::take(&mut self.memory);
+        self.memory_bytes = 0;
         if let Some(p) = pages.get_mut(&1) {
             page1(p)?;
         }
@@ -95,5 +102,41 @@ impl DirtyPages {
             pages,
             spilled: std::mem::take(&mut self.spilled),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(d: &mut DirtyPages, pgno: u32) {
+        d.page_mut(pgno, || Ok(vec![pgno as u8; 512]))
+            .unwrap()
+            .fill(pgno as u8);
+        d.bound().unwrap();
+    }
+
+    #[test]
+    fn pages_past_the_bound_are_set_aside_and_page_1_stays() {
+        let mut d = DirtyPages::new(2 * 512);
+        write(&mut d, 1);
+        write(&mut d, 2);
+        assert!(d.spilled.is_empty(), "at the bound, nothing is set aside");
+        write(&mut d, 3);
+        assert_eq!(d.spilled.pgnos().collect::<Vec<_>>(), vec![2, 3]);
+        assert_eq!(d.memory_bytes, 512, "page 1 alone in memory");
+        // A page set aside comes back to memory when written again.
+        write(&mut d, 2);
+        assert_eq!(d.memory_bytes, 1024);
+        assert_eq!(d.get(3).unwrap().unwrap()[0], 3);
+        d.truncate(2);
+        assert_eq!(d.memory_bytes, 1024);
+        assert!(d.get(3).unwrap().is_none());
+        let changes = d.take(512, 2, |_| Ok(())).unwrap();
+        assert_eq!(
+            changes.pages.keys().copied().collect::<Vec<_>>(),
+            vec![1, 2]
+        );
+        assert!(d.is_empty() && d.memory_bytes == 0);
     }
 }

@@ -19,7 +19,7 @@ pub struct OpenTarget {
 pub enum TargetError {
     #[error("{name:?} is not a scion database name: use db, db@branch or db@branch@checkpoint ({reason})")]
     Invalid { name: String, reason: String },
-    #[error("version={0:?} is not a version number: use ?version=N with N as `scion log` or `scion checkpoints` shows it")]
+    #[error("version={0:?} is not a version number: use ?version=N with N as `scion branches` or `scion checkpoints` shows it")]
     BadVersion(String),
     #[error("{0} names a checkpoint and a version: use one of them")]
     CheckpointAndVersion(String),

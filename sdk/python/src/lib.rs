@@ -90,13 +90,8 @@ impl Engine {
 }
 
 fn attach(spec: Option<&str>, cwd: &std::path::Path, create: bool) -> Result<Engine, CoreError> {
-    let env_spec = std::env::var("SCION_STORE").ok().filter(|s| !s.is_empty());
-    let spec = spec
-        .filter(|s| !s.is_empty())
-        .map(str::to_string)
-        .or(env_spec);
     let open = |init: bool| -> Result<Scion, CoreError> {
-        let found = StoreSpec::find(spec.as_deref(), cwd, init)?;
+        let found = StoreSpec::find_with_env(spec, cwd, init)?;
         let options = AttachOptions {
             init: init.then_some(DEFAULT_MIN_GRACE),
             ..AttachOptions::default()
