@@ -117,6 +117,8 @@ pub struct ForkBenchReport {
     pub clean_checkpoint: CleanCheckpoint,
     pub dirty_checkpoint: DirtyCheckpoint,
     pub materialize: Materialize,
+    /// `scion export` (fsynced) beside `cp` followed by an fsync of the copy.
+    pub export: Materialize,
     pub recheckout_clean: Summary,
     /// At the commit size and at the largest size.
     pub diffs: Vec<crate::diffbench::DiffCost>,
@@ -191,6 +193,31 @@ pub(crate) fn timed_cp(src: &Path, dst: &Path) -> BenchResult<std::time::Duratio
         return Err(BenchError::Other("cp failed".into()));
     }
     Ok(took)
+}
+
+/// `cp src dst` and an fsync of `dst` and its directory, timed: what a durable copy costs,
+/// beside `scion export` (which syncs both before it answers).
+fn timed_cp_durable(src: &Path, dst: &Path) -> BenchResult<std::time::Duration> {
+    let _ = std::fs::remove_file(dst);
+    let start = Instant::now();
+    if !Command::new("cp").arg(src).arg(dst).status()?.success() {
+        return Err(BenchError::Other("cp failed".into()));
+    }
+    std::fs::File::open(dst)?.sync_all()?;
+    std::fs::File::open(dst.parent().unwrap_or(Path::new(".")))?.sync_all()?;
+    Ok(start.elapsed())
+}
+
+impl Materialize {
+    fn of(size_mib: u64, scion: &[std::time::Duration], cp: &[std::time::Duration]) -> Materialize {
+        let (scion, cp) = (Summary::of(scion), Summary::of(cp));
+        Materialize {
+            size_mib,
+            throughput_vs_cp: cp.median_ms / scion.median_ms,
+            scion,
+            cp,
+        }
+    }
 }
 
 fn remove_checkout(path: &Path) {
@@ -417,15 +444,24 @@ pub fn run(opts: &ForkBenchOptions, progress: Progress<'_>) -> BenchResult<ForkB
         }
         cp_samples.push(timed_cp(&big_path, &copy_target)?);
     }
+    let materialize = Materialize::of(big_mib, &scion_samples, &cp_samples);
+    progress(&format!(
+        "exporting {big_mib} MiB against cp + fsync, {} runs each",
+        opts.runs
+    ));
+    let export_target = big.dir.join("export.db");
+    let main_target: scion_core::Target = "db".parse()?;
+    let (mut scion_samples, mut cp_samples) = (Vec::new(), Vec::new());
+    for _ in 0..opts.runs {
+        let _ = std::fs::remove_file(&export_target);
+        let start = Instant::now();
+        big.scion.export(&main_target, &export_target, false)?;
+        scion_samples.push(start.elapsed());
+        cp_samples.push(timed_cp_durable(&big_path, &copy_target)?);
+    }
+    let _ = std::fs::remove_file(&export_target);
     let _ = std::fs::remove_file(&copy_target);
-    let scion_m = Summary::of(&scion_samples);
-    let cp_m = Summary::of(&cp_samples);
-    let materialize = Materialize {
-        size_mib: big_mib,
-        throughput_vs_cp: cp_m.median_ms / scion_m.median_ms,
-        scion: scion_m,
-        cp: cp_m,
-    };
+    let export = Materialize::of(big_mib, &scion_samples, &cp_samples);
     // Diffs of two versions a few pages apart, at the commit size and the largest.
     let mut diffs = vec![crate::diffbench::diff_cost(
         &commit_bed.scion,
@@ -451,6 +487,7 @@ pub fn run(opts: &ForkBenchOptions, progress: Progress<'_>) -> BenchResult<ForkB
         clean_checkpoint,
         dirty_checkpoint,
         materialize,
+        export,
         recheckout_clean,
         diffs,
         refresh,

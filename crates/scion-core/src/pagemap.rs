@@ -5,6 +5,7 @@
 //! everything else is shared with the previous version by locator.
 
 use std::collections::BTreeMap;
+use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use crate::error::CoreResult;
@@ -174,29 +175,75 @@ pub fn leaves(
     depth: u8,
     fanout_bits: u8,
 ) -> CoreResult<Vec<(u32, Slot)>> {
+    let mut all = Vec::new();
+    for_each_leaf_group(reader, top, depth, fanout_bits, usize::MAX, |group| {
+        if all.is_empty() {
+            all = group;
+        } else {
+            all.extend(group);
+        }
+        Ok(ControlFlow::Continue(()))
+    })?;
+    Ok(all)
+}
+
+/// Every present page of a tree, as (page index, slot), in page order, handed to `f` a
+/// group at a time: the pages under at most `group_pages` pages' worth of leaf nodes
+/// (at least one node). A caller can set the first group to work while later leaf nodes
+/// are still being read, and end the walk early with `Break`.
+pub fn for_each_leaf_group(
+    reader: &FrameReader,
+    top: Option<Locator>,
+    depth: u8,
+    fanout_bits: u8,
+    group_pages: usize,
+    mut f: impl FnMut(Vec<(u32, Slot)>) -> CoreResult<ControlFlow<()>>,
+) -> CoreResult<()> {
     let Some(top) = top else {
-        return Ok(Vec::new());
+        return Ok(());
     };
+    if depth == 0 {
+        return f(vec![(0, Slot::from(top))]).map(|_| ());
+    }
     // Breadth-first, one level at a time, so each level's nodes are read coalesced.
     let mut frontier: Vec<(u64, Slot)> = vec![(0, Slot::from(top))];
-    for level in (0..depth).rev() {
-        let locs: Vec<Locator> = frontier.iter().map(|(_, s)| s.loc).collect();
-        let nodes: Vec<Arc<Node>> = reader.nodes(&locs, level, fanout_bits)?;
-        let span = 1u64 << (fanout_bits as u32 * level as u32);
-        let mut next = Vec::new();
-        for ((base, _), node) in frontier.iter().zip(nodes) {
-            for (i, slot) in node.slots.iter().enumerate() {
-                if let Some(slot) = slot {
-                    next.push((base + i as u64 * span, *slot));
-                }
+    for level in (1..depth).rev() {
+        frontier = children(reader, &frontier, level, fanout_bits)?;
+    }
+    let nodes_per_group = (group_pages >> fanout_bits).max(1);
+    for group in frontier.chunks(nodes_per_group) {
+        let pages = children(reader, group, 0, fanout_bits)?;
+        let pages = pages.into_iter().map(|(idx, slot)| (idx as u32, slot));
+        if f(pages.collect())?.is_break() {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// The present children of `parents` (nodes at `level`), with their first page indexes.
+fn children(
+    reader: &FrameReader,
+    parents: &[(u64, Slot)],
+    level: u8,
+    fanout_bits: u8,
+) -> CoreResult<Vec<(u64, Slot)>> {
+    let locs: Vec<Locator> = parents.iter().map(|(_, s)| s.loc).collect();
+    let nodes: Vec<Arc<Node>> = reader.nodes(&locs, level, fanout_bits)?;
+    let span = 1u64 << (fanout_bits as u32 * level as u32);
+    let present = nodes
+        .iter()
+        .map(|n| n.slots.iter().filter(|s| s.is_some()).count())
+        .sum();
+    let mut next = Vec::with_capacity(present);
+    for ((base, _), node) in parents.iter().zip(nodes) {
+        for (i, slot) in node.slots.iter().enumerate() {
+            if let Some(slot) = slot {
+                next.push((base + i as u64 * span, *slot));
             }
         }
-        frontier = next;
     }
-    Ok(frontier
-        .into_iter()
-        .map(|(idx, slot)| (idx as u32, slot))
-        .collect())
+    Ok(next)
 }
 
 /// The slot of one page (by index), or `None` for an all-zero or missing page.

@@ -41,9 +41,15 @@ impl FrameReader {
     }
 
     fn fetch(&self, loc: &Locator, len: u64) -> CoreResult<Vec<u8>> {
+        let mut out = Vec::new();
+        self.fetch_into(loc, len, &mut out)?;
+        Ok(out)
+    }
+
+    fn fetch_into(&self, loc: &Locator, len: u64, out: &mut Vec<u8>) -> CoreResult<()> {
         let key = loc.segment.key();
         self.backend
-            .get_range(&key, loc.offset..loc.offset.saturating_add(len))
+            .get_range_into(&key, loc.offset..loc.offset.saturating_add(len), out)
             .map_err(|e| match e {
                 StoreError::NotFound { key } => {
                     CoreError::corrupt(key, "segment is missing from the store")
@@ -196,9 +202,10 @@ impl FrameReader {
         })
     }
 
-    /// The raw bytes of `len` bytes from `loc`'s offset (a coalesced run of frames).
-    pub fn run(&self, start: &Locator, len: u64) -> CoreResult<Vec<u8>> {
-        self.fetch(start, len)
+    /// The raw bytes of `len` bytes from `loc`'s offset (a coalesced run of frames), into a
+    /// buffer the caller reuses.
+    pub fn run_into(&self, start: &Locator, len: u64, out: &mut Vec<u8>) -> CoreResult<()> {
+        self.fetch_into(start, len, out)
     }
 
     /// The raw bytes of one frame, unverified (callers decode and verify).

@@ -46,6 +46,15 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// Read `range` of an object. A range past the end is an error, never a short read.
     fn get_range(&self, key: &str, range: Range<u64>) -> StoreResult<Vec<u8>>;
 
+    /// [`Backend::get_range`] into a buffer the caller keeps between reads: on success
+    /// `out` holds exactly the range. Stores that read local files override it so a long
+    /// series of reads (a materialization) neither allocates nor faults in fresh memory
+    /// for each one; wrappers forward it.
+    fn get_range_into(&self, key: &str, range: Range<u64>, out: &mut Vec<u8>) -> StoreResult<()> {
+        *out = self.get_range(key, range)?;
+        Ok(())
+    }
+
     fn head(&self, key: &str) -> StoreResult<ObjectMeta>;
 
     /// Whether an object exists; cheaper than `head` where the etag costs a read.
@@ -92,6 +101,9 @@ impl<B: Backend + ?Sized> Backend for std::sync::Arc<B> {
     }
     fn get_range(&self, key: &str, range: Range<u64>) -> StoreResult<Vec<u8>> {
         (**self).get_range(key, range)
+    }
+    fn get_range_into(&self, key: &str, range: Range<u64>, out: &mut Vec<u8>) -> StoreResult<()> {
+        (**self).get_range_into(key, range, out)
     }
     fn head(&self, key: &str) -> StoreResult<ObjectMeta> {
         (**self).head(key)

@@ -85,6 +85,12 @@ impl Backend for CountingBackend {
         bump(&self.bytes_read, r.len() as u64);
         Ok(r)
     }
+    fn get_range_into(&self, key: &str, range: Range<u64>, out: &mut Vec<u8>) -> StoreResult<()> {
+        bump(&self.ranged_gets, 1);
+        self.inner.get_range_into(key, range, out)?;
+        bump(&self.bytes_read, out.len() as u64);
+        Ok(())
+    }
     fn head(&self, key: &str) -> StoreResult<ObjectMeta> {
         bump(&self.heads, 1);
         self.inner.head(key)

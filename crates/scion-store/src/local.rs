@@ -91,9 +91,9 @@ impl LocalBackend {
         self.root.join(key)
     }
 
-    /// A ranged read of a segment through a kept descriptor. A file deleted (or replaced)
-    /// since it was opened reads as gone, as a fresh open would.
-    fn segment_range(&self, key: &str, range: Range<u64>) -> StoreResult<Vec<u8>> {
+    /// A ranged read of a segment through a kept descriptor, into `out`. A file deleted
+    /// (or replaced) since it was opened reads as gone, as a fresh open would.
+    fn segment_range(&self, key: &str, range: Range<u64>, out: &mut Vec<u8>) -> StoreResult<()> {
         use std::os::unix::fs::FileExt;
         let cached = self
             .segments
@@ -119,13 +119,14 @@ impl LocalBackend {
         if meta.nlink() == 0 {
             self.forget_segment(key);
             let mut f = File::open(self.path(key)).map_err(|e| StoreError::io(key, e))?;
-            return read_file_range(&mut f, key, range);
+            *out = read_file_range(&mut f, key, range)?;
+            return Ok(());
         }
         crate::backend::check_range(key, &range, meta.len())?;
-        let mut buf = vec![0u8; (range.end - range.start) as usize];
-        file.read_exact_at(&mut buf, range.start)
-            .map_err(|e| StoreError::io(key, e))?;
-        Ok(buf)
+        // Resizing a kept buffer zeroes only what it grows by: the read overwrites it all.
+        out.resize((range.end - range.start) as usize, 0);
+        file.read_exact_at(out, range.start)
+            .map_err(|e| StoreError::io(key, e))
     }
 
     fn forget_segment(&self, key: &str) {
@@ -312,10 +313,21 @@ impl Backend for LocalBackend {
     fn get_range(&self, key: &str, range: Range<u64>) -> StoreResult<Vec<u8>> {
         validate_key(key)?;
         if key.starts_with("segments/") {
-            return self.segment_range(key, range);
+            let mut out = Vec::new();
+            self.segment_range(key, range, &mut out)?;
+            return Ok(out);
         }
         let mut f = File::open(self.path(key)).map_err(|e| StoreError::io(key, e))?;
         read_file_range(&mut f, key, range)
+    }
+
+    fn get_range_into(&self, key: &str, range: Range<u64>, out: &mut Vec<u8>) -> StoreResult<()> {
+        validate_key(key)?;
+        if key.starts_with("segments/") {
+            return self.segment_range(key, range, out);
+        }
+        *out = self.get_range(key, range)?;
+        Ok(())
     }
 
     fn head(&self, key: &str) -> StoreResult<ObjectMeta> {

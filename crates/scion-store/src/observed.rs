@@ -100,6 +100,11 @@ impl Backend for ObservedBackend {
     fn get_range(&self, key: &str, range: Range<u64>) -> StoreResult<Vec<u8>> {
         self.timed(StoreOp::GetRange, || self.inner.get_range(key, range))
     }
+    fn get_range_into(&self, key: &str, range: Range<u64>, out: &mut Vec<u8>) -> StoreResult<()> {
+        self.timed(StoreOp::GetRange, || {
+            self.inner.get_range_into(key, range, out)
+        })
+    }
     fn head(&self, key: &str) -> StoreResult<ObjectMeta> {
         self.timed(StoreOp::Head, || self.inner.head(key))
     }
