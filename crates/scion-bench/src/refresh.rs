@@ -1,6 +1,8 @@
-//! The refresh row of `scion bench fork`: rolling back a checked-out branch to a version a
-//! clean local file already holds (the checkout is then a clone or an in-kernel copy of
-//! that file, not a decode of the version), beside `cp` of the same file.
+//! The refresh rows of `scion bench fork`: rolling back a checked-out branch, beside `cp`
+//! of the file. Two ways in: the checkout is clean and holds a version a few pages away
+//! (it is rewritten in place, only those pages), or it holds changes that the rollback
+//! discards (it is replaced by a clone or an in-kernel copy of a clean local file of the
+//! target version, not a decode of the version).
 
 use std::path::Path;
 use std::time::Instant;
@@ -17,18 +19,24 @@ use crate::{BenchError, BenchResult, Progress};
 #[derive(Debug, Clone, Serialize)]
 pub struct RefreshCost {
     pub size_mib: u64,
-    /// Rollback of a checked-out branch to its fork point, whose version `main`'s clean
-    /// checkout holds: the head moves and the checkout is refreshed from that file.
+    /// Rollback of a checked-out branch whose clean checkout holds a version one row away
+    /// (checkpoint `moved`) to its fork point: the pages that differ are rewritten.
     pub rollback: Summary,
+    /// Rollback to the fork point again with a change in the checkout, discarded
+    /// (`force`): the checkout is replaced from `main`'s clean file of that version.
+    pub rollback_from_clean_file: Summary,
     /// `cp` of the same file, interleaved with the rollbacks.
     pub cp: Summary,
     /// Rollback median over `cp`'s (goal: <= 1).
     pub vs_cp: f64,
+    /// The same for the rollback replacing the file from a clean copy.
+    pub from_clean_file_vs_cp: f64,
 }
 
 /// On `scion` (a generated database of `mib` MiB at `db@main`), fork `refresh`, check it out,
 /// change it and checkpoint; then, `runs` times: roll back to the checkpoint (untimed),
-/// roll back to the fork point (timed), and `cp` `main`'s checkout (timed).
+/// roll back to the fork point (timed), change the checkout and roll back to the fork
+/// point again discarding it (timed), and `cp` `main`'s checkout (timed).
 pub fn refresh_cost(
     scion: &Scion,
     mib: u64,
@@ -37,42 +45,65 @@ pub fn refresh_cost(
     progress: Progress<'_>,
 ) -> BenchResult<RefreshCost> {
     progress(&format!(
-        "rollback of a checked-out branch to a version a clean file holds, at {mib} MiB"
+        "rollback of a checked-out branch, in place and from a clean file, at {mib} MiB"
     ));
     let main = br("db")?;
     let main_path = scion.checkout(&main, false)?.path;
     scion.fork(&main, &"refresh".parse()?, None)?;
     let b = br("db@refresh")?;
     let path = scion.checkout(&b, false)?.path;
-    Connection::open(&path)?.execute("UPDATE orders SET status = 'moved' WHERE id = 1", [])?;
+    let change = |status: &str| -> BenchResult<()> {
+        Connection::open(&path)?.execute("UPDATE orders SET status = ?1 WHERE id = 1", [status])?;
+        Ok(())
+    };
+    change("moved")?;
     scion.checkpoint(&b, &"moved".parse()?)?;
     let opts = MoveOptions {
         no_backup: true,
         ..MoveOptions::default()
     };
+    let discard = MoveOptions {
+        force: true,
+        ..opts.clone()
+    };
     let copy_target = scratch.join("refresh-cp.db");
-    let (mut rollbacks, mut copies) = (Vec::new(), Vec::new());
+    let (mut in_place, mut from_file, mut copies) = (Vec::new(), Vec::new(), Vec::new());
     for run in 0..=runs {
         scion.rollback(&b, &"moved".parse()?, &opts)?;
         let start = Instant::now();
         let report = scion.rollback(&b, &"fork".parse()?, &opts)?;
-        let took = start.elapsed();
+        let patched = start.elapsed();
         if report.checkout.is_none() {
             return Err(BenchError::Other("the checkout was not refreshed".into()));
+        }
+        change("unsaved")?;
+        let start = Instant::now();
+        let report = scion.rollback(&b, &"fork".parse()?, &discard)?;
+        let copied = start.elapsed();
+        if !report.discarded_changes {
+            return Err(BenchError::Other("the change was not discarded".into()));
         }
         let cp_took = timed_cp(&main_path, &copy_target)?;
         // The first round warms up.
         if run > 0 {
-            rollbacks.push(took);
+            in_place.push(patched);
+            from_file.push(copied);
             copies.push(cp_took);
         }
     }
     let _ = std::fs::remove_file(&copy_target);
-    let (rollback, cp) = (Summary::of(&rollbacks), Summary::of(&copies));
+    let (rollback, from_clean, cp) = (
+        Summary::of(&in_place),
+        Summary::of(&from_file),
+        Summary::of(&copies),
+    );
+    let floor = cp.median_ms.max(f64::MIN_POSITIVE);
     Ok(RefreshCost {
         size_mib: mib,
-        vs_cp: rollback.median_ms / cp.median_ms.max(f64::MIN_POSITIVE),
+        vs_cp: rollback.median_ms / floor,
+        from_clean_file_vs_cp: from_clean.median_ms / floor,
         rollback,
+        rollback_from_clean_file: from_clean,
         cp,
     })
 }

@@ -38,6 +38,12 @@ fn bench_fork_quick_reports_counted_costs() {
     );
     assert_eq!(v["clean_checkpoint"]["data_objects_written"], 0);
     assert!(v["refresh"]["rollback"]["runs"].as_u64().unwrap() >= 3);
+    assert!(
+        v["refresh"]["rollback_from_clean_file"]["runs"]
+            .as_u64()
+            .unwrap()
+            >= 3
+    );
     for side in ["materialize", "export"] {
         assert!(v[side]["scion"]["runs"].as_u64().unwrap() >= 3, "{side}");
         assert!(v[side]["cp"]["runs"].as_u64().unwrap() >= 3, "{side}");

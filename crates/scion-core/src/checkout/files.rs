@@ -5,6 +5,7 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
 
 use tempfile::NamedTempFile;
 
@@ -166,6 +167,10 @@ impl DbFiles {
             remove_if_present(&p)?;
         }
         if self.checkout {
+            // From here until the new record is written the file has no record: the marker
+            // tells the next inspection that whatever is there is scion's, to be replaced.
+            let marker = refreshing_marker(&self.db);
+            fs::write(&marker, b"").map_err(|e| CoreError::io(&marker, e))?;
             Sidecar::remove(&self.db)?;
             // Something that is not a file where the checkout belongs (judged unreadable,
             // and replaced only with force) goes whole.
@@ -201,6 +206,9 @@ impl DbFiles {
             record.stamp_ns = super::now_ns();
             record.store(&self.db)?;
         }
+        if self.checkout {
+            remove_if_present(&refreshing_marker(&self.db))?;
+        }
         if !self.checkout {
             // The rename itself is durable too before an export is reported done.
             let dir = self.dir()?;
@@ -209,6 +217,58 @@ impl DbFiles {
                 .map_err(|e| CoreError::io(&dir, e))?;
         }
         Ok(Install::Done)
+    }
+
+    /// Rewrite some pages of the clean checkout in place and give it `record`: the other
+    /// way to refresh a checkout, for a file whose record proves it holds a version close
+    /// to the new one. Under the same locks as [`DbFiles::install`] (alone among scions, no
+    /// SQLite connection open or opening), the file must still be as `seen` and have no
+    /// journal with content (a WAL with frames is part of the version the file holds).
+    /// The refreshing marker goes down before the old record is removed and the first page
+    /// is written and comes off after the new record is written, so a crash in between
+    /// leaves a file the next inspection knows to be scion's, to be replaced whole.
+    /// `false`: the file changed or has a journal; nothing was written.
+    pub(crate) fn patch(
+        &self,
+        seen: Fingerprint,
+        write: impl FnOnce(&fs::File) -> CoreResult<()>,
+        mut record: Sidecar,
+    ) -> CoreResult<bool> {
+        let _scions = self.replace_lock()?;
+        let _sqlite = lock::against_sqlite(&self.db)?;
+        let unchanged = Fingerprint::of(&self.db)?.is_some_and(|now| seen.same_writes(&now));
+        let journal_with_content = self.journals().take(2).any(|p| {
+            p.symlink_metadata()
+                .is_ok_and(|m| !m.is_file() || m.len() > 0)
+        });
+        if !unchanged || journal_with_content {
+            return Ok(false);
+        }
+        if sqlite_io::wal_index_in_use(&self.db)? {
+            return Err(CoreError::CheckoutBusy {
+                path: self.db.clone(),
+            });
+        }
+        let marker = refreshing_marker(&self.db);
+        fs::write(&marker, b"").map_err(|e| CoreError::io(&marker, e))?;
+        Sidecar::remove(&self.db)?;
+        for p in self.journals() {
+            remove_if_present(&p)?;
+        }
+        let file = fs::OpenOptions::new()
+            .write(true)
+            .open(&self.db)
+            .map_err(|e| CoreError::io(&self.db, e))?;
+        write(&file)?;
+        // Back-dated as a fresh checkout is, so any later write moves the mtime.
+        file.set_modified(SystemTime::now() - Duration::from_secs(2))
+            .map_err(|e| CoreError::io(&self.db, e))?;
+        drop(file);
+        record.fingerprint = Fingerprint::of(&self.db)?.unwrap_or_default();
+        record.stamp_ns = super::now_ns();
+        record.store(&self.db)?;
+        remove_if_present(&marker)?;
+        Ok(true)
     }
 
     /// Remove the whole set: journals before the database (a journal left without its
@@ -235,6 +295,7 @@ impl DbFiles {
             sidecar_path(&self.db, "-shm"),
             Sidecar::path_for(&self.db),
             Sidecar::pending_path_for(&self.db),
+            refreshing_marker(&self.db),
         ];
         for p in paths {
             if remove_if_present(&p)? {
@@ -299,6 +360,12 @@ fn umask() -> u32 {
             })
             .unwrap_or(0o022)
     })
+}
+
+/// Present while scion replaces a checkout or rewrites its pages in place, from before its
+/// old record is removed until its new one is written.
+pub(crate) fn refreshing_marker(db: &Path) -> PathBuf {
+    sidecar_path(db, ".scion.refreshing")
 }
 
 fn remove_if_present(p: &Path) -> CoreResult<bool> {

@@ -7,6 +7,7 @@ mod clone;
 mod files;
 pub mod live;
 mod lock;
+mod patch;
 mod sidecar;
 
 use std::fs;
@@ -70,6 +71,8 @@ pub enum CheckoutAction {
     Cloned,
     /// Copied in the kernel from another clean file of the same version.
     Copied,
+    /// Brought from the older version it held by rewriting only the pages that differ.
+    Patched,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -294,6 +297,14 @@ impl Scion {
             });
         }
         let Some(mut sidecar) = Sidecar::load(path, head)? else {
+            if files::refreshing_marker(path).exists() {
+                // An in-place refresh was cut short: scion's own pages, half written.
+                return Ok(Inspection {
+                    state: CheckoutState::Stale,
+                    current: false,
+                    seen,
+                });
+            }
             return Ok(unknown(seen));
         };
         let fp = seen.unwrap_or_default();
@@ -339,6 +350,19 @@ impl Scion {
     /// older head (stale and dirty), or without a record, is refused unless `force`; so is
     /// a file written to while the new one was being made.
     pub fn checkout(&self, b: &BranchRef, force: bool) -> CoreResult<CheckoutReport> {
+        self.checkout_judged(b, force, None)
+    }
+
+    /// [`Scion::checkout`] after a caller's own judgement of the file (`judged`, taken
+    /// before the head moved). With `force`, a file judged dirty or unreadable that has
+    /// not been written since is replaced on that judgement instead of being hashed again:
+    /// the outcome is the same, and hashing a large file twice is most of the cost.
+    pub(crate) fn checkout_judged(
+        &self,
+        b: &BranchRef,
+        force: bool,
+        judged: Option<Inspection>,
+    ) -> CoreResult<CheckoutReport> {
         let (r, _) = self.read_ref(b)?;
         let files = DbFiles::checkout(self.checkout_path(b));
         let report = |action, discarded, dirty| CheckoutReport {
@@ -350,8 +374,23 @@ impl Scion {
             dirty,
         };
         let mut prepared = None;
+        let mut judged = judged
+            .filter(|j| force && matches!(j.state, CheckoutState::Dirty | CheckoutState::Unknown));
         for _ in 0..JUDGE_TRIES {
-            let inspection = self.inspect(files.db(), &r.root)?;
+            let still = match judged.take() {
+                Some(j) => match (j.seen, Fingerprint::of(files.db())?) {
+                    (Some(seen), Some(now)) if seen.same_writes(&now) => Some(Inspection {
+                        current: false,
+                        ..j
+                    }),
+                    _ => None,
+                },
+                None => None,
+            };
+            let inspection = match still {
+                Some(j) => j,
+                None => self.inspect(files.db(), &r.root)?,
+            };
             let working_copy = inspection.state == CheckoutState::Dirty && inspection.current;
             if inspection.state == CheckoutState::Clean || (working_copy && !force) {
                 if working_copy && r.ttl_secs.is_some() {
@@ -368,6 +407,13 @@ impl Scion {
                 }
                 other => Some(other),
             };
+            if inspection.state == CheckoutState::Stale && prepared.is_none() {
+                if let Some(seen) = inspection.seen {
+                    if self.refresh_in_place(&files, seen, &r)? {
+                        return Ok(report(CheckoutAction::Patched, None, false));
+                    }
+                }
+            }
             let (tmp, action, hashes) = match prepared.take() {
                 Some(p) => p,
                 None => self.prepare_checkout(b, &files, &r)?,

@@ -3,7 +3,7 @@
 //! b-trees' interior pages, and the changed pages themselves.
 
 mod btree;
-mod pages;
+pub(crate) mod pages;
 mod rows;
 mod sql;
 

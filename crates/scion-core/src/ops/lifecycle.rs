@@ -124,7 +124,8 @@ impl Scion {
         self.check_not_leased(b, &r, opts.force)?;
         // The checkout must be safe to replace before anything moves.
         let path = self.checkout_path(b);
-        let state = self.inspect(&path, &r.root)?.state;
+        let judged = self.inspect(&path, &r.root)?;
+        let state = judged.state;
         if matches!(state, CheckoutState::Dirty | CheckoutState::Unknown) && !opts.force {
             return Err(CoreError::DirtyCheckout {
                 path,
@@ -182,8 +183,9 @@ impl Scion {
         let mut discarded_changes = false;
         if state != CheckoutState::None {
             // Refreshed with the caller's force, judged afresh: a write that landed in the
-            // file while the head moved is never discarded without force.
-            match self.checkout(b, opts.force) {
+            // file while the head moved is never discarded without force. (With force, a
+            // file not written since the judgement above is not hashed a second time.)
+            match self.checkout_judged(b, opts.force, Some(judged)) {
                 Ok(report) => {
                     discarded_changes = matches!(
                         report.discarded,

@@ -1,0 +1,121 @@
+//! Refreshing a clean checkout that holds an older version by rewriting only the pages
+//! that differ between that version and the new head: a rollback or promote onto a version
+//! a few pages away costs those pages, not a copy of the whole file.
+//!
+//! The pages that differ come from the two versions' page maps (only map nodes that
+//! differ are read); the new record's page hashes are the old record's with those pages'
+//! replaced, and their sum must give the new version's whole-database checksum before a
+//! byte is written, so a page missed would show here, not in the file. Anything out of the
+//! ordinary (no record that proves the file, a journal with content, many pages changed)
+//! leaves the file to be replaced whole.
+
+use std::os::unix::fs::FileExt;
+
+use super::files::DbFiles;
+use super::{Fingerprint, Sidecar};
+use crate::diff::pages::changed_pages;
+use crate::error::{CoreError, CoreResult};
+use crate::format::{page_contribution, page_hash};
+use crate::pagemap;
+use crate::refs::Ref;
+use crate::sqlite_io::set_wal_mode_bytes;
+use crate::Scion;
+
+/// Past one page in this many changed, writing the whole file is the cheaper refresh.
+const MAX_SHARE: u64 = 8;
+/// At most this many pages are held in memory for one refresh (64 MiB at 4 KiB pages).
+const MAX_PAGES: usize = 16_384;
+
+impl Scion {
+    /// Bring the clean checkout in `files` (judged unmodified as `seen`, its record naming
+    /// an older version) to the head `r` by rewriting the pages that differ. `false`: not
+    /// done, nothing written; the caller replaces the file whole.
+    pub(crate) fn refresh_in_place(
+        &self,
+        files: &DbFiles,
+        seen: Fingerprint,
+        r: &Ref,
+    ) -> CoreResult<bool> {
+        let Some(old) = Sidecar::load(files.db(), &r.root)? else {
+            return Ok(false);
+        };
+        // The inspection that judged the file stale proved it unmodified against this
+        // record (by fingerprint or by hashing every page); `patch` goes ahead only if the
+        // file is still as it was then.
+        if old.root == r.root || old.page_size != r.page_size {
+            return Ok(false);
+        }
+        let (a, b) = (self.reader.root(&old.root)?, self.reader.root(&r.root)?);
+        if a.page_size != b.page_size || old.hashes.len() != a.page_count as usize {
+            return Ok(false);
+        }
+        let changed = changed_pages(&self.reader, &a, &b)?;
+        if changed.len() > MAX_PAGES || changed.len() as u64 * MAX_SHARE > b.page_count as u64 {
+            return Ok(false);
+        }
+        let page_size = b.page_size as usize;
+        let zero = vec![0u8; page_size];
+        let zero_hash = page_hash(&zero);
+        let mut hashes = old.hashes;
+        hashes.resize(b.page_count as usize, zero_hash);
+        let mut pages: Vec<(u32, Vec<u8>)> = Vec::with_capacity(changed.len());
+        let mut slots = Vec::new();
+        for &pgno in changed.iter().filter(|p| **p <= b.page_count) {
+            match pagemap::lookup(&self.reader, b.node, b.depth, b.fanout_bits, pgno - 1)? {
+                Some(slot) => slots.push((slot, pgno)),
+                None => {
+                    hashes[pgno as usize - 1] = zero_hash;
+                    pages.push((pgno, zero.clone()));
+                }
+            }
+        }
+        self.reader.for_each_page(slots, |frame| {
+            let pgno = *frame.tag;
+            if frame.raw.len() != page_size {
+                return Err(CoreError::corrupt(
+                    format!("version {}", r.root),
+                    format!("page {pgno} is {} bytes", frame.raw.len()),
+                ));
+            }
+            hashes[pgno as usize - 1] = frame.hash;
+            pages.push((pgno, frame.raw));
+            Ok(())
+        })?;
+        let checksum = hashes.iter().enumerate().fold(0u64, |sum, (i, h)| {
+            sum.wrapping_add(page_contribution(i as u32 + 1, *h, zero_hash))
+        });
+        if checksum != b.db_checksum {
+            tracing::warn!(
+                "{}: the pages found to differ do not add up to version {}; writing the whole file",
+                files.db().display(),
+                r.version
+            );
+            return Ok(false);
+        }
+        pages.sort_unstable_by_key(|(pgno, _)| *pgno);
+        let record = Sidecar {
+            page_size: r.page_size,
+            root: r.root,
+            version: r.version,
+            fingerprint: Fingerprint::default(),
+            stamp_ns: 0,
+            hashes,
+        };
+        let path = files.db().to_path_buf();
+        let len = b.page_count as u64 * page_size as u64;
+        files.patch(
+            seen,
+            |file| {
+                for (pgno, mut bytes) in pages {
+                    if pgno == 1 {
+                        set_wal_mode_bytes(&mut bytes);
+                    }
+                    file.write_all_at(&bytes, (pgno as u64 - 1) * page_size as u64)
+                        .map_err(|e| CoreError::io(&path, e))?;
+                }
+                file.set_len(len).map_err(|e| CoreError::io(&path, e))
+            },
+            record,
+        )
+    }
+}
