@@ -26,15 +26,6 @@ fn many_pages(e: &Env) -> std::path::PathBuf {
     src
 }
 
-/// The file's bytes with the journal-mode bytes (18, 19) masked: a checkout is in WAL mode,
-/// an export in rollback mode.
-fn bytes_without_journal_mode(path: &std::path::Path) -> Vec<u8> {
-    let mut b = std::fs::read(path).unwrap();
-    b[18] = 0;
-    b[19] = 0;
-    b
-}
-
 #[test]
 fn a_version_of_many_leaf_groups_with_delta_pages_comes_out_byte_for_byte() {
     let e = env();

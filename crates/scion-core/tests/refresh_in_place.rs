@@ -19,15 +19,6 @@ fn no_backup() -> MoveOptions {
     }
 }
 
-/// The file's bytes with the journal-mode bytes (18, 19) masked: a checkout is in WAL mode,
-/// an export in rollback mode.
-fn bytes_without_journal_mode(path: &Path) -> Vec<u8> {
-    let mut b = std::fs::read(path).unwrap();
-    b[18] = 0;
-    b[19] = 0;
-    b
-}
-
 /// The checkout holds exactly what an export of `target` holds.
 fn holds(e: &Env, checkout: &Path, target: &str) {
     let out = e.path(&format!("expected-{}.db", unique()));

@@ -418,14 +418,7 @@ impl Scion {
                 Some(p) => p,
                 None => self.prepare_checkout(b, &files, &r)?,
             };
-            let record = Sidecar {
-                page_size: r.page_size,
-                root: r.root,
-                version: r.version,
-                fingerprint: Fingerprint::default(),
-                stamp_ns: 0,
-                hashes: hashes.clone(),
-            };
+            let record = Sidecar::unstamped(&r, hashes.clone());
             match files.install(tmp, inspection.expect(), Some(record))? {
                 Install::Done => return Ok(report(action, discarded, false)),
                 // Written to, replaced or created meanwhile: judge it again.

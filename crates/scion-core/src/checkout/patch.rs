@@ -93,14 +93,7 @@ impl Scion {
             return Ok(false);
         }
         pages.sort_unstable_by_key(|(pgno, _)| *pgno);
-        let record = Sidecar {
-            page_size: r.page_size,
-            root: r.root,
-            version: r.version,
-            fingerprint: Fingerprint::default(),
-            stamp_ns: 0,
-            hashes,
-        };
+        let record = Sidecar::unstamped(r, hashes);
         let path = files.db().to_path_buf();
         let len = b.page_count as u64 * page_size as u64;
         files.patch(

@@ -212,6 +212,19 @@ impl Sidecar {
         })
     }
 
+    /// The record of a file holding the head `r`, with the hash of every page; its
+    /// fingerprint and stamp are filled in when the file is in place.
+    pub(crate) fn unstamped(r: &crate::refs::Ref, hashes: Vec<u64>) -> Sidecar {
+        Sidecar {
+            page_size: r.page_size,
+            root: r.root,
+            version: r.version,
+            fingerprint: Fingerprint::default(),
+            stamp_ns: 0,
+            hashes,
+        }
+    }
+
     pub fn path_for(checkout: &Path) -> PathBuf {
         sidecar_path(checkout, ".scion")
     }

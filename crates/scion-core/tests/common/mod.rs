@@ -200,3 +200,12 @@ pub fn create_shop(e: &Env, rows: usize) {
         .create(&scion_core::DbName::new("shop").unwrap(), Some(&src))
         .unwrap();
 }
+
+/// A file's bytes with the journal-mode bytes (18, 19) masked: a checkout is in WAL mode,
+/// an export of the same version in rollback mode.
+pub fn bytes_without_journal_mode(path: &Path) -> Vec<u8> {
+    let mut b = std::fs::read(path).unwrap();
+    b[18] = 0;
+    b[19] = 0;
+    b
+}
