@@ -1,8 +1,7 @@
 //! The refresh rows of `scion bench fork`: rolling back a checked-out branch, beside `cp`
 //! of the file. Two ways in: the checkout is clean and holds a version a few pages away
-//! (it is rewritten in place, only those pages), or it holds changes that the rollback
-//! discards (it is replaced by a clone or an in-kernel copy of a clean local file of the
-//! target version, not a decode of the version).
+//! (only those pages are rewritten), or it holds a change that the rollback discards with
+//! `force` (the file is hashed to find what changed, then those pages are rewritten too).
 
 use std::path::Path;
 use std::time::Instant;
@@ -22,15 +21,15 @@ pub struct RefreshCost {
     /// Rollback of a checked-out branch whose clean checkout holds a version one row away
     /// (checkpoint `moved`) to its fork point: the pages that differ are rewritten.
     pub rollback: Summary,
-    /// Rollback to the fork point again with a change in the checkout, discarded
-    /// (`force`): the checkout is replaced from `main`'s clean file of that version.
-    pub rollback_from_clean_file: Summary,
+    /// Rollback to the fork point again with a one-row change in the checkout, discarded
+    /// (`force`).
+    pub rollback_discarding: Summary,
     /// `cp` of the same file, interleaved with the rollbacks.
     pub cp: Summary,
     /// Rollback median over `cp`'s (goal: <= 1).
     pub vs_cp: f64,
-    /// The same for the rollback replacing the file from a clean copy.
-    pub from_clean_file_vs_cp: f64,
+    /// The same for the rollback discarding a change.
+    pub discarding_vs_cp: f64,
 }
 
 /// On `scion` (a generated database of `mib` MiB at `db@main`), fork `refresh`, check it out,
@@ -45,7 +44,7 @@ pub fn refresh_cost(
     progress: Progress<'_>,
 ) -> BenchResult<RefreshCost> {
     progress(&format!(
-        "rollback of a checked-out branch, in place and from a clean file, at {mib} MiB"
+        "rollback of a checked-out branch, clean and discarding a change, at {mib} MiB"
     ));
     let main = br("db")?;
     let main_path = scion.checkout(&main, false)?.path;
@@ -67,7 +66,7 @@ pub fn refresh_cost(
         ..opts.clone()
     };
     let copy_target = scratch.join("refresh-cp.db");
-    let (mut in_place, mut from_file, mut copies) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut in_place, mut discards, mut copies) = (Vec::new(), Vec::new(), Vec::new());
     for run in 0..=runs {
         scion.rollback(&b, &"moved".parse()?, &opts)?;
         let start = Instant::now();
@@ -79,7 +78,7 @@ pub fn refresh_cost(
         change("unsaved")?;
         let start = Instant::now();
         let report = scion.rollback(&b, &"fork".parse()?, &discard)?;
-        let copied = start.elapsed();
+        let discarded = start.elapsed();
         if !report.discarded_changes {
             return Err(BenchError::Other("the change was not discarded".into()));
         }
@@ -87,23 +86,23 @@ pub fn refresh_cost(
         // The first round warms up.
         if run > 0 {
             in_place.push(patched);
-            from_file.push(copied);
+            discards.push(discarded);
             copies.push(cp_took);
         }
     }
     let _ = std::fs::remove_file(&copy_target);
-    let (rollback, from_clean, cp) = (
+    let (rollback, discarding, cp) = (
         Summary::of(&in_place),
-        Summary::of(&from_file),
+        Summary::of(&discards),
         Summary::of(&copies),
     );
     let floor = cp.median_ms.max(f64::MIN_POSITIVE);
     Ok(RefreshCost {
         size_mib: mib,
         vs_cp: rollback.median_ms / floor,
-        from_clean_file_vs_cp: from_clean.median_ms / floor,
+        discarding_vs_cp: discarding.median_ms / floor,
         rollback,
-        rollback_from_clean_file: from_clean,
+        rollback_discarding: discarding,
         cp,
     })
 }

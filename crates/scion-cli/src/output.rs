@@ -504,8 +504,8 @@ impl Printer {
             f.size_mib, f.rollback.median_ms, f.cp.median_ms, f.vs_cp
         );
         println!(
-            "rollback of a checked-out {} MiB branch discarding a change, from a clean file of the target: {:.0} ms vs cp of that file {:.0} ms (medians): {:.2}x (goal <= 1)",
-            f.size_mib, f.rollback_from_clean_file.median_ms, f.cp.median_ms, f.from_clean_file_vs_cp
+            "rollback of a checked-out {} MiB branch discarding a one-row change (force): {:.0} ms vs cp of the file {:.0} ms (medians): {:.2}x (goal <= 1)",
+            f.size_mib, f.rollback_discarding.median_ms, f.cp.median_ms, f.discarding_vs_cp
         );
         for d in &r.diffs {
             println!(

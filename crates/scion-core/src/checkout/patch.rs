@@ -1,13 +1,14 @@
-//! Refreshing a clean checkout that holds an older version by rewriting only the pages
-//! that differ between that version and the new head: a rollback or promote onto a version
-//! a few pages away costs those pages, not a copy of the whole file.
+//! Refreshing a checkout by rewriting only the pages that differ from the new head: a
+//! rollback or promote onto a version a few pages away, or a forced one that discards a
+//! few changed pages, costs those pages, not a copy of the whole file.
 //!
 //! The pages that differ come from the two versions' page maps (only map nodes that
-//! differ are read); the new record's page hashes are the old record's with those pages'
-//! replaced, and their sum must give the new version's whole-database checksum before a
-//! byte is written, so a page missed would show here, not in the file. Anything out of the
-//! ordinary (no record that proves the file, a journal with content, many pages changed)
-//! leaves the file to be replaced whole.
+//! differ are read) and, for a file with changes, from the page hashes its inspection just
+//! computed; the new record's page hashes are the file's with those pages' replaced, and
+//! their sum must give the new version's whole-database checksum before a byte is
+//! written, so a page missed would show here, not in the file. Anything out of the
+//! ordinary (no record, a journal with content, many pages changed) leaves the file to be
+//! replaced whole.
 
 use std::os::unix::fs::FileExt;
 
@@ -27,40 +28,56 @@ const MAX_SHARE: u64 = 8;
 const MAX_PAGES: usize = 16_384;
 
 impl Scion {
-    /// Bring the clean checkout in `files` (judged unmodified as `seen`, its record naming
-    /// an older version) to the head `r` by rewriting the pages that differ. `false`: not
+    /// Bring the checkout in `files` (judged as `seen`, its record naming the version it
+    /// was made from) to the head `r` by rewriting the pages that differ: those that differ
+    /// between the two versions and, for a file judged changed (`file_hashes`: the hash of
+    /// each of its pages now), those where the file differs from its record. `false`: not
     /// done, nothing written; the caller replaces the file whole.
     pub(crate) fn refresh_in_place(
         &self,
         files: &DbFiles,
         seen: Fingerprint,
         r: &Ref,
+        file_hashes: Option<&[u64]>,
     ) -> CoreResult<bool> {
         let Some(old) = Sidecar::load(files.db(), &r.root)? else {
             return Ok(false);
         };
-        // The inspection that judged the file stale proved it unmodified against this
-        // record (by fingerprint or by hashing every page); `patch` goes ahead only if the
-        // file is still as it was then.
-        if old.root == r.root || old.page_size != r.page_size {
+        // The inspection that judged the file either proved it unmodified against this
+        // record (by fingerprint or by hashing it) or hashed every page of it as it is
+        // now; `patch` goes ahead only if the file is still as it was then.
+        if (old.root == r.root && file_hashes.is_none()) || old.page_size != r.page_size {
             return Ok(false);
         }
         let (a, b) = (self.reader.root(&old.root)?, self.reader.root(&r.root)?);
         if a.page_size != b.page_size || old.hashes.len() != a.page_count as usize {
             return Ok(false);
         }
-        let changed = changed_pages(&self.reader, &a, &b)?;
+        let mut changed = changed_pages(&self.reader, &a, &b)?;
+        let mut hashes = match file_hashes {
+            None => old.hashes,
+            Some(now) => {
+                for i in 0..now.len().max(old.hashes.len()) {
+                    if now.get(i) != old.hashes.get(i) {
+                        changed.insert(i as u32 + 1);
+                    }
+                }
+                now.to_vec()
+            }
+        };
+        // Pages the new version has past the file's end.
+        changed.extend(hashes.len() as u32 + 1..=b.page_count);
+        changed.retain(|p| *p <= b.page_count);
         if changed.len() > MAX_PAGES || changed.len() as u64 * MAX_SHARE > b.page_count as u64 {
             return Ok(false);
         }
         let page_size = b.page_size as usize;
         let zero = vec![0u8; page_size];
         let zero_hash = page_hash(&zero);
-        let mut hashes = old.hashes;
         hashes.resize(b.page_count as usize, zero_hash);
         let mut pages: Vec<(u32, Vec<u8>)> = Vec::with_capacity(changed.len());
         let mut slots = Vec::new();
-        for &pgno in changed.iter().filter(|p| **p <= b.page_count) {
+        for &pgno in &changed {
             match pagemap::lookup(&self.reader, b.node, b.depth, b.fanout_bits, pgno - 1)? {
                 Some(slot) => slots.push((slot, pgno)),
                 None => {
