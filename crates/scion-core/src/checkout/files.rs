@@ -236,12 +236,12 @@ impl DbFiles {
     ) -> CoreResult<bool> {
         let _scions = self.replace_lock()?;
         let _sqlite = lock::against_sqlite(&self.db)?;
-        let unchanged = Fingerprint::of(&self.db)?.is_some_and(|now| seen.same_writes(&now));
-        let journal_with_content = self.journals().take(2).any(|p| {
-            p.symlink_metadata()
+        let journal_with_content = ["-wal", "-journal"].iter().any(|suffix| {
+            sidecar_path(&self.db, suffix)
+                .symlink_metadata()
                 .is_ok_and(|m| !m.is_file() || m.len() > 0)
         });
-        if !unchanged || journal_with_content {
+        if !seen.still_at(&self.db)? || journal_with_content {
             return Ok(false);
         }
         if sqlite_io::wal_index_in_use(&self.db)? {

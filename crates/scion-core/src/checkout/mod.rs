@@ -390,19 +390,14 @@ impl Scion {
         let mut judged = judged
             .filter(|j| force && matches!(j.state, CheckoutState::Dirty | CheckoutState::Unknown));
         for _ in 0..JUDGE_TRIES {
-            let still = match judged.take() {
-                Some(j) => match (j.seen, Fingerprint::of(files.db())?) {
-                    (Some(seen), Some(now)) if seen.same_writes(&now) => Some(Inspection {
+            let inspection = match judged.take() {
+                Some(j) if j.seen.map_or(Ok(false), |seen| seen.still_at(files.db()))? => {
+                    Inspection {
                         current: false,
                         ..j
-                    }),
-                    _ => None,
-                },
-                None => None,
-            };
-            let inspection = match still {
-                Some(j) => j,
-                None => self.inspect(files.db(), &r.root)?,
+                    }
+                }
+                _ => self.inspect(files.db(), &r.root)?,
             };
             let working_copy = inspection.state == CheckoutState::Dirty && inspection.current;
             if inspection.state == CheckoutState::Clean || (working_copy && !force) {

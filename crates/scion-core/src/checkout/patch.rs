@@ -24,8 +24,8 @@ use crate::Scion;
 
 /// Past one page in this many changed, writing the whole file is the cheaper refresh.
 const MAX_SHARE: u64 = 8;
-/// At most this many pages are held in memory for one refresh (64 MiB at 4 KiB pages).
-const MAX_PAGES: usize = 16_384;
+/// At most this many bytes of pages are held in memory for one refresh.
+const MAX_BYTES: usize = 64 << 20;
 
 impl Scion {
     /// Bring the checkout in `files` (judged as `seen`, its record naming the version it
@@ -68,10 +68,12 @@ impl Scion {
         // Pages the new version has past the file's end.
         changed.extend(hashes.len() as u32 + 1..=b.page_count);
         changed.retain(|p| *p <= b.page_count);
-        if changed.len() > MAX_PAGES || changed.len() as u64 * MAX_SHARE > b.page_count as u64 {
+        let page_size = b.page_size as usize;
+        if changed.len() * page_size > MAX_BYTES
+            || changed.len() as u64 * MAX_SHARE > b.page_count as u64
+        {
             return Ok(false);
         }
-        let page_size = b.page_size as usize;
         let zero = vec![0u8; page_size];
         let zero_hash = page_hash(&zero);
         hashes.resize(b.page_count as usize, zero_hash);

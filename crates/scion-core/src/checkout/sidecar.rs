@@ -86,6 +86,12 @@ impl Fingerprint {
             && self.inode == now.inode
             && wal_same
     }
+
+    /// Whether the file at `path` is still as this fingerprint saw it: present, and no
+    /// write since.
+    pub(crate) fn still_at(&self, path: &Path) -> CoreResult<bool> {
+        Ok(Fingerprint::of(path)?.is_some_and(|now| self.same_writes(&now)))
+    }
 }
 
 /// An empty WAL holds no frames, so only the database file's own fingerprint matters: a
