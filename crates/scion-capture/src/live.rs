@@ -400,10 +400,16 @@ impl LiveBranch {
     }
 
     fn recycle_step(&mut self) -> CaptureResult<Step> {
+        // With the second tier on, a WAL bound for the barrier is first copied into the
+        // database without it: the barrier then copies only what was committed since, and
+        // holds the write lock for a moment instead of a whole checkpoint.
+        let threshold = self
+            .barrier_frames
+            .map_or(SOFT_FRAMES, |b| b.min(SOFT_FRAMES));
         let long = self
             .capturer()
             .published()?
-            .is_some_and(|p| p.max_frame >= SOFT_FRAMES);
+            .is_some_and(|p| p.max_frame >= threshold);
         let mut step = if long {
             self.capturer().recycle()?
         } else {

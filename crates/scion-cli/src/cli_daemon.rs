@@ -42,7 +42,8 @@ pub struct ServeArgs {
     /// Opt in to the second tier of WAL recycling for writers that never pause: above this
     /// many WAL frames, hold the write lock for a moment (waiting at most 10 ms for it) so
     /// the WAL can restart. Writers with a busy timeout wait that moment; writers without
-    /// one may get SQLITE_BUSY. Off by default: capture never takes the write lock.
+    /// one may get SQLITE_BUSY. Off by default: capture never takes the write lock. 250
+    /// (below SQLite's own autocheckpoint threshold) suits a writer that never pauses.
     #[arg(long, value_name = "FRAMES")]
     pub barrier_frames: Option<u32>,
 }

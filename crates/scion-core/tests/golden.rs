@@ -1,6 +1,9 @@
 //! Golden files pin format version 1: today's encoders must produce these exact bytes, and
-//! a store written by an earlier binary must read back. Regenerate (only when a format
-//! version changes, as a new directory) with `SCION_GOLDEN_WRITE=1 cargo test --test golden`.
+//! a store written by an earlier binary must read back. A format change regenerates both
+//! as a new directory with `SCION_GOLDEN_WRITE=1 cargo test --test golden`. An encoder
+//! that writes other bytes of the same format (another lz4 implementation) regenerates
+//! only the pinned encodings (`... --test golden binary_encodings`): the store, written
+//! by the earlier encoder, must still read back.
 
 mod common;
 

@@ -24,7 +24,7 @@ pub use sidecar::{Fingerprint, RecordHeader, Sidecar, SIDECAR_FORMAT_VERSION};
 
 use crate::error::{CoreError, CoreResult};
 use crate::format::{page_hash, Locator};
-use crate::materialize::{materialize, JournalMode};
+use crate::materialize::{materialize, Durability, JournalMode};
 use crate::names::BranchRef;
 use crate::refs::Ref;
 use crate::sqlite_io::{self, normalize_page1, SnapshotInfo};
@@ -226,6 +226,7 @@ impl Scion {
             tmp.as_file(),
             tmp.path(),
             JournalMode::Rollback,
+            Durability::Cache,
             &*self.options.progress,
         )?;
         use std::os::unix::fs::PermissionsExt;
@@ -486,6 +487,7 @@ impl Scion {
                     tmp.as_file(),
                     tmp.path(),
                     JournalMode::Wal,
+                    Durability::Cache,
                     &*self.options.progress,
                 )?;
                 (CheckoutAction::Materialized, m.hashes)

@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use crate::checkout::{DbFiles, Expect, Install};
 use crate::error::{CoreError, CoreResult};
-use crate::materialize::{materialize, JournalMode};
+use crate::materialize::{materialize, Durability, JournalMode};
 use crate::names::Target;
 use crate::Scion;
 
@@ -53,6 +53,7 @@ impl Scion {
             tmp.as_file(),
             tmp.path(),
             JournalMode::Rollback,
+            Durability::Synced,
             &*self.options.progress,
         )?;
         let expect = if force {
