@@ -402,7 +402,8 @@ impl LiveBranch {
     fn recycle_step(&mut self) -> CaptureResult<Step> {
         // With the second tier on, a WAL bound for the barrier is first copied into the
         // database without it: the barrier then copies only what was committed since, and
-        // holds the write lock for a moment instead of a whole checkpoint.
+        // holds the write lock for a moment instead of a whole checkpoint. A WAL that grew
+        // past the limit only after that look waits for the next step.
         let threshold = self
             .barrier_frames
             .map_or(SOFT_FRAMES, |b| b.min(SOFT_FRAMES));
@@ -410,20 +411,23 @@ impl LiveBranch {
             .capturer()
             .published()?
             .is_some_and(|p| p.max_frame >= threshold);
-        let mut step = if long {
-            self.capturer().recycle()?
-        } else {
-            self.capturer().rotate_pin()?
+        if !long {
+            return self.capturer().rotate_pin();
+        }
+        let step = self.capturer().recycle()?;
+        let Some(limit) = self.barrier_frames else {
+            return Ok(step);
         };
-        if let Some(limit) = self.barrier_frames {
-            let still = self
-                .capturer()
-                .published()?
-                .is_some_and(|p| p.max_frame >= limit);
-            if still {
-                if let Some(s) = self.capturer().recycle_with_barrier()? {
-                    step = s;
-                }
+        if matches!(step, Step::Break(_) | Step::InFlight) {
+            return Ok(step);
+        }
+        let still = self
+            .capturer()
+            .published()?
+            .is_some_and(|p| p.max_frame >= limit);
+        if still {
+            if let Some(s) = self.capturer().recycle_with_barrier()? {
+                return Ok(s);
             }
         }
         Ok(step)

@@ -379,3 +379,51 @@ fn a_read_only_checkout_of_the_version_is_a_clone_source() {
         CheckoutState::Clean
     );
 }
+
+/// Two processes inspecting one checkout could both read a pending record that names the
+/// head; the one that renamed it second failed with "no such file" instead of reading the
+/// record the first had adopted. Threads race the adoption many times here: every load
+/// must answer the adopted record.
+#[test]
+fn a_pending_record_adopted_by_a_concurrent_load_is_read_not_an_error() {
+    use scion_core::checkout::{Fingerprint, Sidecar};
+    use scion_core::format::{Locator, SegmentId};
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("x.db");
+    std::fs::write(&db, b"").unwrap();
+    let root = Locator {
+        segment: SegmentId(7),
+        offset: 0,
+        len: 64,
+    };
+    let record = Sidecar {
+        page_size: 4096,
+        root,
+        version: 2,
+        fingerprint: Fingerprint::default(),
+        stamp_ns: 0,
+        hashes: vec![1, 2, 3],
+    };
+    for round in 0..300 {
+        record.store_pending(&db).unwrap();
+        let gate = std::sync::Barrier::new(3);
+        std::thread::scope(|s| {
+            let loads: Vec<_> = (0..3)
+                .map(|_| {
+                    s.spawn(|| {
+                        gate.wait();
+                        Sidecar::load(&db, &root)
+                    })
+                })
+                .collect();
+            for l in loads {
+                let loaded = l.join().unwrap();
+                assert_eq!(
+                    loaded.unwrap_or_else(|e| panic!("round {round}: {e}")),
+                    Some(record.clone()),
+                    "round {round}"
+                );
+            }
+        });
+    }
+}

@@ -246,11 +246,13 @@ impl Sidecar {
         let pending = Self::pending_path_for(checkout);
         if let Ok(bytes) = fs::read(&pending) {
             match Sidecar::decode(&bytes) {
-                Ok(s) if s.root == *head => {
-                    fs::rename(&pending, Self::path_for(checkout))
-                        .map_err(|e| CoreError::io(&pending, e))?;
-                    return Ok(Some(s));
-                }
+                Ok(s) if s.root == *head => match fs::rename(&pending, Self::path_for(checkout)) {
+                    Ok(()) => return Ok(Some(s)),
+                    // Another process loading the same checkout adopted (or dropped) it
+                    // between the read and the rename: the record is whatever is there now.
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(CoreError::io(&pending, e)),
+                },
                 _ => {
                     let _ = fs::remove_file(&pending);
                 }
