@@ -127,6 +127,36 @@ fn a_large_change_replaces_the_file_whole() {
     holds(&e, &path, "shop@b");
 }
 
+/// A crash after a refresh wrote its new record but before it removed the marker leaves
+/// both. The next inspection drops the marker: otherwise, if the record were lost later,
+/// the user's changes in the file would be taken for scion's half-written pages and
+/// replaced without `--force`.
+#[test]
+fn a_marker_left_beside_a_valid_record_is_dropped_by_the_next_look() {
+    let e = env();
+    let path = moved_branch(&e);
+    let b = br("shop@b");
+    let marker = format!("{}.scion.refreshing", path.display());
+    std::fs::write(&marker, b"").unwrap();
+    let head = e.scion.resolve(&"shop@b".parse().unwrap()).unwrap().root;
+    assert_eq!(
+        e.scion.checkout_state(&b, &head).unwrap(),
+        CheckoutState::Clean
+    );
+    assert!(!Path::new(&marker).exists(), "the look dropped the marker");
+    // The record lost, the file changed by the user: somebody's changes, kept.
+    std::fs::remove_file(format!("{}.scion", path.display())).unwrap();
+    exec(&path, "UPDATE items SET price = 77 WHERE id = 1;");
+    assert_eq!(
+        e.scion.checkout_state(&b, &head).unwrap(),
+        CheckoutState::Unknown
+    );
+    assert!(
+        e.scion.checkout(&b, false).is_err(),
+        "replaced only with --force"
+    );
+}
+
 #[test]
 fn a_refresh_cut_short_is_replaced_whole_without_force() {
     let e = env();

@@ -368,6 +368,21 @@ pub(crate) fn refreshing_marker(db: &Path) -> PathBuf {
     sidecar_path(db, ".scion.refreshing")
 }
 
+/// Drop a marker found beside a record. Inspections run only while no replacement does,
+/// and a replacement writes the new record before it removes the marker, so such a marker
+/// was left by a crash between the two: the record describes the file. Left in place, it
+/// would make the file look like scion's own half-written pages (replaced without
+/// `--force`) if the record were lost later.
+pub(crate) fn drop_marker_beside_record(db: &Path) -> CoreResult<()> {
+    // Looked at first: the usual answer is "none", and asking a read-only filesystem to
+    // unlink even a missing file is an error.
+    let marker = refreshing_marker(db);
+    if marker.symlink_metadata().is_err() {
+        return Ok(());
+    }
+    remove_if_present(&marker).map(drop)
+}
+
 fn remove_if_present(p: &Path) -> CoreResult<bool> {
     match fs::remove_file(p) {
         Ok(()) => Ok(true),

@@ -293,6 +293,7 @@ impl Scion {
         // The usual case, in O(1): the record's header proves the file unmodified, and the
         // page hashes (8 bytes a page) are never read.
         if let Some(header) = RecordHeader::proving(path, &seen.unwrap_or_default())? {
+            files::drop_marker_beside_record(path)?;
             let current = header.root == *head;
             return Ok(Inspection {
                 state: if current {
@@ -317,6 +318,7 @@ impl Scion {
             }
             return Ok(unknown(seen));
         };
+        files::drop_marker_beside_record(path)?;
         let fp = seen.unwrap_or_default();
         let mut file_hashes = None;
         let unmodified = if sidecar.proves_unmodified(&fp) {
