@@ -315,13 +315,25 @@ fn posix_locks_of_this_process_survive_a_checkpoint() {
         .execute_batch("BEGIN; SELECT count(*) FROM items;")
         .unwrap();
     // This process's locks on the checkout and its -shm (other tests run in parallel
-    // threads of the same process, so count only these two files).
-    let inodes: Vec<String> = [
+    // threads of the same process, so count only these two files). A file is named by its
+    // device and inode, as /proc/locks prints them: another test's file on another
+    // filesystem (the loop-mounted XFS) can have the same inode number.
+    let files: Vec<String> = [
         path.clone(),
         std::path::PathBuf::from(format!("{}-shm", path.display())),
     ]
     .iter()
-    .map(|p| std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(p).unwrap()).to_string())
+    .map(|p| {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(p).unwrap();
+        let dev = m.dev() as libc::dev_t;
+        format!(
+            "{:02x}:{:02x}:{}",
+            libc::major(dev),
+            libc::minor(dev),
+            m.ino()
+        )
+    })
     .collect();
     let mine = || -> usize {
         let pid = std::process::id().to_string();
@@ -331,9 +343,7 @@ fn posix_locks_of_this_process_survive_a_checkpoint() {
             .filter(|l| {
                 let f: Vec<&str> = l.split_whitespace().collect();
                 f.get(4) == Some(&pid.as_str())
-                    && f.get(5)
-                        .and_then(|d| d.rsplit(':').next())
-                        .is_some_and(|ino| inodes.iter().any(|i| i == ino))
+                    && f.get(5).is_some_and(|d| files.iter().any(|x| x == d))
             })
             .count()
     };
