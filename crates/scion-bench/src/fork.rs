@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use crate::datagen::{orders_db, SplitMix64};
 use crate::machine::{describe, Machine};
-use crate::stats::{measure, Summary};
+use crate::stats::{measure, measure_interleaved, Summary};
 use crate::{BenchError, BenchResult, Progress};
 
 #[derive(Debug, Clone)]
@@ -237,17 +237,26 @@ pub fn run(opts: &ForkBenchOptions, progress: Progress<'_>) -> BenchResult<ForkB
         let b = bed(&opts.dir, mib)?;
         let main = br("db")?;
         progress(&format!("forking at {mib} MiB"));
-        let fork_at_head = measure(opts.runs, |i| {
-            b.scion.fork(&main, &format!("head-{i}").parse()?, None)
-        })?;
+        // Forks from a branch without a checkout and from one with a checkout, timed in
+        // alternation: both sources name the same version, so the ratio is the cost of the
+        // look at the checkout.
+        let plain = br("db@plain")?;
+        b.scion.fork(&main, &"plain".parse()?, None)?;
         let source = b.scion.checkout(&main, false)?.path;
         // The checkout's writeback must not land in the timed forks' fsyncs.
         crate::stats::settle_disk();
-        let fork_with_checkout = measure(opts.runs, |i| -> BenchResult<()> {
-            b.scion.fork(&main, &format!("co-{i}").parse()?, None)?;
-            b.scion.checkout_maybe_written(&main)?;
-            Ok(())
-        })?;
+        let (fork_at_head, fork_with_checkout) = measure_interleaved(
+            opts.runs,
+            |i| -> BenchResult<()> {
+                b.scion.fork(&plain, &format!("head-{i}").parse()?, None)?;
+                Ok(())
+            },
+            |i| -> BenchResult<()> {
+                b.scion.fork(&main, &format!("co-{i}").parse()?, None)?;
+                b.scion.checkout_maybe_written(&main)?;
+                Ok(())
+            },
+        )?;
         remove_checkout(&source);
         let before = b.counter.counts();
         b.scion.fork(&main, &"one".parse()?, None)?;
@@ -429,9 +438,16 @@ pub fn run(opts: &ForkBenchOptions, progress: Progress<'_>) -> BenchResult<ForkB
         opts.runs
     ));
     let copy_target = big.dir.join("cp-target.db");
+    // `cp` copies a file of its own, so that the two can take turns going first: whichever
+    // runs second writes into page cache the first has just churned.
+    let cp_source = big.dir.join("cp-source.db");
+    std::fs::copy(&big_path, &cp_source)?;
     let mut scion_samples = Vec::new();
     let mut cp_samples = Vec::new();
-    for _ in 0..opts.runs {
+    for i in 0..opts.runs {
+        if i % 2 == 1 {
+            cp_samples.push(timed_cp(&cp_source, &copy_target)?);
+        }
         remove_checkout(&big_path);
         let start = Instant::now();
         let r = big.scion.checkout(&main, false)?;
@@ -442,7 +458,9 @@ pub fn run(opts: &ForkBenchOptions, progress: Progress<'_>) -> BenchResult<ForkB
                 r.action
             )));
         }
-        cp_samples.push(timed_cp(&big_path, &copy_target)?);
+        if i % 2 == 0 {
+            cp_samples.push(timed_cp(&cp_source, &copy_target)?);
+        }
     }
     let materialize = Materialize::of(big_mib, &scion_samples, &cp_samples);
     progress(&format!(
@@ -452,15 +470,21 @@ pub fn run(opts: &ForkBenchOptions, progress: Progress<'_>) -> BenchResult<ForkB
     let export_target = big.dir.join("export.db");
     let main_target: scion_core::Target = "db".parse()?;
     let (mut scion_samples, mut cp_samples) = (Vec::new(), Vec::new());
-    for _ in 0..opts.runs {
+    for i in 0..opts.runs {
+        if i % 2 == 1 {
+            cp_samples.push(timed_cp_durable(&cp_source, &copy_target)?);
+        }
         let _ = std::fs::remove_file(&export_target);
         let start = Instant::now();
         big.scion.export(&main_target, &export_target, false)?;
         scion_samples.push(start.elapsed());
-        cp_samples.push(timed_cp_durable(&big_path, &copy_target)?);
+        if i % 2 == 0 {
+            cp_samples.push(timed_cp_durable(&cp_source, &copy_target)?);
+        }
     }
-    let _ = std::fs::remove_file(&export_target);
-    let _ = std::fs::remove_file(&copy_target);
+    for f in [&export_target, &copy_target, &cp_source] {
+        let _ = std::fs::remove_file(f);
+    }
     let export = Materialize::of(big_mib, &scion_samples, &cp_samples);
     // Diffs of two versions a few pages apart, at the commit size and the largest.
     let mut diffs = vec![crate::diffbench::diff_cost(

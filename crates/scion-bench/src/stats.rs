@@ -44,6 +44,34 @@ pub fn measure<T, E>(runs: usize, mut f: impl FnMut(usize) -> Result<T, E>) -> R
     Ok(Summary::of(&samples))
 }
 
+/// Time `a` and `b` in alternation (after one warm-up call of each), so that the state of
+/// the machine (journal, page cache, other load) falls on both alike: the basis for a ratio
+/// between two sub-millisecond operations that fsync.
+pub fn measure_interleaved<E>(
+    runs: usize,
+    mut a: impl FnMut(usize) -> Result<(), E>,
+    mut b: impl FnMut(usize) -> Result<(), E>,
+) -> Result<(Summary, Summary), E> {
+    a(usize::MAX)?;
+    b(usize::MAX)?;
+    let (mut sa, mut sb) = (Vec::with_capacity(runs), Vec::with_capacity(runs));
+    for i in 0..runs {
+        // Alternate which goes first, so neither always follows the other's writeback.
+        let first_a = i % 2 == 0;
+        for turn in [first_a, !first_a] {
+            let start = Instant::now();
+            if turn {
+                a(i)?;
+                sa.push(start.elapsed());
+            } else {
+                b(i)?;
+                sb.push(start.elapsed());
+            }
+        }
+    }
+    Ok((Summary::of(&sa), Summary::of(&sb)))
+}
+
 /// Flush the writeback a setup step left behind (generated databases, imports), so that it
 /// does not land inside a timed region: every ref write fsyncs, and an fsync waits behind
 /// whatever the journal has queued.
