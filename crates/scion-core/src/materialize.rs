@@ -20,9 +20,11 @@
 //! fails before any decoding.
 //!
 //! Measured alternatives: one writer thread fed by the decoders (the writer's copy into the
-//! page cache was the critical path), and decoding into a shared mapping of the output (no
-//! faster: the kernel zeroes every page it maps into a new file, and a full disk would kill
-//! the process with SIGBUS instead of failing the write).
+//! page cache was the critical path); a third decode thread on two cores (no faster: two
+//! keep both busy); and decoding into a shared mapping of the output (slower, even with each
+//! chunk faulted in at once by `MADV_POPULATE_WRITE`: the kernel zeroes every page it maps
+//! into a new file and ext4 prepares each block on its first write fault, and a full disk
+//! would kill the process with SIGBUS instead of failing the write).
 
 use std::fs::File;
 use std::ops::ControlFlow;
