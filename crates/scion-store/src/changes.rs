@@ -7,14 +7,25 @@
 //! Each key hashes to one of [`SLOTS`] slots of two counters, `begun` and `ended`. A writer
 //! bumps `begun`, writes, then bumps `ended` (whatever the outcome). A reader takes a stamp
 //! (`ended`, then `begun`, equal) before it reads the object; the stamp still being the
-//! slot's value later proves no write to any key of the slot began in between. A writer
-//! killed between its two bumps leaves the slot unequal for good: readers of its keys then
-//! always read the object (slower, never stale).
+//! slot's value later proves no write to any key of the slot began in between.
+//!
+//! A writer killed between its two bumps would leave its slot unequal for good, and readers
+//! of the slot's keys would read the object every time (slower, never stale). So each writer
+//! holds a shared open-file-description lock on its slot's 16 bytes of the board file from
+//! before its first bump until after its second; the kernel drops the lock of a killed
+//! process. A reader that finds a slot unequal tries for an exclusive lock on it through a
+//! second description of the file: taking it proves no writer on this host is between its
+//! bumps, and the reader then raises both counters to one value past either, which heals
+//! the slot and matches no stamp taken before. Locks of one description merge (a thread's
+//! unlock would drop another's), so the threads of a process count their writers per slot
+//! and lock and unlock the slot only on the first and the last.
 
+use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::os::unix::io::AsRawFd;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 
 /// Slots on the board; keys share a slot by hash.
 pub const SLOTS: usize = 1024;
@@ -23,7 +34,13 @@ const BYTES: usize = SLOTS * 16;
 #[derive(Debug)]
 pub(crate) struct ChangeBoard {
     map: *mut AtomicU64,
-    _file: File,
+    /// The description writers lock their slots through.
+    file: File,
+    /// A second description of the same file, through which a reader proves no writer is
+    /// between its bumps (locks of one description never conflict with each other).
+    healer: File,
+    /// Writers of this process between their bumps, per slot.
+    writers: Mutex<HashMap<usize, u32>>,
 }
 
 // SAFETY: the mapping is only accessed through atomics, and lives as long as the board.
@@ -35,13 +52,16 @@ impl ChangeBoard {
     /// The board at `path`, made if missing; `None` where it cannot be mapped (a read-only
     /// store directory): readers then read every object.
     pub(crate) fn open(path: &Path) -> Option<ChangeBoard> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)
-            .ok()?;
+        let open = || {
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(path)
+        };
+        let file = open().ok()?;
+        let healer = open().ok()?;
         // Growing a file only adds zeros, so racing openers agree on the content.
         if file.metadata().ok()?.len() < BYTES as u64 {
             file.set_len(BYTES as u64).ok()?;
@@ -62,30 +82,120 @@ impl ChangeBoard {
         }
         Some(ChangeBoard {
             map: map.cast(),
-            _file: file,
+            file,
+            healer,
+            writers: Mutex::default(),
         })
     }
 
-    fn counters(&self, key: &str) -> (&AtomicU64, &AtomicU64) {
-        let slot = (xxhash_rust::xxh3::xxh3_64(key.as_bytes()) % SLOTS as u64) as usize;
+    fn slot(key: &str) -> usize {
+        (xxhash_rust::xxh3::xxh3_64(key.as_bytes()) % SLOTS as u64) as usize
+    }
+
+    fn counters(&self, slot: usize) -> (&AtomicU64, &AtomicU64) {
         // SAFETY: 2 * slot + 1 < 2 * SLOTS, the mapping's length in u64s; it is aligned to
         // a page, so every u64 in it is aligned.
         unsafe { (&*self.map.add(2 * slot), &*self.map.add(2 * slot + 1)) }
     }
 
-    /// The slot's stamp when no write of its keys is under way.
+    /// The slot's stamp when no write of its keys is under way. A slot left unequal by a
+    /// writer that died between its bumps is healed here (see the module's notes).
     pub(crate) fn stamp(&self, key: &str) -> Option<u64> {
-        let (begun, ended) = self.counters(key);
+        let slot = Self::slot(key);
+        let (begun, ended) = self.counters(slot);
         let e = ended.load(Ordering::SeqCst);
         let b = begun.load(Ordering::SeqCst);
-        (b == e).then_some(e)
+        if b == e {
+            return Some(e);
+        }
+        self.heal(slot)
+    }
+
+    /// Make an unequal slot equal if no writer on this host is between its bumps, and
+    /// answer its stamp; `None` while a writer is.
+    fn heal(&self, slot: usize) -> Option<u64> {
+        let writers = self.writers.lock().unwrap_or_else(|p| p.into_inner());
+        if writers.get(&slot).is_some_and(|n| *n > 0) {
+            return None;
+        }
+        if !range_lock(&self.healer, slot, libc::F_WRLCK as i16, false) {
+            return None;
+        }
+        let (begun, ended) = self.counters(slot);
+        let (b, e) = (begun.load(Ordering::SeqCst), ended.load(Ordering::SeqCst));
+        let stamp = if b == e {
+            e
+        } else {
+            // One past both, so no stamp taken before matches; `begun` first, as a writer
+            // bumps it first.
+            let healed = b.max(e) + 1;
+            begun.store(healed, Ordering::SeqCst);
+            ended.store(healed, Ordering::SeqCst);
+            healed
+        };
+        range_lock(&self.healer, slot, libc::F_UNLCK as i16, false);
+        drop(writers);
+        Some(stamp)
     }
 
     /// Announce a write of `key`; it is announced ended when the guard drops.
     pub(crate) fn writing(&self, key: &str) -> Writing<'_> {
-        let (begun, ended) = self.counters(key);
+        let slot = Self::slot(key);
+        {
+            let mut writers = self.writers.lock().unwrap_or_else(|p| p.into_inner());
+            let n = writers.entry(slot).or_insert(0);
+            if *n == 0 {
+                // Waits only while a reader heals the slot (a few microseconds). Should the
+                // lock fail, the write goes on: a reader might then heal the slot under it,
+                // and this write's end leaves the slot unequal again (`ended` ahead), for
+                // the next reader to heal. A stamp taken in between no longer matches, so
+                // no reader is ever answered stale.
+                range_lock(&self.file, slot, libc::F_RDLCK as i16, true);
+            }
+            *n += 1;
+        }
+        let (begun, _) = self.counters(slot);
         begun.fetch_add(1, Ordering::SeqCst);
-        Writing { ended }
+        Writing { board: self, slot }
+    }
+
+    fn written(&self, slot: usize) {
+        let (_, ended) = self.counters(slot);
+        ended.fetch_add(1, Ordering::SeqCst);
+        let mut writers = self.writers.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = writers.get_mut(&slot) {
+            *n -= 1;
+            if *n == 0 {
+                writers.remove(&slot);
+                range_lock(&self.file, slot, libc::F_UNLCK as i16, false);
+            }
+        }
+    }
+}
+
+/// Set (`F_RDLCK`, `F_WRLCK`) or clear (`F_UNLCK`) an open-file-description lock on `slot`'s
+/// bytes of the board, waiting for it or not; whether it was done.
+fn range_lock(file: &File, slot: usize, kind: i16, wait: bool) -> bool {
+    // SAFETY: an all-zero `flock` is a valid value; the fields that matter are set below.
+    let mut lock: libc::flock = unsafe { std::mem::zeroed() };
+    lock.l_type = kind;
+    lock.l_whence = libc::SEEK_SET as i16;
+    lock.l_start = (slot * 16) as libc::off_t;
+    lock.l_len = 16;
+    let cmd = if wait {
+        libc::F_OFD_SETLKW
+    } else {
+        libc::F_OFD_SETLK
+    };
+    loop {
+        // SAFETY: a plain fcntl on a descriptor `file` owns, with a valid `flock`.
+        let rc = unsafe { libc::fcntl(file.as_raw_fd(), cmd, &lock) };
+        if rc == 0 {
+            return true;
+        }
+        if std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            return false;
+        }
     }
 }
 
@@ -97,11 +207,12 @@ impl Drop for ChangeBoard {
 }
 
 pub(crate) struct Writing<'a> {
-    ended: &'a AtomicU64,
+    board: &'a ChangeBoard,
+    slot: usize,
 }
 
 impl Drop for Writing<'_> {
     fn drop(&mut self) {
-        self.ended.fetch_add(1, Ordering::SeqCst);
+        self.board.written(self.slot);
     }
 }

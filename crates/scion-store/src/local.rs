@@ -87,6 +87,14 @@ impl LocalBackend {
         }
     }
 
+    /// Announce a write of `key` on the change board that this process never ends: a
+    /// writer stopped between its two announcements, for tests that then kill it.
+    #[cfg(feature = "conformance")]
+    #[doc(hidden)]
+    pub fn announce_without_end(&self, key: &str) {
+        std::mem::forget(self.announce(key));
+    }
+
     fn path(&self, key: &str) -> PathBuf {
         self.root.join(key)
     }
