@@ -446,7 +446,7 @@ impl Printer {
             );
         }
         println!(
-            "  fork time, largest over smallest: {:.2}x (budget <= 1.5x)",
+            "  fork time, largest over smallest (timed in alternation): {:.2}x (budget <= 1.5x)",
             r.fork_time_ratio
         );
         for f in &r.forks {
