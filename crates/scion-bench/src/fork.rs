@@ -3,15 +3,14 @@
 //! of clean and dirty checkouts, materializing against `cp`, and re-checkout.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Arc;
-use std::time::Instant;
 
 use rusqlite::Connection;
 use scion_core::{BranchRef, CheckoutAction, ClonePolicy, Scion, ScionOptions};
 use scion_store::{Backend, CountingBackend, LocalBackend};
 use serde::Serialize;
 
+use crate::checkout_vs_cp::{remove_checkout, AgainstCp};
 use crate::datagen::{orders_db, SplitMix64};
 use crate::machine::{describe, Machine};
 use crate::stats::{measure, measure_interleaved, Summary};
@@ -99,15 +98,6 @@ pub struct DirtyCheckpoint {
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct Materialize {
-    pub size_mib: u64,
-    pub scion: Summary,
-    pub cp: Summary,
-    /// scion throughput as a fraction of cp's (cp median / scion median).
-    pub throughput_vs_cp: f64,
-}
-
-#[derive(Debug, Clone, Serialize)]
 pub struct ForkBenchReport {
     pub machine: Machine,
     pub forks: Vec<ForkAtSize>,
@@ -117,9 +107,8 @@ pub struct ForkBenchReport {
     pub commit_cost: CommitCost,
     pub clean_checkpoint: CleanCheckpoint,
     pub dirty_checkpoint: DirtyCheckpoint,
-    pub materialize: Materialize,
-    /// `scion export` (fsynced) beside `cp` followed by an fsync of the copy.
-    pub export: Materialize,
+    /// Checkouts with nothing local and exports, beside `cp`, at the largest size.
+    pub against_cp: AgainstCp,
     pub recheckout_clean: Summary,
     /// At the commit size and at the largest size.
     pub diffs: Vec<crate::diffbench::DiffCost>,
@@ -182,49 +171,6 @@ fn update_one_row(path: &Path, rng: &mut SplitMix64, rows: u64) -> BenchResult<(
         [1 + rng.below(rows) as i64],
     )?;
     Ok(())
-}
-
-/// `cp src dst` (after removing `dst`), timed: the baseline a user would reach for.
-pub(crate) fn timed_cp(src: &Path, dst: &Path) -> BenchResult<std::time::Duration> {
-    let _ = std::fs::remove_file(dst);
-    let start = Instant::now();
-    let ok = Command::new("cp").arg(src).arg(dst).status()?.success();
-    let took = start.elapsed();
-    if !ok {
-        return Err(BenchError::Other("cp failed".into()));
-    }
-    Ok(took)
-}
-
-/// `cp src dst` and an fsync of `dst` and its directory, timed: what a durable copy costs,
-/// beside `scion export` (which syncs both before it answers).
-fn timed_cp_durable(src: &Path, dst: &Path) -> BenchResult<std::time::Duration> {
-    let _ = std::fs::remove_file(dst);
-    let start = Instant::now();
-    if !Command::new("cp").arg(src).arg(dst).status()?.success() {
-        return Err(BenchError::Other("cp failed".into()));
-    }
-    std::fs::File::open(dst)?.sync_all()?;
-    std::fs::File::open(dst.parent().unwrap_or(Path::new(".")))?.sync_all()?;
-    Ok(start.elapsed())
-}
-
-impl Materialize {
-    fn of(size_mib: u64, scion: &[std::time::Duration], cp: &[std::time::Duration]) -> Materialize {
-        let (scion, cp) = (Summary::of(scion), Summary::of(cp));
-        Materialize {
-            size_mib,
-            throughput_vs_cp: cp.median_ms / scion.median_ms,
-            scion,
-            cp,
-        }
-    }
-}
-
-fn remove_checkout(path: &Path) {
-    for suffix in ["", "-wal", "-shm", ".scion"] {
-        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
-    }
 }
 
 pub fn run(opts: &ForkBenchOptions, progress: Progress<'_>) -> BenchResult<ForkBenchReport> {
@@ -464,59 +410,16 @@ pub fn run(opts: &ForkBenchOptions, progress: Progress<'_>) -> BenchResult<ForkB
         time,
     };
 
-    progress(&format!(
-        "materializing {big_mib} MiB against cp, {} runs each",
-        opts.runs
-    ));
-    let copy_target = big.dir.join("cp-target.db");
-    // `cp` copies a file of its own, so that the two can take turns going first: whichever
-    // runs second writes into page cache the first has just churned.
-    let cp_source = big.dir.join("cp-source.db");
-    std::fs::copy(&big_path, &cp_source)?;
-    let mut scion_samples = Vec::new();
-    let mut cp_samples = Vec::new();
-    for i in 0..opts.runs {
-        if i % 2 == 1 {
-            cp_samples.push(timed_cp(&cp_source, &copy_target)?);
-        }
-        remove_checkout(&big_path);
-        let start = Instant::now();
-        let r = big.scion.checkout(&main, false)?;
-        scion_samples.push(start.elapsed());
-        if r.action != CheckoutAction::Materialized {
-            return Err(BenchError::Other(format!(
-                "expected a materialization, got {:?}",
-                r.action
-            )));
-        }
-        if i % 2 == 0 {
-            cp_samples.push(timed_cp(&cp_source, &copy_target)?);
-        }
-    }
-    let materialize = Materialize::of(big_mib, &scion_samples, &cp_samples);
-    progress(&format!(
-        "exporting {big_mib} MiB against cp + fsync, {} runs each",
-        opts.runs
-    ));
-    let export_target = big.dir.join("export.db");
-    let main_target: scion_core::Target = "db".parse()?;
-    let (mut scion_samples, mut cp_samples) = (Vec::new(), Vec::new());
-    for i in 0..opts.runs {
-        if i % 2 == 1 {
-            cp_samples.push(timed_cp_durable(&cp_source, &copy_target)?);
-        }
-        let _ = std::fs::remove_file(&export_target);
-        let start = Instant::now();
-        big.scion.export(&main_target, &export_target, false)?;
-        scion_samples.push(start.elapsed());
-        if i % 2 == 0 {
-            cp_samples.push(timed_cp_durable(&cp_source, &copy_target)?);
-        }
-    }
-    for f in [&export_target, &copy_target, &cp_source] {
-        let _ = std::fs::remove_file(f);
-    }
-    let export = Materialize::of(big_mib, &scion_samples, &cp_samples);
+    let against_cp = crate::checkout_vs_cp::measure(
+        &big.scion,
+        "db",
+        &big.dir.join("src.db"),
+        &big_path,
+        big_mib,
+        opts.runs,
+        &big.dir,
+        progress,
+    )?;
     // Diffs of two versions a few pages apart, at the commit size and the largest.
     let mut diffs = vec![crate::diffbench::diff_cost(
         &commit_bed.scion,
@@ -541,8 +444,7 @@ pub fn run(opts: &ForkBenchOptions, progress: Progress<'_>) -> BenchResult<ForkB
         commit_cost,
         clean_checkpoint,
         dirty_checkpoint,
-        materialize,
-        export,
+        against_cp,
         recheckout_clean,
         diffs,
         refresh,

@@ -3,6 +3,7 @@
 //! and bytes), never guessed.
 
 pub mod branchbench;
+pub mod checkout_vs_cp;
 pub mod datagen;
 pub mod diffbench;
 pub mod fork;

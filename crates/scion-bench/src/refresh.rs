@@ -11,7 +11,8 @@ use scion_core::ops::lifecycle::MoveOptions;
 use scion_core::Scion;
 use serde::Serialize;
 
-use crate::fork::{br, timed_cp};
+use crate::checkout_vs_cp::timed_cp;
+use crate::fork::br;
 use crate::stats::Summary;
 use crate::{BenchError, BenchResult, Progress};
 

@@ -242,12 +242,17 @@ impl Printer {
 
     pub fn init(&self, s: &Scion) {
         if self.json {
-            self.emit(&serde_json::json!({"store": s.location(), "store_id": s.store_id()}));
+            self.emit(&serde_json::json!({
+                "store": s.location(),
+                "store_id": s.store_id(),
+                "page_compression": s.page_compression(),
+            }));
         } else {
             println!(
-                "initialized scion store at {} (id {})",
+                "initialized scion store at {} (id {}, page compression {})",
                 s.location(),
-                s.store_id()
+                s.store_id(),
+                s.page_compression()
             );
         }
     }
@@ -400,6 +405,10 @@ impl Printer {
             bytes(s.space.bytes),
             plural(s.space.segments as u64, "segment"),
         );
+        println!(
+            "pages:     compression {} (chosen at init)",
+            s.page_compression
+        );
         if s.databases.is_empty() {
             println!("\nno databases yet (scion create <db> [--from file.db])");
         }
@@ -485,9 +494,15 @@ impl Printer {
             "checkpoint of a dirty checkout at {} MiB (one row changed): {:.1} ms median = read + hash at {:.2} GB/s (budget >= 1 GB/s)",
             d.size_mib, d.time.median_ms, d.read_and_hash_gb_per_s
         );
+        let c = &r.against_cp;
         for (what, m, baseline) in [
-            ("materialize", &r.materialize, "cp"),
-            ("export", &r.export, "cp + fsync"),
+            ("materialize", &c.materialize, "cp"),
+            (
+                "materialize (store without page compression)",
+                &c.materialize_uncompressed,
+                "cp",
+            ),
+            ("export", &c.export, "cp + fsync"),
         ] {
             println!(
                 "{what} {} MiB: scion {:.0} ms vs {baseline} {:.0} ms (medians; min/max scion {:.0}/{:.0}, {baseline} {:.0}/{:.0}): {:.0} % of {baseline} throughput (goal >= 100 %)",

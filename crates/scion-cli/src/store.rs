@@ -4,7 +4,7 @@
 use anyhow::{Context, Result};
 use scion_core::attach::{AttachOptions, Attached, StoreSpec};
 use scion_core::clock::parse_duration;
-use scion_core::{ClonePolicy, Scion};
+use scion_core::{ClonePolicy, Scion, StoreSettings};
 
 use crate::cli::Cli;
 
@@ -30,8 +30,14 @@ fn open_with(
     let spec = StoreSpec::find(cli.store.as_deref(), &cwd, init)?;
     let init = if init {
         Some(match &cli.command {
-            crate::cli::Command::Init { min_grace } => parse_duration(min_grace)?,
-            _ => scion_core::DEFAULT_MIN_GRACE,
+            crate::cli::Command::Init {
+                min_grace,
+                page_compression,
+            } => StoreSettings {
+                min_grace: parse_duration(min_grace)?,
+                page_compression: *page_compression,
+            },
+            _ => StoreSettings::default(),
         })
     } else {
         None

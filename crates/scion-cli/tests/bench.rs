@@ -44,9 +44,10 @@ fn bench_fork_quick_reports_counted_costs() {
             .unwrap()
             >= 3
     );
-    for side in ["materialize", "export"] {
-        assert!(v[side]["scion"]["runs"].as_u64().unwrap() >= 3, "{side}");
-        assert!(v[side]["cp"]["runs"].as_u64().unwrap() >= 3, "{side}");
+    for side in ["materialize", "materialize_uncompressed", "export"] {
+        let m = &v["against_cp"][side];
+        assert!(m["scion"]["runs"].as_u64().unwrap() >= 3, "{side}");
+        assert!(m["cp"]["runs"].as_u64().unwrap() >= 3, "{side}");
     }
     for d in v["diffs"].as_array().unwrap() {
         assert_eq!(d["rows_changed"], 10);

@@ -318,3 +318,67 @@ fn export_into_the_store_is_refused() {
     assert_eq!(std::fs::read(&manifest).unwrap(), before);
     s.ok(&["status"]);
 }
+
+/// `init --page-compression none` is recorded in the manifest and shown by `status`; its
+/// store keeps every page's bytes (an lz4 store of the same rows keeps far fewer), and its
+/// checkouts, checkpoints, forks and exports read back exactly what was written.
+#[test]
+fn a_store_without_page_compression_keeps_pages_raw_and_reads_back() {
+    let s = prepared(4000);
+    let json = |args: &[&str]| -> serde_json::Value {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        serde_json::from_str(&s.ok(&all)).expect("JSON")
+    };
+    let init = json(&["--store", "raw", "init", "--page-compression", "none"]);
+    assert_eq!(init["page_compression"], "none");
+    json(&["--store", "lz4", "init"]);
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(s.path("raw/scion.json")).unwrap()).unwrap();
+    assert_eq!(manifest["page_compression"], "none");
+
+    let raw = json(&["--store", "raw", "create", "shop", "--from", "shop.db"]);
+    let lz4 = json(&["--store", "lz4", "create", "shop", "--from", "shop.db"]);
+    let page_bytes = raw["page_count"].as_u64().unwrap() * raw["page_size"].as_u64().unwrap();
+    let (raw_bytes, lz4_bytes) = (
+        raw["store_bytes"].as_u64().unwrap(),
+        lz4["store_bytes"].as_u64().unwrap(),
+    );
+    assert!(
+        raw_bytes >= page_bytes,
+        "raw store {raw_bytes} B < {page_bytes} B of pages"
+    );
+    assert!(
+        lz4_bytes * 5 < raw_bytes * 3,
+        "lz4 store {lz4_bytes} B vs raw {raw_bytes} B"
+    );
+    let status = json(&["--store", "raw", "status"]);
+    assert_eq!(status["page_compression"], "none");
+    assert!(s
+        .ok(&["--store", "lz4", "status"])
+        .contains("pages:     compression lz4"));
+
+    let want = sqlite(&s.path("shop.db"), "SELECT count(*), sum(price) FROM items");
+    let path = s.ok(&["--store", "raw", "checkout", "shop"]);
+    let path = std::path::Path::new(path.trim());
+    assert_eq!(sqlite(path, "SELECT count(*), sum(price) FROM items"), want);
+    sqlite(path, "UPDATE items SET price = 0 WHERE id <= 10");
+    s.ok(&["--store", "raw", "checkpoint", "shop", "cheap"]);
+    s.ok(&["--store", "raw", "fork", "shop", "copy"]);
+    for (target, out) in [("shop@main@init", "init.db"), ("shop@copy", "copy.db")] {
+        s.ok(&["--store", "raw", "export", target, out]);
+    }
+    assert_eq!(
+        sqlite(&s.path("init.db"), "SELECT count(*), sum(price) FROM items"),
+        want
+    );
+    assert_eq!(
+        sqlite(
+            &s.path("copy.db"),
+            "SELECT count(*) FROM items WHERE price = 0"
+        ),
+        "Integer(10)"
+    );
+    let check = sqlite(&s.path("copy.db"), "PRAGMA integrity_check");
+    assert_eq!(check, "Text(\"ok\")");
+}

@@ -4,7 +4,6 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
 use scion_store::{
     Backend, CountingBackend, LocalBackend, ObservedBackend, RequestObserver, S3Backend, S3Config,
@@ -12,7 +11,7 @@ use scion_store::{
 };
 
 use crate::error::{CoreError, CoreResult};
-use crate::{ClonePolicy, Scion, ScionOptions, MANIFEST_KEY};
+use crate::{ClonePolicy, Scion, ScionOptions, StoreSettings, MANIFEST_KEY};
 
 /// The directory name `scion init` creates and discovery looks for.
 pub const DEFAULT_STORE: &str = ".scion";
@@ -188,8 +187,8 @@ pub struct AttachOptions {
     pub clone_policy: ClonePolicy,
     /// Lease holder name; the default names this process.
     pub holder: Option<String>,
-    /// Create the store (with this minimum GC grace) instead of opening one.
-    pub init: Option<Duration>,
+    /// Create the store, with these settings, instead of opening one.
+    pub init: Option<StoreSettings>,
     pub progress: crate::progress::ProgressSink,
     /// Told of every store request (operation, outcome, latency).
     pub observer: Option<Arc<dyn RequestObserver>>,
@@ -283,7 +282,7 @@ impl Scion {
             o.holder = h;
         }
         let scion = match options.init {
-            Some(min_grace) => Scion::init_with_min_grace(backend, &location, o, min_grace)?,
+            Some(settings) => Scion::init_with(backend, &location, o, settings)?,
             None => Scion::open(backend, &location, o)?,
         };
         Ok(Attached { scion, counter })

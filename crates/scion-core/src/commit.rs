@@ -50,7 +50,7 @@ impl<'a> Commit<'a> {
     pub fn begin(scion: &'a Scion) -> CoreResult<Self> {
         Ok(Commit {
             started: scion.store_time()?,
-            writer: VersionWriter::new(&scion.backend),
+            writer: VersionWriter::new(&scion.backend, scion.page_compression()),
         })
     }
 

@@ -22,6 +22,79 @@ pub struct Manifest {
     /// of it re-checks its segments before it publishes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_grace_secs: Option<u64>,
+    /// How new full page frames are stored; a manifest without it means lz4.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page_compression: Option<PageCompression>,
+}
+
+/// How a store keeps the full frames of pages. Either way every frame carries the hash of
+/// its content and is verified on every read; a reader decodes both, whatever the store says.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PageCompression {
+    /// lz4 where it makes the frame smaller: about half the bytes of the database.
+    #[default]
+    Lz4,
+    /// Pages stored as they are: the store holds about the database's size, and writing a
+    /// version out is a read, a hash and a write per page, with no decompression (the
+    /// fastest checkout and export on a CPU-bound machine).
+    #[serde(rename = "none")]
+    Uncompressed,
+}
+
+impl PageCompression {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PageCompression::Lz4 => "lz4",
+            PageCompression::Uncompressed => "none",
+        }
+    }
+}
+
+impl std::fmt::Display for PageCompression {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for PageCompression {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "lz4" => Ok(PageCompression::Lz4),
+            "none" => Ok(PageCompression::Uncompressed),
+            other => Err(format!(
+                "unknown page compression {other:?}: expected \"lz4\" or \"none\""
+            )),
+        }
+    }
+}
+
+/// What `init` records in a new store's manifest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoreSettings {
+    /// `gc` refuses a shorter grace without `force`.
+    pub min_grace: Duration,
+    pub page_compression: PageCompression,
+}
+
+impl Default for StoreSettings {
+    fn default() -> Self {
+        StoreSettings {
+            min_grace: DEFAULT_MIN_GRACE,
+            page_compression: PageCompression::default(),
+        }
+    }
+}
+
+impl StoreSettings {
+    pub fn with_min_grace(min_grace: Duration) -> Self {
+        StoreSettings {
+            min_grace,
+            ..Default::default()
+        }
+    }
 }
 
 impl Manifest {
@@ -30,6 +103,10 @@ impl Manifest {
             .map(Duration::from_secs)
             .unwrap_or(DEFAULT_MIN_GRACE)
             .min(crate::clock::MAX_DURATION)
+    }
+
+    pub fn page_compression(&self) -> PageCompression {
+        self.page_compression.unwrap_or_default()
     }
 
     pub fn decode(bytes: &[u8], location: &str) -> CoreResult<Self> {
@@ -43,5 +120,32 @@ impl Manifest {
             });
         }
         Ok(m)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn page_compression_is_lz4_when_the_manifest_names_none() {
+        let old = br#"{"format":1,"store_id":"ab","created_at":"2026-01-01T00:00:00.000Z"}"#;
+        let m = Manifest::decode(old, "here").unwrap();
+        assert_eq!(m.page_compression(), PageCompression::Lz4);
+        let raw = br#"{"format":1,"store_id":"ab","created_at":"x","page_compression":"none"}"#;
+        let m = Manifest::decode(raw, "here").unwrap();
+        assert_eq!(m.page_compression(), PageCompression::Uncompressed);
+        let written = serde_json::to_string(&m).unwrap();
+        assert!(
+            written.contains(r#""page_compression":"none""#),
+            "{written}"
+        );
+    }
+
+    #[test]
+    fn an_unknown_page_compression_is_refused_by_name() {
+        let m = br#"{"format":1,"store_id":"ab","created_at":"x","page_compression":"zstd"}"#;
+        let e = Manifest::decode(m, "here").unwrap_err().to_string();
+        assert!(e.contains("zstd"), "{e}");
     }
 }

@@ -10,7 +10,9 @@ use crate::checkout::ClonePolicy;
 use crate::clock::{rfc3339, StoreTime};
 use crate::error::{CoreError, CoreResult};
 use crate::format::Locator;
-use crate::manifest::{Manifest, DEFAULT_MIN_GRACE, MANIFEST_KEY, STORE_FORMAT_VERSION};
+use crate::manifest::{
+    Manifest, PageCompression, StoreSettings, MANIFEST_KEY, STORE_FORMAT_VERSION,
+};
 use crate::names::{BranchName, BranchRef, CheckpointName, DbName, Target};
 use crate::reader::FrameReader;
 use crate::refs::{
@@ -89,28 +91,28 @@ pub struct ResolvedVersion {
 }
 
 impl Scion {
-    /// Create a new store with the default minimum GC grace. Fails if one exists at the
-    /// location.
+    /// Create a new store with the default settings. Fails if one exists at the location.
     pub fn init(
         backend: Arc<dyn Backend>,
         location: &str,
         options: ScionOptions,
     ) -> CoreResult<Self> {
-        Self::init_with_min_grace(backend, location, options, DEFAULT_MIN_GRACE)
+        Self::init_with(backend, location, options, StoreSettings::default())
     }
 
-    /// Create a new store whose `gc` refuses a grace below `min_grace` unless forced.
-    pub fn init_with_min_grace(
+    /// Create a new store with `settings` recorded in its manifest.
+    pub fn init_with(
         backend: Arc<dyn Backend>,
         location: &str,
         options: ScionOptions,
-        min_grace: Duration,
+        settings: StoreSettings,
     ) -> CoreResult<Self> {
         let manifest = Manifest {
             format: STORE_FORMAT_VERSION,
             store_id: crate::refs::random_hex(16),
             created_at: rfc3339(backend.now()?),
-            min_grace_secs: Some(min_grace.as_secs()),
+            min_grace_secs: Some(settings.min_grace.as_secs()),
+            page_compression: Some(settings.page_compression),
         };
         let body = serde_json::to_vec_pretty(&manifest).expect("manifest serializes");
         match backend.put(MANIFEST_KEY, &body, PutMode::Create) {
@@ -169,6 +171,11 @@ impl Scion {
 
     pub fn store_id(&self) -> &str {
         &self.manifest.store_id
+    }
+
+    /// How this store keeps new full page frames.
+    pub fn page_compression(&self) -> PageCompression {
+        self.manifest.page_compression()
     }
 
     pub fn checkouts_dir(&self) -> &Path {

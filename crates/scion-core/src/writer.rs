@@ -14,6 +14,7 @@ use crate::error::{CoreError, CoreResult};
 use crate::format::{
     encode_page_frame, FrameKind, Locator, Node, RootRecord, SegmentBuilder, SegmentId, Slot,
 };
+use crate::manifest::PageCompression;
 
 /// A segment is sealed once it holds this many bytes.
 pub const MAX_SEGMENT_BYTES: usize = 64 << 20;
@@ -28,6 +29,7 @@ pub struct WriteStats {
 
 pub struct VersionWriter<'a> {
     backend: &'a Arc<dyn Backend>,
+    compression: PageCompression,
     current: SegmentBuilder,
     max_segment_bytes: usize,
     pub stats: WriteStats,
@@ -37,13 +39,19 @@ pub struct VersionWriter<'a> {
 }
 
 impl<'a> VersionWriter<'a> {
-    pub fn new(backend: &'a Arc<dyn Backend>) -> Self {
-        Self::with_limit(backend, MAX_SEGMENT_BYTES)
+    /// A writer that stores full page frames as `compression` says.
+    pub fn new(backend: &'a Arc<dyn Backend>, compression: PageCompression) -> Self {
+        Self::with_limit(backend, compression, MAX_SEGMENT_BYTES)
     }
 
-    pub fn with_limit(backend: &'a Arc<dyn Backend>, max_segment_bytes: usize) -> Self {
+    pub fn with_limit(
+        backend: &'a Arc<dyn Backend>,
+        compression: PageCompression,
+        max_segment_bytes: usize,
+    ) -> Self {
         Self {
             backend,
+            compression,
             current: new_builder(),
             max_segment_bytes,
             stats: WriteStats::default(),
@@ -56,10 +64,14 @@ impl<'a> VersionWriter<'a> {
         if self.current.len() >= self.max_segment_bytes {
             self.seal()?;
         }
-        if kind == FrameKind::Page {
-            self.stats.pages += 1;
+        if kind != FrameKind::Page {
+            return Ok(self.current.add(kind, key, raw));
         }
-        Ok(self.current.add(kind, key, raw))
+        // Pages follow the store's compression; nodes and roots are always lz4 (small, and
+        // read once per version, not once per page).
+        self.stats.pages += 1;
+        let (frame, hash, _) = encode_page_frame(key as u32, raw, None, self.compression);
+        Ok((self.current.add_encoded(kind, key, &frame), hash))
     }
 
     /// Add a page-map node; it stays readable through [`Self::node`] until `finish`.
@@ -86,7 +98,8 @@ impl<'a> VersionWriter<'a> {
             self.seal()?;
         }
         self.stats.pages += 1;
-        let (frame, hash, is_delta) = encode_page_frame(pgno, raw, base.map(|(_, b)| b));
+        let (frame, hash, is_delta) =
+            encode_page_frame(pgno, raw, base.map(|(_, b)| b), self.compression);
         let loc = self
             .current
             .add_encoded(FrameKind::Page, pgno as u64, &frame);

@@ -16,7 +16,7 @@ use scion_core::format::{
     encode_frame, encode_page_frame, FrameKind, Locator, Node, RootRecord, SegmentBuilder,
     SegmentId, Slot,
 };
-use scion_core::{ClonePolicy, DbName, Scion, ScionOptions};
+use scion_core::{ClonePolicy, DbName, PageCompression, Scion, ScionOptions};
 use scion_store::LocalBackend;
 
 fn golden_dir() -> PathBuf {
@@ -92,9 +92,13 @@ fn binary_encodings_are_pinned() {
     );
     let mut changed = page(3);
     changed[100] = 0xff;
-    let (delta, _, is_delta) = encode_page_frame(5, &changed, Some(&page(3)));
+    let (delta, _, is_delta) = encode_page_frame(5, &changed, Some(&page(3)), PageCompression::Lz4);
     assert!(is_delta);
     pin("frame-delta.bin", &delta);
+    // A store made with `--page-compression none` keeps full pages raw (codec 0).
+    let (raw, _, is_delta) = encode_page_frame(5, &page(3), None, PageCompression::Uncompressed);
+    assert!(!is_delta);
+    pin("frame-page-raw.bin", &raw);
 
     let mut seg = SegmentBuilder::new(SegmentId(0xabcdef), 1_700_000_000_000);
     seg.add(FrameKind::Page, 1, &page(1));

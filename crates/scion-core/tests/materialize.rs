@@ -1,7 +1,8 @@
 //! Materializing a version the page map hands over in many groups of leaf nodes (the
 //! decode threads start on the first group while later ones are still being read): the
 //! file comes out byte for byte, delta pages included, and a damaged frame in a late
-//! group fails the whole materialization without leaving a file behind.
+//! group fails the whole materialization without leaving a file behind; in stores of
+//! either page compression.
 
 mod common;
 
@@ -9,7 +10,7 @@ use std::sync::Arc;
 
 use common::*;
 use scion_core::reader::FrameReader;
-use scion_core::{pagemap, CoreError, DbName, Target};
+use scion_core::{pagemap, CoreError, DbName, PageCompression, StoreSettings, Target};
 use scion_store::LocalBackend;
 
 /// 512-byte pages make a database of many leaf groups cheap: 30,000 pages is 15 MiB.
@@ -26,9 +27,24 @@ fn many_pages(e: &Env) -> std::path::PathBuf {
     src
 }
 
+/// A store of each page compression.
+fn stores() -> [Env; 2] {
+    [PageCompression::Lz4, PageCompression::Uncompressed].map(|page_compression| {
+        env_with(StoreSettings {
+            page_compression,
+            ..Default::default()
+        })
+    })
+}
+
 #[test]
 fn a_version_of_many_leaf_groups_with_delta_pages_comes_out_byte_for_byte() {
-    let e = env();
+    for e in stores() {
+        comes_out_byte_for_byte(e);
+    }
+}
+
+fn comes_out_byte_for_byte(e: Env) {
     let src = many_pages(&e);
     e.scion
         .create(&DbName::new("many").unwrap(), Some(&src))
@@ -78,7 +94,12 @@ fn a_version_of_many_leaf_groups_with_delta_pages_comes_out_byte_for_byte() {
 
 #[test]
 fn a_damaged_frame_in_a_late_group_fails_the_export_and_leaves_no_file() {
-    let e = env();
+    for e in stores() {
+        a_damaged_frame_fails_the_export(e);
+    }
+}
+
+fn a_damaged_frame_fails_the_export(e: Env) {
     let src = many_pages(&e);
     e.scion
         .create(&DbName::new("many").unwrap(), Some(&src))

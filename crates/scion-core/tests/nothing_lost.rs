@@ -392,11 +392,11 @@ fn status_reports_a_damaged_checkout_per_branch() {
 fn gc_sweeps_temp_leftovers_older_than_the_grace() {
     // Temp files are swept once older than both the grace and the store's minimum grace.
     let e = env();
-    let s = Scion::init_with_min_grace(
+    let s = Scion::init_with(
         Arc::new(LocalBackend::open(e.path("store0")).unwrap()),
         "store0",
         scion_core::ScionOptions::new(e.path("store0/checkouts"), scion_core::ClonePolicy::Auto),
-        Duration::ZERO,
+        scion_core::StoreSettings::with_min_grace(Duration::ZERO),
     )
     .unwrap();
     let e = Env {

@@ -12,7 +12,7 @@ use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use scion_core::attach::{AttachOptions, StoreSpec};
 use scion_core::described::Context;
-use scion_core::{CoreError, Scion, DEFAULT_MIN_GRACE};
+use scion_core::{CoreError, Scion, StoreSettings};
 use scion_daemon::embedded::Embedded;
 use scion_daemon::{ApiError, Config, ErrorEnvelope};
 
@@ -93,7 +93,7 @@ fn attach(spec: Option<&str>, cwd: &std::path::Path, create: bool) -> Result<Eng
     let open = |init: bool| -> Result<Scion, CoreError> {
         let found = StoreSpec::find_with_env(spec, cwd, init)?;
         let options = AttachOptions {
-            init: init.then_some(DEFAULT_MIN_GRACE),
+            init: init.then(StoreSettings::default),
             ..AttachOptions::default()
         };
         Ok(Scion::attach(&found, options)?.scion)

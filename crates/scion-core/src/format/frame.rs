@@ -1,5 +1,6 @@
 use super::bytes::{err, Cursor};
 use super::DecodeError;
+use crate::manifest::PageCompression;
 
 /// Every frame starts with this many header bytes.
 pub const FRAME_HEADER_LEN: usize = 24;
@@ -33,8 +34,22 @@ impl FrameKind {
 /// Encode one frame: header, then the content stored raw or lz4-compressed, whichever is
 /// smaller. Returns the frame bytes and the content hash recorded in the header.
 pub fn encode_frame(kind: FrameKind, key: u64, raw: &[u8]) -> (Vec<u8>, u64) {
+    encode_frame_as(kind, key, raw, PageCompression::Lz4)
+}
+
+/// Encode one frame, compressed only when `compression` allows it and it makes the frame
+/// smaller.
+fn encode_frame_as(
+    kind: FrameKind,
+    key: u64,
+    raw: &[u8],
+    compression: PageCompression,
+) -> (Vec<u8>, u64) {
     let checksum = xxhash_rust::xxh3::xxh3_64(raw);
-    let compressed = lz4_compress(raw).filter(|c| c.len() < raw.len());
+    let compressed = match compression {
+        PageCompression::Lz4 => lz4_compress(raw).filter(|c| c.len() < raw.len()),
+        PageCompression::Uncompressed => None,
+    };
     let (codec, payload): (u8, &[u8]) = match &compressed {
         Some(c) => (CODEC_LZ4, c),
         None => (CODEC_RAW, raw),
@@ -51,10 +66,15 @@ pub fn encode_frame(kind: FrameKind, key: u64, raw: &[u8]) -> (Vec<u8>, u64) {
 }
 
 /// Encode a page as a delta against `base` (the content of the page's full frame) when
-/// that is less than half the size of the full frame; otherwise as a full frame.
-/// Returns the frame, the page hash and whether it is a delta.
-pub fn encode_page_frame(pgno: u32, raw: &[u8], base: Option<&[u8]>) -> (Vec<u8>, u64, bool) {
-    let (full, checksum) = encode_frame(FrameKind::Page, pgno as u64, raw);
+/// that is less than half the size of the full frame; otherwise as a full frame, stored as
+/// `compression` says. Returns the frame, the page hash and whether it is a delta.
+pub fn encode_page_frame(
+    pgno: u32,
+    raw: &[u8],
+    base: Option<&[u8]>,
+    compression: PageCompression,
+) -> (Vec<u8>, u64, bool) {
+    let (full, checksum) = encode_frame_as(FrameKind::Page, pgno as u64, raw, compression);
     let Some(base) = base.filter(|b| b.len() == raw.len()) else {
         return (full, checksum, false);
     };

@@ -55,6 +55,8 @@ pub struct StatusReport {
     pub checkouts: String,
     pub clone_policy: ClonePolicy,
     pub clone_capability: CloneCapability,
+    /// How the store keeps full page frames (chosen at `init`).
+    pub page_compression: crate::PageCompression,
     pub space: StoreSize,
     pub databases: Vec<DatabaseStatus>,
 }
@@ -159,6 +161,7 @@ impl Scion {
             checkouts: self.options.checkouts_dir.display().to_string(),
             clone_policy: self.options.clone_policy,
             clone_capability: probe_clone(&self.options.checkouts_dir)?,
+            page_compression: self.page_compression(),
             space: self.store_size()?,
             databases,
         })

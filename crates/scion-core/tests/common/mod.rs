@@ -49,9 +49,15 @@ pub fn unique() -> u64 {
 }
 
 pub fn env() -> Env {
+    env_with(scion_core::StoreSettings::default())
+}
+
+/// A local store made with `settings`.
+pub fn env_with(settings: scion_core::StoreSettings) -> Env {
     let dir = tempfile::tempdir().unwrap();
     let backend = Arc::new(LocalBackend::open(dir.path().join("store")).unwrap());
-    let scion = Scion::init(backend, "test", local_options(&dir.path().join("store"))).unwrap();
+    let options = local_options(&dir.path().join("store"));
+    let scion = Scion::init_with(backend, "test", options, settings).unwrap();
     Env { dir, scion }
 }
 

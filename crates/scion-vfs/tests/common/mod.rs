@@ -20,7 +20,7 @@ impl Env {
         let dir = tempfile::tempdir().unwrap();
         let spec = StoreSpec::parse(dir.path().join("store").to_str().unwrap()).unwrap();
         let options = AttachOptions {
-            init: Some(std::time::Duration::from_secs(3600)),
+            init: Some(scion_core::StoreSettings::default()),
             ..Default::default()
         };
         let scion = Arc::new(Scion::attach(&spec, options).unwrap().scion);
