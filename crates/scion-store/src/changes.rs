@@ -20,6 +20,7 @@
 //! unlock would drop another's), so the threads of a process count their writers per slot
 //! and lock and unlock the slot only on the first and the last.
 
+use crate::range_lock::{lock_range, Locked, RangeLock, Wait};
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::os::unix::io::AsRawFd;
@@ -118,7 +119,7 @@ impl ChangeBoard {
         if writers.get(&slot).is_some_and(|n| *n > 0) {
             return None;
         }
-        if !range_lock(&self.healer, slot, libc::F_WRLCK as i16, false) {
+        if slot_lock(&self.healer, slot, RangeLock::Exclusive, Wait::No) != Some(Locked::Granted) {
             return None;
         }
         let (begun, ended) = self.counters(slot);
@@ -133,7 +134,7 @@ impl ChangeBoard {
             ended.store(healed, Ordering::SeqCst);
             healed
         };
-        range_lock(&self.healer, slot, libc::F_UNLCK as i16, false);
+        slot_lock(&self.healer, slot, RangeLock::Unlock, Wait::No);
         drop(writers);
         Some(stamp)
     }
@@ -150,7 +151,7 @@ impl ChangeBoard {
                 // and this write's end leaves the slot unequal again (`ended` ahead), for
                 // the next reader to heal. A stamp taken in between no longer matches, so
                 // no reader is ever answered stale.
-                range_lock(&self.file, slot, libc::F_RDLCK as i16, true);
+                slot_lock(&self.file, slot, RangeLock::Shared, Wait::Yes);
             }
             *n += 1;
         }
@@ -167,36 +168,16 @@ impl ChangeBoard {
             *n -= 1;
             if *n == 0 {
                 writers.remove(&slot);
-                range_lock(&self.file, slot, libc::F_UNLCK as i16, false);
+                slot_lock(&self.file, slot, RangeLock::Unlock, Wait::No);
             }
         }
     }
 }
 
-/// Set (`F_RDLCK`, `F_WRLCK`) or clear (`F_UNLCK`) an open-file-description lock on `slot`'s
-/// bytes of the board, waiting for it or not; whether it was done.
-fn range_lock(file: &File, slot: usize, kind: i16, wait: bool) -> bool {
-    // SAFETY: an all-zero `flock` is a valid value; the fields that matter are set below.
-    let mut lock: libc::flock = unsafe { std::mem::zeroed() };
-    lock.l_type = kind;
-    lock.l_whence = libc::SEEK_SET as i16;
-    lock.l_start = (slot * 16) as libc::off_t;
-    lock.l_len = 16;
-    let cmd = if wait {
-        libc::F_OFD_SETLKW
-    } else {
-        libc::F_OFD_SETLK
-    };
-    loop {
-        // SAFETY: a plain fcntl on a descriptor `file` owns, with a valid `flock`.
-        let rc = unsafe { libc::fcntl(file.as_raw_fd(), cmd, &lock) };
-        if rc == 0 {
-            return true;
-        }
-        if std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-            return false;
-        }
-    }
+/// Lock or unlock `slot`'s 16 bytes of the board; `None` where the lock cannot be made
+/// (the board then works without healing: see the notes at the lock's callers).
+fn slot_lock(file: &File, slot: usize, what: RangeLock, wait: Wait) -> Option<Locked> {
+    lock_range(file, (slot * 16) as u64, 16, what, wait).ok()
 }
 
 impl Drop for ChangeBoard {

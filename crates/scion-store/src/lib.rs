@@ -16,6 +16,7 @@ pub mod local;
 pub mod memory;
 pub mod observed;
 pub mod probe;
+pub mod range_lock;
 #[cfg(feature = "s3")]
 pub mod s3;
 

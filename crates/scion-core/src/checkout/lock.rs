@@ -20,14 +20,10 @@ use std::time::{Duration, Instant};
 
 use crate::error::{CoreError, CoreResult};
 use crate::sqlite_io::{sidecar_path, SHARED_FIRST, SHARED_SIZE};
+use scion_store::range_lock::{lock_range, Locked, RangeLock, Wait};
 
 /// How long scion waits for another scion's replacement or inspection of one checkout.
 const WAIT_FOR_SCION: Duration = Duration::from_secs(120);
-
-#[cfg(target_os = "linux")]
-const SET_LOCK: libc::c_int = libc::F_OFD_SETLK;
-#[cfg(not(target_os = "linux"))]
-const SET_LOCK: libc::c_int = libc::F_SETLK;
 
 /// A held lock; released when dropped (its descriptor closes).
 #[derive(Debug)]
@@ -128,13 +124,13 @@ pub(crate) fn against_sqlite(path: &Path) -> CoreResult<Option<Held>> {
     // write lock; a read lock still proves that no SQLite writer is committing to it,
     // which is all a read-only file needs.
     let opened = if read_only {
-        File::open(path).map(|f| (f, libc::F_RDLCK))
+        File::open(path).map(|f| (f, RangeLock::Shared))
     } else {
         match OpenOptions::new().read(true).write(true).open(path) {
             Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
-                File::open(path).map(|f| (f, libc::F_RDLCK))
+                File::open(path).map(|f| (f, RangeLock::Shared))
             }
-            other => other.map(|f| (f, libc::F_WRLCK)),
+            other => other.map(|f| (f, RangeLock::Exclusive)),
         }
     };
     let (file, kind) = match opened {
@@ -142,28 +138,24 @@ pub(crate) fn against_sqlite(path: &Path) -> CoreResult<Option<Held>> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(CoreError::io(path, e)),
     };
-    // SAFETY: an all-zero flock is a valid value; the fields that matter are set below.
-    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
-    fl.l_type = kind as _;
-    fl.l_whence = libc::SEEK_SET as _;
-    fl.l_start = SHARED_FIRST as _;
-    fl.l_len = SHARED_SIZE as _;
-    // SAFETY: `fl` is a valid flock and the descriptor is open for the call.
-    if unsafe { libc::fcntl(file.as_raw_fd(), SET_LOCK, &mut fl) } == 0 {
-        return Ok(Some(Held { _file: file }));
-    }
-    let err = std::io::Error::last_os_error();
-    if matches!(err.raw_os_error(), Some(libc::EAGAIN) | Some(libc::EACCES)) {
-        return Err(CoreError::CheckoutBusy {
+    match lock_range(
+        &file,
+        SHARED_FIRST as u64,
+        SHARED_SIZE as u64,
+        kind,
+        Wait::No,
+    ) {
+        Ok(Locked::Granted) => Ok(Some(Held { _file: file })),
+        Ok(Locked::Contended) => Err(CoreError::CheckoutBusy {
             path: path.to_path_buf(),
-        });
+        }),
+        Err(e) => Err(CoreError::io(path, e)),
     }
-    Err(CoreError::io(path, err))
 }
 
 /// Byte of the checkout's lock file whose write lock is a branch's writing turn on this
 /// host (the `flock` above guards the file; this range lock is independent of it).
-const TURN_BYTE: i64 = 0;
+const TURN_BYTE: u64 = 0;
 
 /// A branch's writing turn among this host's page writers (VFS connections): held until
 /// dropped, released by the kernel when its process dies.
@@ -200,19 +192,9 @@ pub(crate) fn write_turn(db: &Path) -> CoreResult<TurnAnswer> {
     let Some(file) = open_lock_file(&lock_path)? else {
         return Ok(TurnAnswer::Unavailable);
     };
-    // SAFETY: an all-zero flock is a valid value; the fields that matter are set below.
-    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
-    fl.l_type = libc::F_WRLCK as _;
-    fl.l_whence = libc::SEEK_SET as _;
-    fl.l_start = TURN_BYTE as _;
-    fl.l_len = 1;
-    // SAFETY: `fl` is a valid flock and the descriptor is open for the call.
-    if unsafe { libc::fcntl(file.as_raw_fd(), SET_LOCK, &mut fl) } == 0 {
-        return Ok(TurnAnswer::Mine(WriteTurn { _file: file }));
+    match lock_range(&file, TURN_BYTE, 1, RangeLock::Exclusive, Wait::No) {
+        Ok(Locked::Granted) => Ok(TurnAnswer::Mine(WriteTurn { _file: file })),
+        Ok(Locked::Contended) => Ok(TurnAnswer::Taken),
+        Err(e) => Err(CoreError::io(&lock_path, e)),
     }
-    let err = std::io::Error::last_os_error();
-    if matches!(err.raw_os_error(), Some(libc::EAGAIN) | Some(libc::EACCES)) {
-        return Ok(TurnAnswer::Taken);
-    }
-    Err(CoreError::io(&lock_path, err))
 }
