@@ -12,7 +12,7 @@ use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use scion_core::attach::{AttachOptions, StoreSpec};
 use scion_core::described::Context;
-use scion_core::{CoreError, Scion, StoreSettings};
+use scion_core::{CoreError, PageCompression, Scion, StoreSettings};
 use scion_daemon::embedded::Embedded;
 use scion_daemon::{ApiError, Config, ErrorEnvelope};
 
@@ -43,11 +43,28 @@ struct Engine {
 impl Engine {
     /// Attach the store `spec` names (a directory, `file:///path` or `s3://bucket/prefix`),
     /// or the nearest `.scion` at or above `cwd` when `spec` is empty. `create` makes a
-    /// local store that does not exist yet.
+    /// local store that does not exist yet, its pages stored as `page_compression` says
+    /// (`"lz4"`, the default, or `"none"`; a store that exists keeps its own).
     #[new]
-    #[pyo3(signature = (spec, cwd, create=false))]
-    fn new(py: Python<'_>, spec: Option<String>, cwd: PathBuf, create: bool) -> PyResult<Engine> {
-        py.detach(|| attach(spec.as_deref(), &cwd, create))
+    #[pyo3(signature = (spec, cwd, create=false, page_compression=None))]
+    fn new(
+        py: Python<'_>,
+        spec: Option<String>,
+        cwd: PathBuf,
+        create: bool,
+        page_compression: Option<String>,
+    ) -> PyResult<Engine> {
+        let page_compression = page_compression
+            .as_deref()
+            .map(str::parse::<PageCompression>)
+            .transpose()
+            .map_err(pyo3::exceptions::PyValueError::new_err)?
+            .unwrap_or_default();
+        let settings = StoreSettings {
+            page_compression,
+            ..StoreSettings::default()
+        };
+        py.detach(|| attach(spec.as_deref(), &cwd, create, settings))
             .map_err(|e| engine_error(&e))
     }
 
@@ -89,11 +106,16 @@ impl Engine {
     }
 }
 
-fn attach(spec: Option<&str>, cwd: &std::path::Path, create: bool) -> Result<Engine, CoreError> {
+fn attach(
+    spec: Option<&str>,
+    cwd: &std::path::Path,
+    create: bool,
+    settings: StoreSettings,
+) -> Result<Engine, CoreError> {
     let open = |init: bool| -> Result<Scion, CoreError> {
         let found = StoreSpec::find_with_env(spec, cwd, init)?;
         let options = AttachOptions {
-            init: init.then(StoreSettings::default),
+            init: init.then_some(settings),
             ..AttachOptions::default()
         };
         Ok(Scion::attach(&found, options)?.scion)

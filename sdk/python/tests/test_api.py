@@ -21,6 +21,22 @@ def test_open_store_create_and_reopen(tmp_path: Path) -> None:
     assert s.databases() == []
 
 
+def test_a_store_created_without_page_compression_keeps_raw_pages(tmp_path: Path) -> None:
+    s = scion.open_store(tmp_path / "raw", create=True, page_compression="none")
+    assert s.status()["page_compression"] == "none"
+    # A store that exists keeps its own setting.
+    assert scion.open_store(tmp_path / "raw", create=True).status()["page_compression"] == "none"
+    assert scion.open_store(tmp_path / "lz4", create=True).status()["page_compression"] == "lz4"
+    src = make_sqlite(tmp_path / "src.db", rows=2000)
+    main = s.create("shop", src)
+    assert rows(main.checkout()) == rows(src)
+    segments = sum(f.stat().st_size for f in (tmp_path / "raw" / "segments").iterdir())
+    assert segments >= src.stat().st_size
+    with pytest.raises(ValueError, match="zstd"):
+        scion.open_store(tmp_path / "other", create=True, page_compression="zstd")
+    assert not (tmp_path / "other").exists()
+
+
 def test_open_store_missing_is_not_initialized(tmp_path: Path) -> None:
     with pytest.raises(scion.NotInitialized) as e:
         scion.open_store(tmp_path / "nope")

@@ -171,8 +171,15 @@ class AsyncStore(_AsyncApi):
         return self.sync.location
 
 
-async def open_store(spec: Union[str, "os.PathLike[str]", None] = None, *, create: bool = False) -> AsyncStore:
-    return AsyncStore(await asyncio.to_thread(_store.open_store, spec, create=create))
+async def open_store(
+    spec: Union[str, "os.PathLike[str]", None] = None,
+    *,
+    create: bool = False,
+    page_compression: Optional[str] = None,
+) -> AsyncStore:
+    return AsyncStore(
+        await asyncio.to_thread(_store.open_store, spec, create=create, page_compression=page_compression)
+    )
 
 
 class AsyncSession:
