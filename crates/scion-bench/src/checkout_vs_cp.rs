@@ -81,14 +81,12 @@ fn timed_checkout(scion: &Scion, branch: &BranchRef) -> BenchResult<Duration> {
     Ok(took)
 }
 
-/// The rows at `size_mib`: `scion`'s database `db` (whose main branch is checked out at
-/// `checkout`, and was imported from `source`), measured in `work`.
-#[allow(clippy::too_many_arguments)]
+/// The rows at `size_mib`: `scion`'s database `db` (imported from `source`, its main branch
+/// checked out), measured in `work`.
 pub fn measure(
     scion: &Scion,
     db: &str,
     source: &Path,
-    checkout: &Path,
     size_mib: u64,
     runs: usize,
     work: &Path,
@@ -98,7 +96,7 @@ pub fn measure(
     // `cp` copies a file of its own, so that neither contestant reads what the other wrote.
     let cp_source = work.join("cp-source.db");
     let copy_target = work.join("cp-target.db");
-    std::fs::copy(checkout, &cp_source)?;
+    std::fs::copy(scion.checkout_path(&main), &cp_source)?;
 
     progress(&format!(
         "materializing {size_mib} MiB against cp, {runs} runs each"

@@ -416,7 +416,6 @@ pub fn run(opts: &ForkBenchOptions, progress: Progress<'_>) -> BenchResult<ForkB
         &big.scion,
         "db",
         &big.dir.join("src.db"),
-        &big_path,
         big_mib,
         opts.runs,
         &big.dir,

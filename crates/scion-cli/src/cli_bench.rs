@@ -7,10 +7,12 @@ use clap::Subcommand;
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {
     /// Fork latency and size at 1 MiB, 100 MiB and 1 GiB; bytes per single-row commit;
-    /// checkpoints of clean and dirty checkouts; materializing against `cp`; re-checkout.
+    /// checkpoints of clean and dirty checkouts; materializing against `cp` (also from a
+    /// store without page compression); re-checkout.
     ///
     /// Each figure is the median of several runs after a warm-up; store costs are counted
-    /// from the store. Needs about 4 GiB of free disk in --dir for the full run.
+    /// from the store. Needs about 7 GiB of free disk in --dir for the full run (the 1 GiB
+    /// database, its store, checkout and `cp` copies, and an uncompressed store of it).
     #[command(
         after_help = "Examples:\n  scion bench fork --quick\n  scion bench fork --json > fork.json"
     )]

@@ -24,8 +24,9 @@ pub mod writer;
 
 pub use checkout::{CheckoutAction, CheckoutReport, CheckoutState, ClonePolicy};
 pub use error::{CoreError, CoreResult};
+pub use format::PageCompression;
 pub use manifest::{
-    Manifest, PageCompression, StoreSettings, DEFAULT_MIN_GRACE, MANIFEST_KEY, STORE_FORMAT_VERSION,
+    Manifest, StoreSettings, DEFAULT_MIN_GRACE, MANIFEST_KEY, STORE_FORMAT_VERSION,
 };
 pub use names::{BranchName, BranchRef, CheckpointName, DbName, Target};
 pub use scion::{default_holder, ResolvedVersion, Scion, ScionOptions};

@@ -9,10 +9,8 @@ use scion_store::{Backend, ETag, PutMode, StoreError};
 use crate::checkout::ClonePolicy;
 use crate::clock::{rfc3339, StoreTime};
 use crate::error::{CoreError, CoreResult};
-use crate::format::Locator;
-use crate::manifest::{
-    Manifest, PageCompression, StoreSettings, MANIFEST_KEY, STORE_FORMAT_VERSION,
-};
+use crate::format::{Locator, PageCompression};
+use crate::manifest::{Manifest, StoreSettings, MANIFEST_KEY, STORE_FORMAT_VERSION};
 use crate::names::{BranchName, BranchRef, CheckpointName, DbName, Target};
 use crate::reader::FrameReader;
 use crate::refs::{

@@ -12,9 +12,9 @@ use scion_store::{Backend, PutMode, StoreError};
 use crate::clock::unix_ms;
 use crate::error::{CoreError, CoreResult};
 use crate::format::{
-    encode_page_frame, FrameKind, Locator, Node, RootRecord, SegmentBuilder, SegmentId, Slot,
+    encode_page_frame, FrameKind, Locator, Node, PageCompression, RootRecord, SegmentBuilder,
+    SegmentId, Slot,
 };
-use crate::manifest::PageCompression;
 
 /// A segment is sealed once it holds this many bytes.
 pub const MAX_SEGMENT_BYTES: usize = 64 << 20;
@@ -61,17 +61,16 @@ impl<'a> VersionWriter<'a> {
     }
 
     pub fn add(&mut self, kind: FrameKind, key: u64, raw: &[u8]) -> CoreResult<(Locator, u64)> {
+        if kind == FrameKind::Page {
+            // Pages follow the store's compression; nodes and roots are always lz4 (small,
+            // and read once per version, not once per page).
+            let (slot, hash) = self.add_page(key as u32, raw, None)?;
+            return Ok((slot.loc, hash));
+        }
         if self.current.len() >= self.max_segment_bytes {
             self.seal()?;
         }
-        if kind != FrameKind::Page {
-            return Ok(self.current.add(kind, key, raw));
-        }
-        // Pages follow the store's compression; nodes and roots are always lz4 (small, and
-        // read once per version, not once per page).
-        self.stats.pages += 1;
-        let (frame, hash, _) = encode_page_frame(key as u32, raw, None, self.compression);
-        Ok((self.current.add_encoded(kind, key, &frame), hash))
+        Ok(self.current.add(kind, key, raw))
     }
 
     /// Add a page-map node; it stays readable through [`Self::node`] until `finish`.

@@ -396,7 +396,10 @@ fn gc_sweeps_temp_leftovers_older_than_the_grace() {
         Arc::new(LocalBackend::open(e.path("store0")).unwrap()),
         "store0",
         scion_core::ScionOptions::new(e.path("store0/checkouts"), scion_core::ClonePolicy::Auto),
-        scion_core::StoreSettings::with_min_grace(Duration::ZERO),
+        scion_core::StoreSettings {
+            min_grace: Duration::ZERO,
+            ..Default::default()
+        },
     )
     .unwrap();
     let e = Env {

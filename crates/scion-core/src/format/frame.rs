@@ -1,6 +1,5 @@
 use super::bytes::{err, Cursor};
-use super::DecodeError;
-use crate::manifest::PageCompression;
+use super::{DecodeError, PageCompression};
 
 /// Every frame starts with this many header bytes.
 pub const FRAME_HEADER_LEN: usize = 24;

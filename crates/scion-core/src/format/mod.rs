@@ -5,6 +5,7 @@
 //! byte is a [`DecodeError`].
 
 mod bytes;
+mod compression;
 mod frame;
 mod locator;
 mod node;
@@ -13,6 +14,7 @@ mod segment;
 
 pub(crate) use bytes::Cursor;
 pub use bytes::DecodeError;
+pub use compression::PageCompression;
 pub use frame::{
     decode_frame, decode_frame_into, decode_frame_with_base, encode_frame, encode_page_frame,
     is_delta_frame, FrameKind, FRAME_HEADER_LEN,
