@@ -82,6 +82,10 @@ pub struct Throughput {
     pub with_barrier: Vec<f64>,
     pub barrier_ratio: f64,
     pub barrier_wal_bytes: u64,
+    /// Over all second-tier runs: barriers held, and barriers skipped because the writer
+    /// held the write lock through the barrier's whole wait.
+    pub barriers: u64,
+    pub barriers_skipped: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -132,11 +136,13 @@ impl LiveReport {
             t.ratio * 100.0
         ));
         s.push_str(&format!(
-            "the same writer, the session with the second tier (--barrier-frames {}): {:.0} txn/s: {:.1} % (WAL at most {} KiB at the end of a run)\n",
+            "the same writer, the session with the second tier (--barrier-frames {}): {:.0} txn/s: {:.1} % (WAL at most {} KiB at the end of a run; {} barriers, {} skipped)\n",
             t.barrier_frames,
             median(&t.with_barrier),
             t.barrier_ratio * 100.0,
-            t.barrier_wal_bytes / 1024
+            t.barrier_wal_bytes / 1024,
+            t.barriers,
+            t.barriers_skipped
         ));
         s.push_str(&format!(
             "a writer paced at {} txn/s: without a session {:.0} txn/s (p99 commit {:.2} ms), with one {:.0} txn/s (p99 {:.2} ms)\n",
@@ -372,6 +378,7 @@ fn throughput(opts: &LiveOptions) -> BenchResult<(Throughput, DurableAge)> {
     let barrier_frames = 250u32;
     let barrier_arg = barrier_frames.to_string();
     let mut barrier_wal_bytes = 0u64;
+    let (mut barriers, mut barriers_skipped) = (0u64, 0u64);
     // Interleaved, so that the three see the same disk and page cache conditions.
     for _ in 0..opts.runs.min(7) {
         without.push(finish_writer(
@@ -402,6 +409,13 @@ fn throughput(opts: &LiveOptions) -> BenchResult<(Throughput, DurableAge)> {
         wal.push("-wal");
         barrier_wal_bytes =
             barrier_wal_bytes.max(std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0));
+        let session = daemon
+            .client
+            .request("GET", &format!("/v1/sessions/{id}"), None, &[])
+            .map_err(other)?;
+        let count = |k: &str| session.body["recycling"][k].as_u64().unwrap_or(0);
+        barriers += count("barriers");
+        barriers_skipped += count("barriers_skipped");
         daemon.close(&id)?;
     }
     let ratio = median(&with) / median(&without).max(1.0);
@@ -460,6 +474,8 @@ fn throughput(opts: &LiveOptions) -> BenchResult<(Throughput, DurableAge)> {
             with_barrier,
             barrier_ratio,
             barrier_wal_bytes,
+            barriers,
+            barriers_skipped,
         },
         DurableAge {
             flush_every_ms: 1000,

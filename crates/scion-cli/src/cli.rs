@@ -79,9 +79,26 @@ pub enum Command {
         /// Shortest grace period `gc` may use without --force.
         #[arg(long, value_name = "DURATION", default_value = "1h")]
         min_grace: String,
-        /// How full pages are stored: lz4 or none.
-        #[arg(long, value_name = "CODEC", default_value = "lz4")]
+        /// How full pages are stored (`scion config` changes it later).
+        #[arg(long, value_name = "CODEC", default_value = "lz4", value_parser = page_compression())]
         page_compression: scion_core::PageCompression,
+    },
+
+    /// Show the store's settings, or change how new pages are stored.
+    ///
+    /// With --page-compression, every full page written from now on (by checkpoints,
+    /// imports, sessions, `compact`) is stored that way; what is already stored stays as it
+    /// is and reads as before, since every reader decodes both. `scion compact <db>` rewrites
+    /// a branch head with the new setting. Processes that already have the store open (a
+    /// running `scion serve`) keep the setting they read until they restart. The minimum GC
+    /// grace is fixed at `init`: lowering it under a commit in flight could lose its data.
+    #[command(
+        after_help = "Examples:\n  scion config\n  scion config --page-compression none   # faster checkouts from now on\n  scion config --page-compression none && scion compact shop   # and rewrite shop's head"
+    )]
+    Config {
+        /// How full pages are stored from now on.
+        #[arg(long, value_name = "CODEC", value_parser = page_compression())]
+        page_compression: Option<scion_core::PageCompression>,
     },
 
     /// Create a database: empty, or imported from an existing SQLite file.
@@ -473,6 +490,16 @@ pub struct MoveArgs {
     /// promote onto a protected branch.
     #[arg(long)]
     pub force: bool,
+}
+
+/// The page compressions by name, listed in `--help` and in the error for an unknown one.
+fn page_compression() -> impl clap::builder::TypedValueParser<Value = scion_core::PageCompression> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(scion_core::PageCompression::ALL.map(|c| c.as_str()))
+        .map(|name| {
+            name.parse::<scion_core::PageCompression>()
+                .expect("a possible value names a page compression")
+        })
 }
 
 impl Command {

@@ -37,7 +37,7 @@ pub fn bytes(n: u64) -> String {
     }
 }
 
-fn plural(n: u64, word: &str) -> String {
+pub(crate) fn plural(n: u64, word: &str) -> String {
     if n == 1 {
         format!("{n} {word}")
     } else {
@@ -46,7 +46,7 @@ fn plural(n: u64, word: &str) -> String {
 }
 
 impl Printer {
-    fn emit<T: Serialize>(&self, value: &T) {
+    pub(crate) fn emit<T: Serialize>(&self, value: &T) {
         println!(
             "{}",
             serde_json::to_string_pretty(value).expect("results serialize")
@@ -406,7 +406,7 @@ impl Printer {
             plural(s.space.segments as u64, "segment"),
         );
         println!(
-            "pages:     compression {} (chosen at init)",
+            "pages:     compression {} (`scion config` changes it)",
             s.page_compression
         );
         if s.databases.is_empty() {

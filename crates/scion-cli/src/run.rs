@@ -174,6 +174,13 @@ fn run_command(cli: &Cli, open: &dyn Fn(&Cli, bool) -> Result<Scion>) -> Result<
         }
         Command::Session(cmd) => crate::daemon::session(cli, cmd)?,
         Command::Events { since, socket } => crate::daemon::events(cli, *since, socket)?,
+        Command::Config { page_compression } => {
+            let mut s = open(cli, false)?;
+            let change = page_compression
+                .map(|c| s.set_page_compression(c))
+                .transpose()?;
+            p.config(&s, change);
+        }
         Command::Status => {
             let s = open(cli, false)?;
             p.status(&s.status()?);
@@ -393,11 +400,11 @@ fn run_command(cli: &Cli, open: &dyn Fn(&Cli, bool) -> Result<Scion>) -> Result<
             let r = s.compact(&b, *force)?;
             p.done(
                 &format!(
-                    "compacted {} to version {} ({} pages from {} segments into {} written)",
+                    "compacted {} to version {} ({} from {}, {} written)",
                     r.branch,
                     r.version,
-                    r.pages,
-                    r.segments_before,
+                    crate::output::plural(r.pages as u64, "page"),
+                    crate::output::plural(r.segments_before as u64, "segment"),
                     crate::output::bytes(r.store_bytes_written)
                 ),
                 serde_json::to_value(&r)?,

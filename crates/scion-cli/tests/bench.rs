@@ -375,6 +375,15 @@ fn bench_live_quick_measures_flush_throughput_and_durable_age() {
     // checkout; capture tests pin the bound itself).
     let wal = v["throughput"]["barrier_wal_bytes"].as_u64().unwrap();
     assert!(wal > 0, "{}", v["throughput"]);
+    // The session's own count of its barriers reached the report (whether any was due in
+    // so short a run depends on the writer's pace).
+    for k in ["barriers", "barriers_skipped"] {
+        assert!(
+            v["throughput"][k].as_u64().is_some(),
+            "{k}: {}",
+            v["throughput"]
+        );
+    }
     assert!(v["durable_age"]["samples"].as_u64().unwrap() > 0);
     assert!(!dir.exists());
 }

@@ -325,11 +325,7 @@ fn export_into_the_store_is_refused() {
 #[test]
 fn a_store_without_page_compression_keeps_pages_raw_and_reads_back() {
     let s = prepared(4000);
-    let json = |args: &[&str]| -> serde_json::Value {
-        let mut all = vec!["--json"];
-        all.extend_from_slice(args);
-        serde_json::from_str(&s.ok(&all)).expect("JSON")
-    };
+    let json = |args: &[&str]| s.json(args);
     let init = json(&["--store", "raw", "init", "--page-compression", "none"]);
     assert_eq!(init["page_compression"], "none");
     json(&["--store", "lz4", "init"]);
@@ -381,4 +377,69 @@ fn a_store_without_page_compression_keeps_pages_raw_and_reads_back() {
     );
     let check = sqlite(&s.path("copy.db"), "PRAGMA integrity_check");
     assert_eq!(check, "Text(\"ok\")");
+}
+
+/// `scion config --page-compression` changes how new pages are stored: the manifest and
+/// `status` say so, `compact` rewrites a head in the new way (counted in bytes), what was
+/// stored before still reads back, and a name it does not know changes nothing.
+#[test]
+fn config_changes_how_new_pages_are_stored_and_compact_rewrites_a_head() {
+    let s = prepared(4000);
+    let json = |args: &[&str]| s.json(args);
+    s.ok(&["init"]);
+    let created = json(&["create", "shop", "--from", "shop.db"]);
+    let page_bytes =
+        created["page_count"].as_u64().unwrap() * created["page_size"].as_u64().unwrap();
+    let shown = json(&["config"]);
+    assert_eq!(shown["page_compression"], "lz4");
+    assert_eq!(shown["changed"], serde_json::Value::Null);
+    assert_eq!(shown["min_grace_secs"], 3600);
+
+    let changed = json(&["config", "--page-compression", "none"]);
+    assert_eq!(changed["page_compression"], "none");
+    assert_eq!(changed["changed"]["page_compression"]["before"], "lz4");
+    assert_eq!(changed["changed"]["page_compression"]["after"], "none");
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(s.path(".scion/scion.json")).unwrap()).unwrap();
+    assert_eq!(manifest["page_compression"], "none");
+    assert_eq!(manifest["store_id"], shown["store_id"]);
+    assert_eq!(json(&["status"])["page_compression"], "none");
+    assert!(s
+        .ok(&["config", "--page-compression", "none"])
+        .contains("page compression is already none"));
+
+    let raw = json(&["compact", "shop"]);
+    let raw_bytes = raw["store_bytes_written"].as_u64().unwrap();
+    assert!(
+        raw_bytes >= page_bytes,
+        "compact after `config --page-compression none` wrote {raw_bytes} B < {page_bytes} B of pages"
+    );
+    let want = sqlite(&s.path("shop.db"), "SELECT count(*), sum(price) FROM items");
+    s.ok(&["export", "shop@main@init", "before.db"]);
+    s.ok(&["export", "shop", "after.db"]);
+    for out in ["before.db", "after.db"] {
+        let got = sqlite(&s.path(out), "SELECT count(*), sum(price) FROM items");
+        assert_eq!(got, want, "{out}");
+        let check = sqlite(&s.path(out), "PRAGMA integrity_check");
+        assert_eq!(check, "Text(\"ok\")", "{out}");
+    }
+
+    json(&["config", "--page-compression", "lz4"]);
+    let lz4_bytes = json(&["compact", "shop"])["store_bytes_written"]
+        .as_u64()
+        .unwrap();
+    assert!(
+        lz4_bytes * 5 < raw_bytes * 3,
+        "compact back under lz4 wrote {lz4_bytes} B against {raw_bytes} B raw"
+    );
+
+    let before = std::fs::read(s.path(".scion/scion.json")).unwrap();
+    let r = s.run(&["config", "--page-compression", "zstd"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("[possible values: lz4, none]"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(std::fs::read(s.path(".scion/scion.json")).unwrap(), before);
 }

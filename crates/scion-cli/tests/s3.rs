@@ -116,6 +116,18 @@ fn readme_quickstart_on_s3() {
         "{stdout}"
     );
     assert!(stdout.contains("store:     s3://"), "{stdout}");
+
+    // The manifest is replaced by compare-and-swap on S3 as well.
+    let changed = ok_env(
+        &s,
+        &env,
+        &["--json", "config", "--page-compression", "none"],
+    );
+    let changed: serde_json::Value = serde_json::from_str(&changed).unwrap();
+    assert_eq!(changed["changed"]["page_compression"]["before"], "lz4");
+    let status = ok_env(&s, &env, &["--json", "status"]);
+    let status: serde_json::Value = serde_json::from_str(&status).unwrap();
+    assert_eq!(status["page_compression"], "none");
 }
 
 #[test]

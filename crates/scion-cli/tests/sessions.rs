@@ -259,3 +259,56 @@ fn the_janitor_reaps_expired_branches_but_never_one_with_a_session() {
         .unwrap()
         .contains("scion_janitor_reaped_total 1"));
 }
+
+/// A writer that never pauses, under a session with and without the second tier: the
+/// session says how it kept the WAL short (PASSIVE checkpoints; barriers only when asked
+/// for), and everything committed is durable after a flush.
+#[test]
+fn a_session_reports_how_it_recycled_the_wal() {
+    for second_tier in [false, true] {
+        let mut args = vec!["--flush-every", "100ms"];
+        if second_tier {
+            args.extend(["--barrier-frames", "50"]);
+        }
+        let (_d, s) = served(20, &args);
+        let opened = s.post("/v1/sessions", json!({"db": "shop"})).unwrap();
+        let id = opened.body["id"].as_str().unwrap().to_string();
+        let path = std::path::PathBuf::from(opened.body["path"].as_str().unwrap());
+        let c = rusqlite::Connection::open(&path).unwrap();
+        c.busy_timeout(Duration::from_secs(5)).unwrap();
+        let end = Instant::now() + Duration::from_millis(1500);
+        let mut n = 0i64;
+        while Instant::now() < end || n < 500 {
+            c.execute("INSERT INTO marks(writer, seq) VALUES ('w', ?1)", [n])
+                .unwrap();
+            n += 1;
+        }
+        drop(c);
+        s.post(&format!("/v1/sessions/{id}/flush"), json!({}))
+            .unwrap();
+        let info = s.get(&format!("/v1/sessions/{id}"));
+        let r = &info["recycling"];
+        let count = |k: &str| r[k].as_u64().unwrap_or_else(|| panic!("{k} in {info}"));
+        assert!(count("passive_checkpoints") >= 1, "{info}");
+        if second_tier {
+            assert!(count("barriers") + count("barriers_skipped") >= 1, "{info}");
+            assert_eq!(
+                count("barrier_max_hold_us") > 0,
+                count("barriers") > 0,
+                "{info}"
+            );
+        } else {
+            assert_eq!(count("barriers") + count("barriers_skipped"), 0, "{info}");
+            assert_eq!(count("barrier_max_hold_us"), 0, "{info}");
+        }
+        s.client()
+            .request("DELETE", &format!("/v1/sessions/{id}"), None, &[])
+            .unwrap();
+        let out = s.export("shop");
+        assert_eq!(
+            rows(&out, "SELECT count(*) FROM marks"),
+            n,
+            "tier 2: {second_tier}"
+        );
+    }
+}

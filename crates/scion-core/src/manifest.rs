@@ -1,4 +1,5 @@
-//! `scion.json`: the store manifest, written once by `init`.
+//! `scion.json`: the store manifest, written by `init`; afterwards only its page compression
+//! changes (`Scion::set_page_compression`).
 
 use std::time::Duration;
 

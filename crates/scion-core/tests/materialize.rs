@@ -132,3 +132,27 @@ fn a_damaged_frame_fails_the_export(e: Env) {
         .collect();
     assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
 }
+
+/// Page compression changed on an open store: each change reads the manifest it replaces
+/// (a handle that never saw another's change still reports it as `before`), a handle opened
+/// earlier keeps the setting it read, and the store id and grace are untouched.
+#[test]
+fn a_page_compression_change_builds_on_the_manifest_it_replaces() {
+    let e = env();
+    let (mut a, mut b) = (e.reopen(), e.reopen());
+    let change = a
+        .set_page_compression(PageCompression::Uncompressed)
+        .unwrap();
+    assert_eq!(change.before, PageCompression::Lz4);
+    assert_eq!(a.page_compression(), PageCompression::Uncompressed);
+    // `b` read lz4 when it opened; its change starts from what the store says now.
+    assert_eq!(b.page_compression(), PageCompression::Lz4);
+    let change = b.set_page_compression(PageCompression::Lz4).unwrap();
+    assert_eq!(change.before, PageCompression::Uncompressed);
+    let fresh = e.reopen();
+    assert_eq!(fresh.page_compression(), PageCompression::Lz4);
+    assert_eq!(fresh.store_id(), e.scion.store_id());
+    assert_eq!(fresh.min_grace(), e.scion.min_grace());
+    // The handle opened before any change still writes as it read.
+    assert_eq!(e.scion.page_compression(), PageCompression::Lz4);
+}

@@ -58,6 +58,9 @@ pub struct SessionInfo {
     pub capture_lag_bytes: u64,
     pub pending_transactions: u64,
     pub transactions_captured: u64,
+    /// How the session has kept the WAL short, since it opened.
+    #[serde(default)]
+    pub recycling: Recycling,
     pub ephemeral: bool,
     pub owner_pid: Option<u32>,
     pub ttl_secs: Option<u64>,
@@ -65,6 +68,17 @@ pub struct SessionInfo {
     pub fenced_reason: Option<String>,
     pub last_flush_error: Option<String>,
     pub close_reason: Option<CloseReason>,
+}
+
+/// How a session kept the checkout's WAL short: PASSIVE checkpoints it ran, and with the
+/// opt-in second tier (`--barrier-frames`) the write-lock barriers, the ones skipped
+/// because a writer held the lock past the barrier's wait, and the longest hold.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Recycling {
+    pub passive_checkpoints: u64,
+    pub barriers: u64,
+    pub barriers_skipped: u64,
+    pub barrier_max_hold_us: u64,
 }
 
 /// What closing a session did.
@@ -259,6 +273,7 @@ pub fn start(shared: &Arc<Shared>, id: String, spec: SessionSpec) -> ApiResult<S
         capture_lag_bytes: 0,
         pending_transactions: 0,
         transactions_captured: 0,
+        recycling: Recycling::default(),
         ephemeral: spec.ephemeral,
         owner_pid: spec.owner_pid,
         ttl_secs: spec.ttl.map(|d| d.as_secs()),
@@ -436,6 +451,13 @@ impl Runner {
         info.capture_lag_bytes = s.pending_bytes + s.wal_lag_bytes;
         info.pending_transactions = s.pending_transactions;
         info.transactions_captured = s.transactions_captured;
+        let c = live.counters();
+        info.recycling = Recycling {
+            passive_checkpoints: c.passive_checkpoints,
+            barriers: c.barriers,
+            barriers_skipped: c.barriers_skipped,
+            barrier_max_hold_us: c.barrier_max_hold_us,
+        };
         info.last_flush_error = s.last_flush_error.clone();
         let labels = crate::metrics::BranchLabels {
             branch: info.branch.clone(),

@@ -44,7 +44,8 @@ impl Engine {
     /// Attach the store `spec` names (a directory, `file:///path` or `s3://bucket/prefix`),
     /// or the nearest `.scion` at or above `cwd` when `spec` is empty. `create` makes a
     /// local store that does not exist yet, its pages stored as `page_compression` says
-    /// (`"lz4"`, the default, or `"none"`; a store that exists keeps its own).
+    /// (`"lz4"`, the default, or `"none"`). Naming a compression a store that exists does
+    /// not use is an error rather than a setting silently ignored.
     #[new]
     #[pyo3(signature = (spec, cwd, create=false, page_compression=None))]
     fn new(
@@ -54,17 +55,12 @@ impl Engine {
         create: bool,
         page_compression: Option<String>,
     ) -> PyResult<Engine> {
-        let page_compression = page_compression
+        let requested = page_compression
             .as_deref()
             .map(str::parse::<PageCompression>)
             .transpose()
-            .map_err(pyo3::exceptions::PyValueError::new_err)?
-            .unwrap_or_default();
-        let settings = StoreSettings {
-            page_compression,
-            ..StoreSettings::default()
-        };
-        py.detach(|| attach(spec.as_deref(), &cwd, create, settings))
+            .map_err(pyo3::exceptions::PyValueError::new_err)?;
+        py.detach(|| attach(spec.as_deref(), &cwd, create, requested))
             .map_err(|e| engine_error(&e))
     }
 
@@ -110,8 +106,12 @@ fn attach(
     spec: Option<&str>,
     cwd: &std::path::Path,
     create: bool,
-    settings: StoreSettings,
+    requested: Option<PageCompression>,
 ) -> Result<Engine, CoreError> {
+    let settings = StoreSettings {
+        page_compression: requested.unwrap_or_default(),
+        ..StoreSettings::default()
+    };
     let open = |init: bool| -> Result<Scion, CoreError> {
         let found = StoreSpec::find_with_env(spec, cwd, init)?;
         let options = AttachOptions {
@@ -128,6 +128,15 @@ fn attach(
         },
         other => other?,
     };
+    if let Some(asked) = requested.filter(|c| *c != scion.page_compression()) {
+        return Err(CoreError::InvalidInput {
+            reason: format!(
+                "page_compression=\"{asked}\" but store {} keeps pages {}; it is chosen when a store is created (change it with `scion config --page-compression {asked}`)",
+                scion.location(),
+                scion.page_compression()
+            ),
+        });
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("scion-engine")

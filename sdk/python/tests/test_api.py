@@ -24,8 +24,11 @@ def test_open_store_create_and_reopen(tmp_path: Path) -> None:
 def test_a_store_created_without_page_compression_keeps_raw_pages(tmp_path: Path) -> None:
     s = scion.open_store(tmp_path / "raw", create=True, page_compression="none")
     assert s.status()["page_compression"] == "none"
-    # A store that exists keeps its own setting.
+    # A store that exists keeps its own setting; asking it for another is an error.
     assert scion.open_store(tmp_path / "raw", create=True).status()["page_compression"] == "none"
+    assert scion.open_store(tmp_path / "raw", page_compression="none").location == s.location
+    with pytest.raises(scion.InvalidInput, match=r"keeps pages none.*scion config --page-compression lz4"):
+        scion.open_store(tmp_path / "raw", create=True, page_compression="lz4")
     assert scion.open_store(tmp_path / "lz4", create=True).status()["page_compression"] == "lz4"
     src = make_sqlite(tmp_path / "src.db", rows=2000)
     main = s.create("shop", src)

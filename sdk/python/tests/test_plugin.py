@@ -255,3 +255,23 @@ def test_a_seeding_that_died_half_way_is_redone(pytester: pytest.Pytester, seed_
     result.assert_outcomes(passed=2)
     assert len(seed_log.read_text().split()) == 2
     assert [c.name for c in s.branch(f"{db}@main").checkpoints()] == ["seed"]
+
+
+def test_page_compression_option_makes_the_runs_store_keep_raw_pages(pytester: pytest.Pytester) -> None:
+    pytester.makefile(".sql", seed=SEED_SQL)
+    pytester.makeini("[pytest]\nscion_seed = seed.sql\nscion_page_compression = none\n")
+    pytester.makepyfile(
+        ISOLATION_TESTS.format(n=2)
+        + """
+def test_zz_the_store_keeps_pages_raw(scion_store):
+    assert scion_store.status()["page_compression"] == "none"
+"""
+    )
+    store = pytester.path / "store"
+    result = pytester.runpytest_subprocess("-q", f"--scion-store={store}")
+    result.assert_outcomes(passed=3)
+    assert scion.open_store(store).status()["page_compression"] == "none"
+    # The command line wins over the ini; a lasting store kept otherwise is an error.
+    result = pytester.runpytest_subprocess("-q", f"--scion-store={store}", "--scion-page-compression=lz4")
+    result.assert_outcomes(errors=3)
+    result.stdout.fnmatch_lines(["*InvalidInput*keeps pages none*"])

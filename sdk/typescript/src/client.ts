@@ -69,6 +69,13 @@ export interface SessionInfo {
   capture_lag_bytes: number;
   pending_transactions: number;
   transactions_captured: number;
+  /** How the session kept the WAL short: PASSIVE checkpoints, and the second tier's barriers. */
+  recycling: {
+    passive_checkpoints: number;
+    barriers: number;
+    barriers_skipped: number;
+    barrier_max_hold_us: number;
+  };
   ephemeral: boolean;
   fenced_reason: string | null;
 }

@@ -73,6 +73,14 @@ impl Session {
         r.stdout
     }
 
+    /// Run with `--json`, require success, and parse what it printed.
+    pub fn json(&self, args: &[&str]) -> serde_json::Value {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        let out = self.ok(&all);
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("scion {all:?}: {e}:\n{out}"))
+    }
+
     /// Make output stable: temp paths, ids and times.
     pub fn scrub(&self, s: &str) -> String {
         let dir = self.dir.path().canonicalize().unwrap();

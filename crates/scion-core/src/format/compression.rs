@@ -4,8 +4,10 @@ use serde::{Deserialize, Serialize};
 
 /// How a store keeps the full frames of pages. Either way every frame carries the hash of
 /// its content and is verified on every read; a reader decodes both, whatever the store says.
+/// Its names (`lz4`, `none`) are spelled once, in [`PageCompression::as_str`]: the manifest,
+/// the CLI and the Python package all go through it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(into = "&'static str", try_from = "String")]
 pub enum PageCompression {
     /// lz4 where it makes the frame smaller: about half the bytes of the database.
     #[default]
@@ -13,11 +15,12 @@ pub enum PageCompression {
     /// Pages stored as they are: the store holds about the database's size, and writing a
     /// version out is a read, a hash and a write per page, with no decompression (the
     /// fastest checkout and export on a CPU-bound machine).
-    #[serde(rename = "none")]
     Uncompressed,
 }
 
 impl PageCompression {
+    pub const ALL: [PageCompression; 2] = [PageCompression::Lz4, PageCompression::Uncompressed];
+
     pub fn as_str(self) -> &'static str {
         match self {
             PageCompression::Lz4 => "lz4",
@@ -36,12 +39,52 @@ impl std::str::FromStr for PageCompression {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "lz4" => Ok(PageCompression::Lz4),
-            "none" => Ok(PageCompression::Uncompressed),
-            other => Err(format!(
-                "unknown page compression {other:?}: expected \"lz4\" or \"none\""
-            )),
+        Self::ALL
+            .into_iter()
+            .find(|c| c.as_str() == s)
+            .ok_or_else(|| {
+                let known: Vec<String> = Self::ALL
+                    .iter()
+                    .map(|c| format!("{:?}", c.as_str()))
+                    .collect();
+                format!(
+                    "unknown page compression {s:?}: expected {}",
+                    known.join(" or ")
+                )
+            })
+    }
+}
+
+impl From<PageCompression> for &'static str {
+    fn from(c: PageCompression) -> Self {
+        c.as_str()
+    }
+}
+
+impl TryFrom<String> for PageCompression {
+    type Error = String;
+
+    fn try_from(s: String) -> Result<Self, String> {
+        s.parse()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_name_reads_back_as_itself() {
+        for c in PageCompression::ALL {
+            assert_eq!(c.as_str().parse::<PageCompression>(), Ok(c));
+            let json = serde_json::to_string(&c).unwrap();
+            assert_eq!(json, format!("\"{}\"", c.as_str()));
+            assert_eq!(serde_json::from_str::<PageCompression>(&json).unwrap(), c);
         }
+        let e = "zstd".parse::<PageCompression>().unwrap_err();
+        assert_eq!(
+            e,
+            r#"unknown page compression "zstd": expected "lz4" or "none""#
+        );
     }
 }

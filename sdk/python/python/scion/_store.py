@@ -59,7 +59,8 @@ def open_store(
     directory. ``create`` makes a local store that does not exist yet (``./.scion``
     without a spec), with pages stored as ``page_compression`` says: ``"lz4"`` (the
     default, about half the bytes) or ``"none"`` (about twice the space, the fastest
-    checkouts); a store that exists keeps the setting it was made with."""
+    checkouts). Naming a compression that an existing store does not use raises
+    ``InvalidInput`` (``scion config --page-compression`` changes a store's)."""
     text = None if spec is None else os.fspath(spec)
     try:
         engine = Engine(text, str(Path.cwd()), create, page_compression)
