@@ -13,7 +13,8 @@ impl Printer {
                 "store_id": s.store_id(),
                 "page_compression": s.page_compression(),
                 "min_grace_secs": s.min_grace().as_secs(),
-                "changed": change.map(|c| serde_json::json!({
+                // null when the store already kept pages that way.
+                "changed": change.filter(|c| c.before != c.after).map(|c| serde_json::json!({
                     "page_compression": {"before": c.before, "after": c.after},
                 })),
             }));

@@ -182,8 +182,17 @@ pub fn session(cli: &Cli, cmd: &SessionCommand) -> Result<()> {
                     println!("no sessions");
                 }
                 for s in list {
+                    // The second tier's barriers, for a daemon started with --barrier-frames.
+                    let recycling = &s["recycling"];
+                    let held = recycling["barriers"].as_u64().unwrap_or(0);
+                    let skipped = recycling["barriers_skipped"].as_u64().unwrap_or(0);
+                    let barriers = if held + skipped > 0 {
+                        format!("  barriers {held} ({skipped} skipped)")
+                    } else {
+                        String::new()
+                    };
                     println!(
-                        "{}  {}  {}  durable v{}  age {} ms  lag {} B  {}",
+                        "{}  {}  {}  durable v{}  age {} ms  lag {} B{barriers}  {}",
                         s["id"].as_str().unwrap_or_default(),
                         s["branch"].as_str().unwrap_or_default(),
                         s["state"].as_str().unwrap_or_default(),

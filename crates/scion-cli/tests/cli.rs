@@ -407,6 +407,8 @@ fn config_changes_how_new_pages_are_stored_and_compact_rewrites_a_head() {
     assert!(s
         .ok(&["config", "--page-compression", "none"])
         .contains("page compression is already none"));
+    let again = json(&["config", "--page-compression", "none"]);
+    assert_eq!(again["changed"], serde_json::Value::Null);
 
     let raw = json(&["compact", "shop"]);
     let raw_bytes = raw["store_bytes_written"].as_u64().unwrap();

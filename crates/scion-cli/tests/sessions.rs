@@ -290,6 +290,8 @@ fn a_session_reports_how_it_recycled_the_wal() {
         let r = &info["recycling"];
         let count = |k: &str| r[k].as_u64().unwrap_or_else(|| panic!("{k} in {info}"));
         assert!(count("passive_checkpoints") >= 1, "{info}");
+        let listed = s.cmd(&["session", "list"]).output().unwrap();
+        let listed = String::from_utf8_lossy(&listed.stdout).to_string();
         if second_tier {
             assert!(count("barriers") + count("barriers_skipped") >= 1, "{info}");
             assert_eq!(
@@ -297,7 +299,14 @@ fn a_session_reports_how_it_recycled_the_wal() {
                 count("barriers") > 0,
                 "{info}"
             );
+            let shown = format!(
+                "barriers {} ({} skipped)",
+                count("barriers"),
+                count("barriers_skipped")
+            );
+            assert!(listed.contains(&shown), "{listed}");
         } else {
+            assert!(!listed.contains("barriers"), "{listed}");
             assert_eq!(count("barriers") + count("barriers_skipped"), 0, "{info}");
             assert_eq!(count("barrier_max_hold_us"), 0, "{info}");
         }
