@@ -257,10 +257,14 @@ pub fn materialize(
 /// [`MAX_DECODE_THREADS`]. On two cores a third thread was measured no faster; lz4 decoding
 /// costs about as much CPU as the kernel's copy into the page cache, so each core added
 /// takes decoding off the one thread writing at a time.
+/// Asked once per process: the answer reads cgroup files, which no checkout should repeat.
 fn decode_threads() -> usize {
-    std::thread::available_parallelism()
-        .map_or(2, |n| n.get())
-        .clamp(2, MAX_DECODE_THREADS)
+    static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *THREADS.get_or_init(|| {
+        std::thread::available_parallelism()
+            .map_or(2, |n| n.get())
+            .clamp(2, MAX_DECODE_THREADS)
+    })
 }
 
 /// Give `out` its final length with its blocks allocated up front: buffered writes into

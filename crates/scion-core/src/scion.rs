@@ -131,16 +131,7 @@ impl Scion {
         location: &str,
         options: ScionOptions,
     ) -> CoreResult<Self> {
-        let bytes = match backend.get(MANIFEST_KEY) {
-            Ok((b, _)) => b,
-            Err(StoreError::NotFound { .. }) => {
-                return Err(CoreError::NotInitialized {
-                    location: location.to_string(),
-                })
-            }
-            Err(e) => return Err(e.into()),
-        };
-        let manifest = Manifest::decode(&bytes, location)?;
+        let (manifest, _) = read_manifest(backend.as_ref(), location)?;
         Ok(Self::assemble(backend, location, manifest, options))
     }
 
@@ -383,5 +374,17 @@ impl Scion {
             (a.1.version, &a.1.created_at, &a.0).cmp(&(b.1.version, &b.1.created_at, &b.0))
         });
         Ok(out)
+    }
+}
+
+/// The store's manifest and its etag (for a compare-and-swap that replaces it); a store
+/// without one is not initialized.
+pub(crate) fn read_manifest(backend: &dyn Backend, location: &str) -> CoreResult<(Manifest, ETag)> {
+    match backend.get(MANIFEST_KEY) {
+        Ok((bytes, etag)) => Ok((Manifest::decode(&bytes, location)?, etag)),
+        Err(StoreError::NotFound { .. }) => Err(CoreError::NotInitialized {
+            location: location.to_string(),
+        }),
+        Err(e) => Err(e.into()),
     }
 }

@@ -11,11 +11,12 @@ use scion_store::{PutMode, StoreError};
 
 use crate::error::{CoreError, CoreResult};
 use crate::format::PageCompression;
-use crate::manifest::{Manifest, MANIFEST_KEY};
+use crate::manifest::MANIFEST_KEY;
+use crate::scion::read_manifest;
 use crate::Scion;
 
 /// What changing a setting did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PageCompressionChange {
     pub before: PageCompression,
     pub after: PageCompression,
@@ -31,16 +32,7 @@ impl Scion {
     ) -> CoreResult<PageCompressionChange> {
         let mut tries = 0;
         loop {
-            let (bytes, etag) = match self.backend.get(MANIFEST_KEY) {
-                Ok(got) => got,
-                Err(StoreError::NotFound { .. }) => {
-                    return Err(CoreError::NotInitialized {
-                        location: self.location.clone(),
-                    })
-                }
-                Err(e) => return Err(e.into()),
-            };
-            let mut manifest = Manifest::decode(&bytes, &self.location)?;
+            let (mut manifest, etag) = read_manifest(self.backend.as_ref(), &self.location)?;
             if manifest.store_id != self.manifest.store_id {
                 return Err(CoreError::corrupt(
                     MANIFEST_KEY,
