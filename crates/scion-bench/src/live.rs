@@ -86,6 +86,13 @@ pub struct Throughput {
     /// held the write lock through the barrier's whole wait.
     pub barriers: u64,
     pub barriers_skipped: u64,
+    /// The same back-to-back writer with `PRAGMA synchronous=NORMAL` (SQLite's advice for
+    /// WAL mode: no fsync per commit), without a session and with one (first tier only),
+    /// and the ratio of their medians. It shows where the first tier's cost lies: in the
+    /// fsync each commit makes of a WAL that cannot restart and so grows.
+    pub normal_without: Vec<f64>,
+    pub normal_with: Vec<f64>,
+    pub normal_ratio: f64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -143,6 +150,12 @@ impl LiveReport {
             t.barrier_wal_bytes / 1024,
             t.barriers,
             t.barriers_skipped
+        ));
+        s.push_str(&format!(
+            "the same writer with PRAGMA synchronous=NORMAL (no fsync per commit): without a session {:.0} txn/s, with one {:.0} txn/s: {:.1} %\n",
+            median(&t.normal_without),
+            median(&t.normal_with),
+            t.normal_ratio * 100.0
         ));
         s.push_str(&format!(
             "a writer paced at {} txn/s: without a session {:.0} txn/s (p99 commit {:.2} ms), with one {:.0} txn/s (p99 {:.2} ms)\n",
@@ -246,10 +259,30 @@ fn flush_row(dir: &Path, mib: u64, runs: usize) -> BenchResult<FlushRow> {
 
 /// A Python writer: autocommit inserts for `secs` seconds (paced to `rate` a second when
 /// given); prints how many it committed.
+/// How the bench's writer syncs its commits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Synchronous {
+    /// Python's and SQLite's default (FULL): the WAL is fsynced at every commit.
+    Default,
+    /// `PRAGMA synchronous=NORMAL`: the WAL is fsynced only at checkpoints.
+    Normal,
+}
+
 fn python_writer(path: &Path, secs: u64, rate: Option<u64>) -> BenchResult<Child> {
+    python_writer_with(path, secs, rate, Synchronous::Default)
+}
+
+fn python_writer_with(
+    path: &Path,
+    secs: u64,
+    rate: Option<u64>,
+    synchronous: Synchronous,
+) -> BenchResult<Child> {
     const SCRIPT: &str = r#"
 import sqlite3, sys, time
 c = sqlite3.connect(sys.argv[1], isolation_level=None)
+if sys.argv[4] == "normal":
+    c.execute("PRAGMA synchronous=NORMAL")
 end = time.monotonic() + float(sys.argv[2])
 gap = 1.0 / float(sys.argv[3]) if float(sys.argv[3]) > 0 else 0.0
 n = 0
@@ -274,6 +307,10 @@ print(n, 1000.0 * lat[int((len(lat) - 1) * 0.99)] if lat else 0.0)
         .arg(path)
         .arg(secs.to_string())
         .arg(rate.unwrap_or(0).to_string())
+        .arg(match synchronous {
+            Synchronous::Default => "default",
+            Synchronous::Normal => "normal",
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()?)
@@ -379,6 +416,7 @@ fn throughput(opts: &LiveOptions) -> BenchResult<(Throughput, DurableAge)> {
     let barrier_arg = barrier_frames.to_string();
     let mut barrier_wal_bytes = 0u64;
     let (mut barriers, mut barriers_skipped) = (0u64, 0u64);
+    let (mut normal_without, mut normal_with) = (Vec::new(), Vec::new());
     // Interleaved, so that the three see the same disk and page cache conditions.
     for _ in 0..opts.runs.min(7) {
         without.push(finish_writer(
@@ -417,9 +455,20 @@ fn throughput(opts: &LiveOptions) -> BenchResult<(Throughput, DurableAge)> {
         barriers += count("barriers");
         barriers_skipped += count("barriers_skipped");
         daemon.close(&id)?;
+        drop(daemon);
+        let normal = |p: &Path| {
+            let w = python_writer_with(p, opts.throughput_secs, None, Synchronous::Normal)?;
+            finish_writer(w, opts.throughput_secs)
+        };
+        normal_without.push(normal(&path)?);
+        let daemon = Daemon::start(&opts.scion, &dir.join("store"), &socket, "1s", &[])?;
+        let (id, live_path) = daemon.open("orders")?;
+        normal_with.push(normal(&live_path)?);
+        daemon.close(&id)?;
     }
     let ratio = median(&with) / median(&without).max(1.0);
     let barrier_ratio = median(&with_barrier) / median(&without).max(1.0);
+    let normal_ratio = median(&normal_with) / median(&normal_without).max(1.0);
     // A paced writer: the same inserts at a steady rate below what the disk allows.
     let paced_rate = 500;
     let paced_without = finish_writer_timed(
@@ -476,6 +525,9 @@ fn throughput(opts: &LiveOptions) -> BenchResult<(Throughput, DurableAge)> {
             barrier_wal_bytes,
             barriers,
             barriers_skipped,
+            normal_without,
+            normal_with,
+            normal_ratio,
         },
         DurableAge {
             flush_every_ms: 1000,

@@ -529,8 +529,10 @@ impl Capturer {
 /// Two other ways were measured worse against a writer committing back to back (one
 /// barrier in four skipped with this one): retrying at once, yielding the core (over half
 /// skipped, and the spinning took CPU from the writer), and watching the wal-index for
-/// the writer's next commit and trying right then (six in ten skipped). Why the tries of
-/// a skipped barrier all fail is open: docs/benchmarks.md has what was measured.
+/// the writer's next commit and trying right then (six in ten skipped). A skipped barrier
+/// is a writer holding its lock through slow commits (those just after the lockless
+/// checkpoint's fsync take milliseconds); waiting longer won every barrier but cost the
+/// writer more than skipping (docs/benchmarks.md).
 fn barrier_retry(attempts: i32) -> bool {
     if attempts >= BARRIER_TRIES {
         return false;

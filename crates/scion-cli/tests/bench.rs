@@ -365,10 +365,19 @@ fn bench_live_quick_measures_flush_throughput_and_durable_age() {
     );
     assert!(row["flush"]["runs"].as_u64().unwrap() >= 3);
     assert!(row["checkpoint"]["runs"].as_u64().unwrap() >= 3);
-    for row in ["with_session", "with_barrier"] {
+    // Every writer committed in every round, the synchronous=NORMAL pair included.
+    for row in [
+        "without_session",
+        "with_session",
+        "with_barrier",
+        "normal_without",
+        "normal_with",
+    ] {
+        let rates = v["throughput"][row].as_array().unwrap();
         assert!(
-            !v["throughput"][row].as_array().unwrap().is_empty(),
-            "{row}"
+            !rates.is_empty() && rates.iter().all(|r| r.as_f64().unwrap() > 0.0),
+            "{row}: {}",
+            v["throughput"]
         );
     }
     // The second tier's run measured its WAL (the writer wrote through the session's
