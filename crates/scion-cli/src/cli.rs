@@ -89,9 +89,10 @@ pub enum Command {
     /// With --page-compression, every full page written from now on (by checkpoints,
     /// imports, sessions, `compact`) is stored that way; what is already stored stays as it
     /// is and reads as before, since every reader decodes both. `scion compact <db>` rewrites
-    /// a branch head with the new setting. Processes that already have the store open (a
-    /// running `scion serve`) keep the setting they read until they restart. The minimum GC
-    /// grace is fixed at `init`: lowering it under a commit in flight could lose its data.
+    /// a branch head with the new setting. A running `scion serve` follows within one
+    /// janitor round (`--janitor-every`); other processes that already have the store open
+    /// keep the setting they read until they reopen it. The minimum GC grace is fixed at
+    /// `init`: changing it under a commit or a `gc` of another process could lose data.
     #[command(
         after_help = "Examples:\n  scion config\n  scion config --page-compression none   # faster checkouts from now on\n  scion config --page-compression none && scion compact shop   # and rewrite shop's head"
     )]

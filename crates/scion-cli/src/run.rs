@@ -175,7 +175,7 @@ fn run_command(cli: &Cli, open: &dyn Fn(&Cli, bool) -> Result<Scion>) -> Result<
         Command::Session(cmd) => crate::daemon::session(cli, cmd)?,
         Command::Events { since, socket } => crate::daemon::events(cli, *since, socket)?,
         Command::Config { page_compression } => {
-            let mut s = open(cli, false)?;
+            let s = open(cli, false)?;
             let change = page_compression
                 .map(|c| s.set_page_compression(c))
                 .transpose()?;

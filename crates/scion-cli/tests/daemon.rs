@@ -479,3 +479,28 @@ fn the_curl_examples_in_the_docs_run_as_written() {
         }
     }
 }
+
+/// A `scion config` made by another process while the daemon runs reaches the daemon
+/// within a janitor round: its status reports the new page compression, and its log says
+/// so. (That a handle which reloaded commits the new way is the engine's
+/// `a_handle_that_reloads_its_settings_commits_the_new_way`.)
+#[test]
+fn the_daemon_follows_a_page_compression_change_made_while_it_runs() {
+    let (_d, s) = served(10, &["--janitor-every", "200ms", "--gc-every", "never"]);
+    assert_eq!(s.get("/v1/status")["page_compression"], "lz4");
+    s.scion(&["config", "--page-compression", "none"]);
+    let asked = std::time::Instant::now();
+    while s.get("/v1/status")["page_compression"] != "none" {
+        assert!(
+            asked.elapsed() < Duration::from_secs(30),
+            "the daemon never followed the change: {}",
+            s.log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        s.log().contains("the store's page compression changed"),
+        "{}",
+        s.log()
+    );
+}

@@ -1,7 +1,7 @@
 //! [`Scion`]: one opened store, and the read-side helpers every operation shares.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime};
 
 use scion_store::{Backend, ETag, PutMode, StoreError};
@@ -76,7 +76,12 @@ fn holder_place() -> String {
 pub struct Scion {
     pub(crate) backend: Arc<dyn Backend>,
     pub(crate) location: String,
+    /// The manifest as opened. The one setting that may change on a live store is kept
+    /// apart, below, so that a long-running process can follow it.
     pub(crate) manifest: Manifest,
+    /// How new full pages are stored: the manifest's setting when opened, or when last
+    /// re-read ([`Scion::reload_settings`]) or changed by this process.
+    pub(crate) page_compression: RwLock<PageCompression>,
     pub(crate) options: ScionOptions,
     pub(crate) reader: FrameReader,
 }
@@ -145,6 +150,7 @@ impl Scion {
             reader: FrameReader::new(backend.clone()),
             backend,
             location: location.to_string(),
+            page_compression: RwLock::new(manifest.page_compression()),
             manifest,
             options,
         }
@@ -164,7 +170,10 @@ impl Scion {
 
     /// How this store keeps new full page frames.
     pub fn page_compression(&self) -> PageCompression {
-        self.manifest.page_compression()
+        *self
+            .page_compression
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     pub fn checkouts_dir(&self) -> &Path {

@@ -135,11 +135,12 @@ fn a_damaged_frame_fails_the_export(e: Env) {
 
 /// Page compression changed on an open store: each change reads the manifest it replaces
 /// (a handle that never saw another's change still reports it as `before`), a handle opened
-/// earlier keeps the setting it read, and the store id and grace are untouched.
+/// earlier keeps the setting it read until it reloads the settings, and the store id and
+/// grace are untouched.
 #[test]
 fn a_page_compression_change_builds_on_the_manifest_it_replaces() {
     let e = env();
-    let (mut a, mut b) = (e.reopen(), e.reopen());
+    let (a, b) = (e.reopen(), e.reopen());
     let change = a
         .set_page_compression(PageCompression::Uncompressed)
         .unwrap();
@@ -155,4 +156,39 @@ fn a_page_compression_change_builds_on_the_manifest_it_replaces() {
     assert_eq!(fresh.min_grace(), e.scion.min_grace());
     // The handle opened before any change still writes as it read.
     assert_eq!(e.scion.page_compression(), PageCompression::Lz4);
+    assert_eq!(e.scion.reload_settings().unwrap(), None);
+}
+
+/// A process that keeps the store open (the daemon) follows another's `config` change
+/// once it reloads the settings: its next commit stores full pages the new way.
+#[test]
+fn a_handle_that_reloads_its_settings_commits_the_new_way() {
+    let e = env();
+    let src = e.path("seed.db");
+    seed(&src, 2000);
+    let db = DbName::new("shop").unwrap();
+    let created = e.scion.create(&db, Some(&src)).unwrap();
+    let page_bytes = created.page_count as u64 * created.page_size as u64;
+    e.reopen()
+        .set_page_compression(PageCompression::Uncompressed)
+        .unwrap();
+    let lz4 = e.scion.compact(&br("shop"), false).unwrap();
+    assert!(
+        lz4.store_bytes_written < page_bytes,
+        "before reloading: {} B for {page_bytes} B of pages",
+        lz4.store_bytes_written
+    );
+    let change = e.scion.reload_settings().unwrap().unwrap();
+    assert_eq!(
+        (change.before, change.after),
+        (PageCompression::Lz4, PageCompression::Uncompressed)
+    );
+    assert_eq!(e.scion.page_compression(), PageCompression::Uncompressed);
+    let raw = e.scion.compact(&br("shop"), false).unwrap();
+    assert!(
+        raw.store_bytes_written >= page_bytes,
+        "after reloading: {} B for {page_bytes} B of pages",
+        raw.store_bytes_written
+    );
+    assert_eq!(e.scion.reload_settings().unwrap(), None, "nothing new");
 }

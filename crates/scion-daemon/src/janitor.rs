@@ -1,6 +1,8 @@
 //! The janitor: on a schedule, reap branches whose TTL passed (never one with a live
 //! session or a dirty or open checkout: the engine's GC keeps those) and collect garbage
-//! with the store's grace. Both emit events.
+//! with the store's grace. Both emit events. Each round also re-reads the store's
+//! settings, so a `scion config --page-compression` made while the daemon runs reaches
+//! its commits within one round.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -47,6 +49,22 @@ pub async fn reap(shared: &Arc<Shared>) -> ApiResult<scion_core::ops::gc::ReapRe
     Ok(report)
 }
 
+/// Re-read the store's settings; a failure is logged and the daemon keeps the ones it had.
+async fn follow_settings(shared: &Arc<Shared>) {
+    match blocking(shared, Context::Other, |s| s.reload_settings()).await {
+        Ok(Some(change)) => tracing::info!(
+            before = %change.before,
+            after = %change.after,
+            "the store's page compression changed: new pages are stored the new way"
+        ),
+        Ok(None) => {}
+        Err(e) => tracing::warn!(
+            error = %e.body.message,
+            "re-reading the store's settings failed; keeping the ones read before"
+        ),
+    }
+}
+
 pub async fn run(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
     let mut last_gc = Instant::now();
     loop {
@@ -54,6 +72,7 @@ pub async fn run(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
             _ = tokio::time::sleep(shared.config.janitor_every) => {}
             _ = stop.changed() => return,
         }
+        follow_settings(&shared).await;
         let gc_due = shared
             .config
             .gc_every

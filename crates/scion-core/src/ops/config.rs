@@ -3,15 +3,17 @@
 //! Only page compression may change: readers decode every codec whatever the manifest
 //! says, so frames written before and after the change sit side by side, and nothing
 //! already stored is rewritten (`compact` rewrites a head with the store's setting).
+//! A process that keeps a store open (the daemon) follows a change made by another when it
+//! re-reads the manifest ([`Scion::reload_settings`]).
 //! The minimum GC grace stays what `init` recorded: a commit in flight in another process
 //! decides from the grace it read whether to re-check its segments, and a shorter grace
 //! under it could let `gc` take what it is about to publish.
 
-use scion_store::{PutMode, StoreError};
+use scion_store::{ETag, PutMode, StoreError};
 
 use crate::error::{CoreError, CoreResult};
 use crate::format::PageCompression;
-use crate::manifest::MANIFEST_KEY;
+use crate::manifest::{Manifest, MANIFEST_KEY};
 use crate::scion::read_manifest;
 use crate::Scion;
 
@@ -23,22 +25,17 @@ pub struct PageCompressionChange {
 }
 
 impl Scion {
-    /// Store new full page frames as `compression` says, from now on, in every process
-    /// that opens the store after this (one already open keeps the setting it read).
-    /// The manifest is replaced by compare-and-swap, so a concurrent change is never lost.
+    /// Store new full page frames as `compression` says, from now on, in this process
+    /// and every process that opens the store after this or re-reads its settings (one
+    /// already open keeps the setting it read until then). The manifest is replaced by
+    /// compare-and-swap, so a concurrent change is never lost.
     pub fn set_page_compression(
-        &mut self,
+        &self,
         compression: PageCompression,
     ) -> CoreResult<PageCompressionChange> {
         let mut tries = 0;
         loop {
-            let (mut manifest, etag) = read_manifest(self.backend.as_ref(), &self.location)?;
-            if manifest.store_id != self.manifest.store_id {
-                return Err(CoreError::corrupt(
-                    MANIFEST_KEY,
-                    format!("{}: the store id changed while open", self.location),
-                ));
-            }
+            let (mut manifest, etag) = self.current_manifest()?;
             let before = manifest.page_compression();
             if before != compression {
                 manifest.page_compression = Some(compression);
@@ -53,11 +50,40 @@ impl Scion {
                     Err(e) => return Err(e.into()),
                 }
             }
-            self.manifest = manifest;
+            self.follow(compression);
             return Ok(PageCompressionChange {
                 before,
                 after: compression,
             });
         }
+    }
+
+    /// Re-read the store's settings, for a process that keeps the store open while
+    /// another may run `scion config`. `Some` when the page compression changed since this
+    /// process last looked.
+    pub fn reload_settings(&self) -> CoreResult<Option<PageCompressionChange>> {
+        let (manifest, _) = self.current_manifest()?;
+        let (before, after) = (self.page_compression(), manifest.page_compression());
+        self.follow(after);
+        Ok((before != after).then_some(PageCompressionChange { before, after }))
+    }
+
+    /// The manifest as stored now, which must still be this store's.
+    fn current_manifest(&self) -> CoreResult<(Manifest, ETag)> {
+        let (manifest, etag) = read_manifest(self.backend.as_ref(), &self.location)?;
+        if manifest.store_id != self.manifest.store_id {
+            return Err(CoreError::corrupt(
+                MANIFEST_KEY,
+                format!("{}: the store id changed while open", self.location),
+            ));
+        }
+        Ok((manifest, etag))
+    }
+
+    fn follow(&self, compression: PageCompression) {
+        *self
+            .page_compression
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = compression;
     }
 }
