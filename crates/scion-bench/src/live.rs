@@ -257,8 +257,6 @@ fn flush_row(dir: &Path, mib: u64, runs: usize) -> BenchResult<FlushRow> {
     })
 }
 
-/// A Python writer: autocommit inserts for `secs` seconds (paced to `rate` a second when
-/// given); prints how many it committed.
 /// How the bench's writer syncs its commits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Synchronous {
@@ -268,10 +266,13 @@ enum Synchronous {
     Normal,
 }
 
+/// A Python writer at SQLite's default sync: autocommit inserts for `secs` seconds (paced
+/// to `rate` a second when given); prints how many it committed.
 fn python_writer(path: &Path, secs: u64, rate: Option<u64>) -> BenchResult<Child> {
     python_writer_with(path, secs, rate, Synchronous::Default)
 }
 
+/// [`python_writer`] with the writer's `PRAGMA synchronous` chosen.
 fn python_writer_with(
     path: &Path,
     secs: u64,

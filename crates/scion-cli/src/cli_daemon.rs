@@ -32,7 +32,8 @@ pub struct ServeArgs {
     /// How long a session's branch lease lasts (renewed every third of it).
     #[arg(long, default_value = "60s", value_name = "DURATION")]
     pub lease_ttl: String,
-    /// How often the janitor reaps branches whose TTL passed.
+    /// How often the janitor reaps branches whose TTL passed (and re-reads the store's
+    /// settings, so a `scion config` change reaches the daemon).
     #[arg(long, default_value = "60s", value_name = "DURATION")]
     pub janitor_every: String,
     /// How often the janitor runs GC with the store's grace ('never' to leave GC to
