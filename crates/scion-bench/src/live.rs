@@ -14,6 +14,7 @@ use scion_core::{BranchRef, CheckpointName, ClonePolicy, Scion, ScionOptions};
 use scion_daemon::client::DaemonClient;
 use scion_store::LocalBackend;
 use serde::Serialize;
+use serde_json::Value;
 
 use crate::datagen::orders_db;
 use crate::machine::{describe, Machine};
@@ -81,6 +82,9 @@ pub struct Throughput {
     pub barrier_frames: u32,
     pub with_barrier: Vec<f64>,
     pub barrier_ratio: f64,
+    /// Each round's second-tier rate over the same round's rate alone (the two run side
+    /// by side), which cancels what drifts between rounds.
+    pub barrier_round_ratios: Vec<f64>,
     pub barrier_wal_bytes: u64,
     /// Over all second-tier runs: barriers held, and barriers skipped because the writer
     /// held the write lock through the barrier's whole wait.
@@ -93,6 +97,16 @@ pub struct Throughput {
     pub normal_without: Vec<f64>,
     pub normal_with: Vec<f64>,
     pub normal_ratio: f64,
+}
+
+/// One writer run of a throughput round.
+#[derive(Debug, Clone, Copy)]
+enum Run {
+    Alone,
+    FirstTier,
+    SecondTier,
+    NormalAlone,
+    NormalSession,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -143,10 +157,13 @@ impl LiveReport {
             t.ratio * 100.0
         ));
         s.push_str(&format!(
-            "the same writer, the session with the second tier (--barrier-frames {}): {:.0} txn/s: {:.1} % (WAL at most {} KiB at the end of a run; {} barriers, {} skipped)\n",
+            "the same writer, the session with the second tier (--barrier-frames {}): {:.0} txn/s: {:.1} % (round by round: median {:.1} %, {:.1}-{:.1} %; WAL at most {} KiB at the end of a run; {} barriers, {} skipped)\n",
             t.barrier_frames,
             median(&t.with_barrier),
             t.barrier_ratio * 100.0,
+            median(&t.barrier_round_ratios) * 100.0,
+            t.barrier_round_ratios.iter().copied().fold(f64::INFINITY, f64::min) * 100.0,
+            t.barrier_round_ratios.iter().copied().fold(0.0, f64::max) * 100.0,
             t.barrier_wal_bytes / 1024,
             t.barriers,
             t.barriers_skipped
@@ -418,57 +435,70 @@ fn throughput(opts: &LiveOptions) -> BenchResult<(Throughput, DurableAge)> {
     let mut barrier_wal_bytes = 0u64;
     let (mut barriers, mut barriers_skipped) = (0u64, 0u64);
     let (mut normal_without, mut normal_with) = (Vec::new(), Vec::new());
-    // Interleaved, so that the three see the same disk and page cache conditions.
-    for _ in 0..opts.runs.min(7) {
-        without.push(finish_writer(
-            python_writer(&path, opts.throughput_secs, None)?,
-            opts.throughput_secs,
-        )?);
-        let daemon = Daemon::start(&opts.scion, &dir.join("store"), &socket, "1s", &[])?;
+    let store_dir = dir.join("store");
+    let with_daemon = |extra: &[&str], sync: Synchronous| -> BenchResult<(f64, Value, u64)> {
+        let daemon = Daemon::start(&opts.scion, &store_dir, &socket, "1s", extra)?;
         let (id, live_path) = daemon.open("orders")?;
-        with.push(finish_writer(
-            python_writer(&live_path, opts.throughput_secs, None)?,
+        let rate = finish_writer(
+            python_writer_with(&live_path, opts.throughput_secs, None, sync)?,
             opts.throughput_secs,
-        )?);
-        daemon.close(&id)?;
-        drop(daemon);
-        let daemon = Daemon::start(
-            &opts.scion,
-            &dir.join("store"),
-            &socket,
-            "1s",
-            &["--barrier-frames", &barrier_arg],
         )?;
-        let (id, live_path) = daemon.open("orders")?;
-        with_barrier.push(finish_writer(
-            python_writer(&live_path, opts.throughput_secs, None)?,
-            opts.throughput_secs,
-        )?);
-        let mut wal = live_path.into_os_string();
-        wal.push("-wal");
-        barrier_wal_bytes =
-            barrier_wal_bytes.max(std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0));
         let session = daemon
             .client
             .request("GET", &format!("/v1/sessions/{id}"), None, &[])
             .map_err(other)?;
-        let count = |k: &str| session.body["recycling"][k].as_u64().unwrap_or(0);
-        barriers += count("barriers");
-        barriers_skipped += count("barriers_skipped");
+        // Measured before the close, whose last connection may checkpoint the WAL away.
+        let mut wal = live_path.into_os_string();
+        wal.push("-wal");
+        let wal_bytes = std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
         daemon.close(&id)?;
-        drop(daemon);
-        let normal = |p: &Path| {
-            let w = python_writer_with(p, opts.throughput_secs, None, Synchronous::Normal)?;
-            finish_writer(w, opts.throughput_secs)
-        };
-        normal_without.push(normal(&path)?);
-        let daemon = Daemon::start(&opts.scion, &dir.join("store"), &socket, "1s", &[])?;
-        let (id, live_path) = daemon.open("orders")?;
-        normal_with.push(normal(&live_path)?);
-        daemon.close(&id)?;
+        Ok((rate, session.body, wal_bytes))
+    };
+    // Interleaved, so that all see the same disk and page cache conditions, and in an
+    // order reversed every other round (the second tier right beside the writer alone
+    // either way), so that neither side of a ratio always runs after the same neighbour.
+    for round in 0..opts.runs.min(7) {
+        let mut order = [
+            Run::Alone,
+            Run::SecondTier,
+            Run::FirstTier,
+            Run::NormalAlone,
+            Run::NormalSession,
+        ];
+        if round % 2 == 1 {
+            order.reverse();
+        }
+        for run in order {
+            match run {
+                Run::Alone => without.push(finish_writer(
+                    python_writer(&path, opts.throughput_secs, None)?,
+                    opts.throughput_secs,
+                )?),
+                Run::FirstTier => with.push(with_daemon(&[], Synchronous::Default)?.0),
+                Run::SecondTier => {
+                    let (rate, session, wal_bytes) =
+                        with_daemon(&["--barrier-frames", &barrier_arg], Synchronous::Default)?;
+                    with_barrier.push(rate);
+                    barrier_wal_bytes = barrier_wal_bytes.max(wal_bytes);
+                    let count = |k: &str| session["recycling"][k].as_u64().unwrap_or(0);
+                    barriers += count("barriers");
+                    barriers_skipped += count("barriers_skipped");
+                }
+                Run::NormalAlone => normal_without.push(finish_writer(
+                    python_writer_with(&path, opts.throughput_secs, None, Synchronous::Normal)?,
+                    opts.throughput_secs,
+                )?),
+                Run::NormalSession => normal_with.push(with_daemon(&[], Synchronous::Normal)?.0),
+            }
+        }
     }
     let ratio = median(&with) / median(&without).max(1.0);
     let barrier_ratio = median(&with_barrier) / median(&without).max(1.0);
+    let barrier_round_ratios: Vec<f64> = with_barrier
+        .iter()
+        .zip(&without)
+        .map(|(w, a)| w / a.max(1.0))
+        .collect();
     let normal_ratio = median(&normal_with) / median(&normal_without).max(1.0);
     // A paced writer: the same inserts at a steady rate below what the disk allows.
     let paced_rate = 500;
@@ -523,6 +553,7 @@ fn throughput(opts: &LiveOptions) -> BenchResult<(Throughput, DurableAge)> {
             barrier_frames,
             with_barrier,
             barrier_ratio,
+            barrier_round_ratios,
             barrier_wal_bytes,
             barriers,
             barriers_skipped,

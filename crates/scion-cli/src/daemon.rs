@@ -13,6 +13,7 @@ use scion_daemon::{Config, Daemon, Listen, Metrics};
 
 use crate::cli::Cli;
 use crate::cli_daemon::{ServeArgs, SessionCommand, SocketArg};
+use crate::output::plural;
 
 /// The socket `--socket` / `SCION_SOCKET` names, else the default one of the store.
 fn socket_path(cli: &Cli, arg: &SocketArg) -> Result<PathBuf> {
@@ -144,9 +145,11 @@ pub fn session(cli: &Cli, cmd: &SessionCommand) -> Result<()> {
             )?;
             print(cli, &r.body, |v| {
                 let what = if v["committed"].as_bool() == Some(true) {
+                    let count = |k: &str| v[k].as_u64().unwrap_or(0);
                     format!(
-                        "committed {} transactions ({} pages)",
-                        v["transactions"], v["pages"]
+                        "committed {} ({})",
+                        plural(count("transactions"), "transaction"),
+                        plural(count("pages"), "page")
                     )
                 } else {
                     "nothing new to commit".to_string()

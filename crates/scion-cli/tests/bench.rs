@@ -380,6 +380,13 @@ fn bench_live_quick_measures_flush_throughput_and_durable_age() {
             v["throughput"]
         );
     }
+    // One ratio a round for the second tier, each from that round's pair of runs.
+    let ratios = v["throughput"]["barrier_round_ratios"].as_array().unwrap();
+    assert_eq!(
+        ratios.len(),
+        v["throughput"]["with_barrier"].as_array().unwrap().len()
+    );
+    assert!(ratios.iter().all(|r| r.as_f64().unwrap() > 0.0));
     // The second tier's run measured its WAL (the writer wrote through the session's
     // checkout; capture tests pin the bound itself).
     let wal = v["throughput"]["barrier_wal_bytes"].as_u64().unwrap();

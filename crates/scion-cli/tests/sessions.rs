@@ -47,6 +47,19 @@ fn a_session_captures_commits_and_refuses_at_rest_changes_until_closed() {
     assert_eq!(listed["sessions"][0]["durable_version"], 2);
     let out = s.export("shop@main@after");
     assert_eq!(rows(&out, "SELECT count(*) FROM items"), 51);
+    // The CLI's flush says what it made durable, in words.
+    let out = std::process::Command::new("sqlite3")
+        .arg(&path)
+        .arg("UPDATE items SET qty = 7 WHERE id = 4;")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let cli = s.cmd(&["session", "flush", &id]).output().unwrap();
+    assert!(cli.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&cli.stdout),
+        "durable version 3: committed 1 transaction (1 page)\n"
+    );
     assert_eq!(
         code(s.post("/v1/sessions/s-000000000000/flush", json!({}))),
         (404, "session_not_found".into())
