@@ -6,7 +6,7 @@ mod served;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use served::{code, rows, served};
+use served::{code, rows, served, sqlite3};
 
 #[test]
 fn a_session_captures_commits_and_refuses_at_rest_changes_until_closed() {
@@ -15,12 +15,10 @@ fn a_session_captures_commits_and_refuses_at_rest_changes_until_closed() {
     let id = opened.body["id"].as_str().unwrap().to_string();
     let path = std::path::PathBuf::from(opened.body["path"].as_str().unwrap());
     assert_eq!(opened.body["version"], 1);
-    let out = std::process::Command::new("sqlite3")
-        .arg(&path)
-        .arg("INSERT INTO items(name, qty) VALUES ('new', 1); UPDATE items SET qty = 0 WHERE id = 3;")
-        .output()
-        .unwrap();
-    assert!(out.status.success());
+    sqlite3(
+        &path,
+        "INSERT INTO items(name, qty) VALUES ('new', 1); UPDATE items SET qty = 0 WHERE id = 3;",
+    );
     // The CLI and the API both refuse at-rest changes, naming the session.
     let cli = s.cmd(&["checkpoint", "shop", "x"]).output().unwrap();
     assert_eq!(cli.status.code(), Some(6));
@@ -48,12 +46,7 @@ fn a_session_captures_commits_and_refuses_at_rest_changes_until_closed() {
     let out = s.export("shop@main@after");
     assert_eq!(rows(&out, "SELECT count(*) FROM items"), 51);
     // The CLI's flush says what it made durable, in words.
-    let out = std::process::Command::new("sqlite3")
-        .arg(&path)
-        .arg("UPDATE items SET qty = 7 WHERE id = 4;")
-        .output()
-        .unwrap();
-    assert!(out.status.success());
+    sqlite3(&path, "UPDATE items SET qty = 7 WHERE id = 4;");
     let cli = s.cmd(&["session", "flush", &id]).output().unwrap();
     assert!(cli.status.success());
     assert_eq!(
@@ -164,12 +157,7 @@ fn sigterm_flushes_and_closes_every_session_then_exits_zero() {
     let (_d, mut s) = served(30, &["--flush-every", "1h"]);
     let opened = s.post("/v1/sessions", json!({"db": "shop"})).unwrap();
     let path = std::path::PathBuf::from(opened.body["path"].as_str().unwrap());
-    let out = std::process::Command::new("sqlite3")
-        .arg(&path)
-        .arg("INSERT INTO items(name, qty) VALUES ('kept', 7);")
-        .output()
-        .unwrap();
-    assert!(out.status.success());
+    sqlite3(&path, "INSERT INTO items(name, qty) VALUES ('kept', 7);");
     assert_eq!(s.terminate(), 0, "{}", s.log());
     assert!(!s.socket.exists(), "the socket is removed on the way out");
     let out = s.export("shop");

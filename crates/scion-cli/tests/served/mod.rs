@@ -190,3 +190,17 @@ pub fn rows(path: &Path, sql: &str) -> i64 {
         .query_row(sql, [], |r| r.get(0))
         .unwrap()
 }
+
+/// Run SQL on a file with the stock `sqlite3` CLI, as a user's writer would.
+pub fn sqlite3(path: &Path, sql: &str) {
+    let out = std::process::Command::new("sqlite3")
+        .arg(path)
+        .arg(sql)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "sqlite3 {sql:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
