@@ -74,7 +74,12 @@ def main() -> None:
     parser.add_argument("--store", help="store directory (default: a temporary one)")
     parser.add_argument("--attempts", type=int, default=len(STRATEGIES))
     args = parser.parse_args()
-    workdir = Path(tempfile.mkdtemp(prefix="scion-agent-"))
+    # The seed file (and the store, unless --store names one) live here, removed at the end.
+    with tempfile.TemporaryDirectory(prefix="scion-agent-") as tmp:
+        run(Path(tmp), args)
+
+
+def run(workdir: Path, args: argparse.Namespace) -> None:
     store = scion.open_store(args.store or workdir / "store", create=True)
     main_branch = store.create("shop", source=seed_file(workdir / "shop.db"))
     with main_branch.connect() as db:

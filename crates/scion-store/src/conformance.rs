@@ -241,7 +241,9 @@ pub fn clock_matches_object_times(b: Arc<dyn Backend>) {
     );
 }
 
-/// One `#[test]` per conformance check for a backend factory expression.
+/// One `#[test]` per conformance check for a backend factory expression. The factory may
+/// also answer `(backend, guard)`: the guard (a temporary directory, say) is dropped when
+/// the test ends, after the backend.
 #[macro_export]
 macro_rules! conformance_tests {
     ($factory:expr) => {
@@ -255,9 +257,48 @@ macro_rules! conformance_tests {
         $(
             #[test]
             fn $check() {
-                let backend: std::sync::Arc<dyn $crate::Backend> = $factory;
+                let (backend, _guard) = $crate::conformance::Fixture::from($factory).into_parts();
                 $crate::conformance::$check(backend);
             }
         )*
     };
+}
+
+/// A backend under test, and whatever must outlive it.
+pub struct Fixture {
+    backend: Arc<dyn Backend>,
+    guard: Box<dyn std::any::Any>,
+}
+
+impl Fixture {
+    pub fn into_parts(self) -> (Arc<dyn Backend>, Box<dyn std::any::Any>) {
+        (self.backend, self.guard)
+    }
+}
+
+impl<B: Backend + 'static> From<Arc<B>> for Fixture {
+    fn from(backend: Arc<B>) -> Self {
+        Fixture {
+            backend,
+            guard: Box::new(()),
+        }
+    }
+}
+
+impl From<Arc<dyn Backend>> for Fixture {
+    fn from(backend: Arc<dyn Backend>) -> Self {
+        Fixture {
+            backend,
+            guard: Box::new(()),
+        }
+    }
+}
+
+impl<G: 'static> From<(Arc<dyn Backend>, G)> for Fixture {
+    fn from((backend, guard): (Arc<dyn Backend>, G)) -> Self {
+        Fixture {
+            backend,
+            guard: Box::new(guard),
+        }
+    }
 }

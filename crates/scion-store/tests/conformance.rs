@@ -5,10 +5,11 @@ mod memory {
 }
 
 mod local {
-    fn fresh() -> std::sync::Arc<dyn scion_store::Backend> {
-        // The directory must outlive the backend; leak it for the test's lifetime.
-        let dir = Box::leak(Box::new(tempfile::tempdir().unwrap()));
-        std::sync::Arc::new(scion_store::LocalBackend::open(dir.path()).unwrap())
+    /// The backend, and its directory: removed when the test ends.
+    fn fresh() -> (std::sync::Arc<dyn scion_store::Backend>, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let backend = std::sync::Arc::new(scion_store::LocalBackend::open(dir.path()).unwrap());
+        (backend, dir)
     }
     scion_store::conformance_tests!(fresh());
 }
@@ -27,13 +28,15 @@ mod counting {
 }
 
 mod segment_cache {
-    fn fresh() -> std::sync::Arc<dyn scion_store::Backend> {
-        let dir = Box::leak(Box::new(tempfile::tempdir().unwrap()));
+    /// The backend, and the directory of its store and cache: removed when the test ends.
+    fn fresh() -> (std::sync::Arc<dyn scion_store::Backend>, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
         let inner =
             std::sync::Arc::new(scion_store::LocalBackend::open(dir.path().join("store")).unwrap());
-        std::sync::Arc::new(
+        let backend = std::sync::Arc::new(
             scion_store::SegmentCache::new(inner, dir.path().join("cache"), "").unwrap(),
-        )
+        );
+        (backend, dir)
     }
     scion_store::conformance_tests!(fresh());
 }

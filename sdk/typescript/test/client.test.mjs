@@ -121,10 +121,11 @@ test("events: replay from an id, then live, and reconnect after the stream ends"
   assert.ok(seen.some((e) => e.kind === "session_opened"), "replayed from 0");
 });
 
-test("events: a stream cut by a daemon restart resumes where it stopped", async () => {
-  const { mkdtempSync } = await import("node:fs");
+test("events: a stream cut by a daemon restart resumes where it stopped", async (t) => {
+  const { mkdtempSync, rmSync } = await import("node:fs");
   const { tmpdir } = await import("node:os");
   const dir = mkdtempSync(`${tmpdir()}/scion-events-`);
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
   // The same store and socket across two daemons, one after the other.
   const opts = { store: `${dir}/store`, socket: `${dir}/run/s.sock` };
   const { spawnSync } = await import("node:child_process");
@@ -149,11 +150,12 @@ test("events: a stream cut by a daemon restart resumes where it stopped", async 
   assert.deepEqual(got.filter((g) => g.startsWith("forked")), ["forked:ev@before", "forked:ev@after"]);
 });
 
-test("TCP with a bearer token, and without one", async () => {
-  const { mkdtempSync, writeFileSync } = await import("node:fs");
+test("TCP with a bearer token, and without one", async (t) => {
+  const { mkdtempSync, rmSync, writeFileSync } = await import("node:fs");
   const { tmpdir } = await import("node:os");
   const net = await import("node:net");
   const dir = mkdtempSync(`${tmpdir()}/scion-tcp-`);
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
   writeFileSync(`${dir}/token`, "s3cret-token\n");
   const port = await new Promise((resolve) => {
     const srv = net.createServer().listen(0, "127.0.0.1", () => {
