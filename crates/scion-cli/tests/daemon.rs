@@ -467,8 +467,9 @@ fn the_curl_examples_in_the_docs_run_as_written() {
             String::from_utf8_lossy(&out.stderr)
         );
         assert!(!stdout.contains("\"error\":{"), "{stdout}");
+        // Every JSON answer ends its line: the next answer starts on a line of its own.
         for expect in [
-            "\"databases\":[\"shop\"]",
+            "\"databases\":[\"shop\"]}\n{",
             "\"branch\":\"shop@try-1\"",
             "shop@t1@one-row",
             "\"destroyed\":true",

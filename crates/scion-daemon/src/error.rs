@@ -119,7 +119,7 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = ErrorEnvelope { error: self.body };
-        (self.status, axum::Json(body)).into_response()
+        crate::api::json_with(self.status, &body)
     }
 }
 

@@ -8,14 +8,14 @@ use std::sync::Arc;
 
 use axum::extract::{ConnectInfo, Path, State};
 use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use scion_core::described::{Context, Exit};
 use scion_core::diff::DiffOptions;
 use scion_core::ops::lifecycle::MoveOptions;
 use scion_core::{BranchName, BranchRef, CheckpointName, DbName, Target};
 use serde::Deserialize;
 
-use super::{blocking, duration, json, parse, Body, MaybeBody, Query};
+use super::{blocking, duration, json, json_with, parse, Body, MaybeBody, Query};
 use crate::error::{ApiError, ApiResult};
 use crate::events::EventKind;
 use crate::state::Shared;
@@ -66,7 +66,7 @@ pub async fn create(
         s.create(&db, body.from.as_deref())
     })
     .await?;
-    Ok((StatusCode::CREATED, axum::Json(report)).into_response())
+    Ok(json_with(StatusCode::CREATED, &report))
 }
 
 pub async fn branches(
@@ -137,7 +137,7 @@ pub async fn fork(
         EventKind::Forked,
         serde_json::to_value(&report).unwrap_or_default(),
     );
-    Ok((StatusCode::CREATED, axum::Json(report)).into_response())
+    Ok(json_with(StatusCode::CREATED, &report))
 }
 
 #[derive(Deserialize, Default)]
@@ -257,7 +257,7 @@ pub async fn checkpoint(
         EventKind::Checkpointed,
         serde_json::to_value(&report).unwrap_or_default(),
     );
-    Ok((StatusCode::CREATED, axum::Json(report)).into_response())
+    Ok(json_with(StatusCode::CREATED, &report))
 }
 
 #[derive(Deserialize, Default)]

@@ -5,12 +5,12 @@ use std::sync::Arc;
 
 use axum::extract::{ConnectInfo, Path, State};
 use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use scion_core::described::Context;
 use scion_core::{BranchName, BranchRef, CheckpointName, DbName};
 use serde::Deserialize;
 
-use super::{blocking, duration, json, parse, Body, MaybeBody};
+use super::{blocking, duration, json, json_with, parse, Body, MaybeBody};
 use crate::error::{ApiError, ApiResult};
 use crate::events::EventKind;
 use crate::sessions::{self, CloseReason, SessionSpec};
@@ -142,7 +142,7 @@ pub async fn open(
         "attach": info.attach,
         "forked": forked,
     });
-    Ok((StatusCode::CREATED, axum::Json(v)).into_response())
+    Ok(json_with(StatusCode::CREATED, &v))
 }
 
 pub async fn list(State(shared): State<Arc<Shared>>) -> Response {
