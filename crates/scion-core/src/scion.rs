@@ -76,9 +76,11 @@ fn holder_place() -> String {
 pub struct Scion {
     pub(crate) backend: Arc<dyn Backend>,
     pub(crate) location: String,
-    /// The manifest as opened. The one setting that may change on a live store is kept
-    /// apart, below, so that a long-running process can follow it.
-    pub(crate) manifest: Manifest,
+    /// The store's identity, from its manifest: a manifest that names another later means
+    /// the store was replaced underneath this process.
+    pub(crate) store_id: String,
+    /// Fixed at `init`; see [`Scion::min_grace`].
+    min_grace: Duration,
     /// How new full pages are stored: the manifest's setting when opened, or when last
     /// re-read ([`Scion::reload_settings`]) or changed by this process.
     pub(crate) page_compression: RwLock<PageCompression>,
@@ -151,7 +153,8 @@ impl Scion {
             backend,
             location: location.to_string(),
             page_compression: RwLock::new(manifest.page_compression()),
-            manifest,
+            min_grace: manifest.min_grace(),
+            store_id: manifest.store_id,
             options,
         }
     }
@@ -165,7 +168,7 @@ impl Scion {
     }
 
     pub fn store_id(&self) -> &str {
-        &self.manifest.store_id
+        &self.store_id
     }
 
     /// How this store keeps new full page frames.
@@ -219,7 +222,7 @@ impl Scion {
     /// The shortest grace period `gc` may use on this store without `force`; commits that
     /// take longer than half of it re-check their segments before publishing.
     pub fn min_grace(&self) -> Duration {
-        self.manifest.min_grace()
+        self.min_grace
     }
 
     pub fn holder(&self) -> &str {

@@ -71,7 +71,7 @@ impl Scion {
     /// The manifest as stored now, which must still be this store's.
     fn current_manifest(&self) -> CoreResult<(Manifest, ETag)> {
         let (manifest, etag) = read_manifest(self.backend.as_ref(), &self.location)?;
-        if manifest.store_id != self.manifest.store_id {
+        if manifest.store_id != self.store_id {
             return Err(CoreError::corrupt(
                 MANIFEST_KEY,
                 format!("{}: the store id changed while open", self.location),

@@ -157,7 +157,7 @@ impl Scion {
         }
         Ok(StatusReport {
             store: self.location.clone(),
-            store_id: self.manifest.store_id.clone(),
+            store_id: self.store_id.clone(),
             checkouts: self.options.checkouts_dir.display().to_string(),
             clone_policy: self.options.clone_policy,
             clone_capability: probe_clone(&self.options.checkouts_dir)?,

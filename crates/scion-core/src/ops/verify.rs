@@ -64,7 +64,7 @@ impl Scion {
         };
         match self.backend.get(MANIFEST_KEY) {
             Ok((bytes, _)) => match crate::Manifest::decode(&bytes, &self.location) {
-                Ok(m) if m.store_id != self.manifest.store_id => {
+                Ok(m) if m.store_id != self.store_id => {
                     problem(MANIFEST_KEY, "store id changed while open".into())
                 }
                 Ok(m) if m.format > STORE_FORMAT_VERSION => {
