@@ -445,3 +445,92 @@ fn ambiguous_cas_on_moto_through_a_fault_injecting_proxy() {
     let out = ok_env(&s, &direct, &["verify"]);
     assert!(out.trim_end().ends_with("ok"), "{out}");
 }
+
+/// `SCION_SEGMENT_CACHE_MAX` bounds the local copies of an S3 store's segments: a checkout
+/// through a cache too small for two segments still reads every page right, and leaves
+/// one copy behind; by default every segment read stays; a value scion cannot read is
+/// refused before anything runs.
+#[test]
+fn a_bounded_segment_cache_on_s3_keeps_its_limit() {
+    let (s, env) = s3_session(&endpoint());
+    let db = s.path("seed.db");
+    seed(&db, 5000);
+    ok_env(&s, &env, &["init"]);
+    ok_env(
+        &s,
+        &env,
+        &["create", "shop", "--from", db.to_str().unwrap()],
+    );
+    // Three more commits: four segments in all.
+    for i in 1..=3 {
+        ok_env(&s, &env, &["fork", "shop", &format!("b{i}")]);
+        let path = ok_env(&s, &env, &["checkout", &format!("shop@b{i}")]);
+        sqlite(
+            std::path::Path::new(path.trim()),
+            &format!("UPDATE items SET price = price + {i} WHERE id % 7 = {i}"),
+        );
+        ok_env(&s, &env, &["checkpoint", &format!("shop@b{i}"), "done"]);
+        ok_env(
+            &s,
+            &env,
+            &[
+                "promote",
+                &format!("shop@b{i}"),
+                "--onto",
+                "main",
+                "--force",
+            ],
+        );
+    }
+    let segments_dir = s.path("cache").join(".segments");
+    let copies = || {
+        std::fs::read_dir(&segments_dir)
+            .unwrap()
+            .flatten()
+            .filter(|e| !e.file_name().to_string_lossy().ends_with(".part"))
+            .count()
+    };
+
+    let sum = |p: &str| {
+        sqlite(
+            std::path::Path::new(p.trim()),
+            "SELECT count(*), sum(price) FROM items",
+        )
+    };
+    let expected = sum(&ok_env(&s, &env, &["checkout", "shop@b3"]));
+    // No clean local file of the head is left to clone from: the next checkout decodes.
+    for i in 1..=3 {
+        ok_env(&s, &env, &["destroy", &format!("shop@b{i}"), "--force"]);
+    }
+
+    // The default keeps every segment a checkout read: more than one here.
+    std::fs::remove_dir_all(&segments_dir).unwrap();
+    ok_env(&s, &env, &["fork", "shop", "reader"]);
+    ok_env(&s, &env, &["checkout", "shop@reader"]);
+    let read = copies();
+    assert!(read >= 2, "the head's pages are in {read} segments");
+    ok_env(&s, &env, &["destroy", "shop@reader", "--force"]);
+
+    // A cache that holds one byte: every copy kept pushes out the one before.
+    std::fs::remove_dir_all(&segments_dir).unwrap();
+    let mut tiny = env.clone();
+    tiny.push(("SCION_SEGMENT_CACHE_MAX", "1".into()));
+    ok_env(&s, &tiny, &["fork", "shop", "reader2"]);
+    let path = ok_env(&s, &tiny, &["checkout", "shop@reader2"]);
+    assert_eq!(
+        sum(&path),
+        expected,
+        "the pages read through the tiny cache"
+    );
+    assert_eq!(copies(), 1, "one copy of {read} left: the last one kept");
+
+    let mut bad = env.clone();
+    bad.push(("SCION_SEGMENT_CACHE_MAX", "lots".into()));
+    let r = run_env(&s, &bad, &["status"]);
+    assert_eq!(r.code, 8, "{}{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr.contains("SCION_SEGMENT_CACHE_MAX") && r.stderr.contains("lots"),
+        "{}",
+        r.stderr
+    );
+}

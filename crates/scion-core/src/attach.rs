@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use scion_store::{
-    Backend, CountingBackend, LocalBackend, ObservedBackend, RequestObserver, S3Backend, S3Config,
-    S3Location, SegmentCache, StoreError,
+    Backend, CacheLimit, CountingBackend, LocalBackend, ObservedBackend, RequestObserver,
+    S3Backend, S3Config, S3Location, SegmentCache, StoreError,
 };
 
 use crate::error::{CoreError, CoreResult};
@@ -271,7 +271,8 @@ impl Scion {
                     }
                 }
                 let cached =
-                    SegmentCache::new(counter.clone(), checkouts.join(".segments"), "segments/")?;
+                    SegmentCache::new(counter.clone(), checkouts.join(".segments"), "segments/")?
+                        .with_limit(CacheLimit::from_env()?);
                 (Arc::new(cached), counter, checkouts, None)
             }
         };

@@ -2,15 +2,91 @@
 //! never change once written, so a cached copy is always current: the first read of a
 //! segment downloads it whole, later reads (any range) are local, and segments this
 //! process writes are cached as they are uploaded. Everything else passes through.
+//!
+//! The cache holds at most its [`CacheLimit`]: when a copy kept takes it over, the copies
+//! used least recently go (a copy's modification time is its last use, moved at most once a
+//! minute), down to nine tenths of the limit. A copy removed while another reader has it
+//! open stays readable through that descriptor; the next read of it downloads it again.
 
 use std::fs;
 use std::io::Write;
 use std::ops::Range;
-use std::path::PathBuf;
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
 
 use crate::backend::read_file_range;
 use crate::{Backend, ETag, ObjectMeta, PutMode, StoreError, StoreResult};
+
+/// A copy's last use is moved forward when it is older than this: often enough to order
+/// copies by use, seldom enough that reads do not write.
+const TOUCH_AFTER: Duration = Duration::from_secs(60);
+
+/// How many bytes of copies a [`SegmentCache`] may hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CacheLimit {
+    Unbounded,
+    Bytes(u64),
+}
+
+impl CacheLimit {
+    /// 10 GiB: room for the working set of a few large databases.
+    pub const DEFAULT: CacheLimit = CacheLimit::Bytes(10 << 30);
+
+    /// `SCION_SEGMENT_CACHE_MAX`, or the default when it is unset or empty.
+    pub fn from_env() -> StoreResult<Self> {
+        match std::env::var("SCION_SEGMENT_CACHE_MAX") {
+            Ok(v) if !v.trim().is_empty() => v
+                .parse()
+                .map_err(|e| StoreError::Config(format!("SCION_SEGMENT_CACHE_MAX: {e}"))),
+            _ => Ok(Self::DEFAULT),
+        }
+    }
+}
+
+impl std::str::FromStr for CacheLimit {
+    type Err = String;
+
+    /// A size in bytes with an optional unit (`500MiB`, `10GiB`, `2TiB`, also `KiB`), or
+    /// `unlimited`.
+    fn from_str(s: &str) -> Result<Self, String> {
+        let s = s.trim();
+        if s.eq_ignore_ascii_case("unlimited") {
+            return Ok(CacheLimit::Unbounded);
+        }
+        let not_a_size = || format!("{s:?} is not a size: write e.g. 10GiB or \"unlimited\"");
+        let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+        let (number, unit) = s.split_at(split);
+        if number.is_empty() {
+            return Err(not_a_size());
+        }
+        let shift = match unit.trim().to_ascii_lowercase().as_str() {
+            "" | "b" => 0,
+            "kib" => 10,
+            "mib" => 20,
+            "gib" => 30,
+            "tib" => 40,
+            other => {
+                return Err(format!(
+                    "unknown unit {other:?} in {s:?}: write bytes, KiB, MiB, GiB or TiB, or \"unlimited\""
+                ))
+            }
+        };
+        let n: u64 = number.parse().map_err(|_| not_a_size())?;
+        n.checked_mul(1 << shift)
+            .map(CacheLimit::Bytes)
+            .ok_or_else(|| format!("{s:?} is too large"))
+    }
+}
+
+impl std::fmt::Display for CacheLimit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CacheLimit::Unbounded => f.write_str("unlimited"),
+            CacheLimit::Bytes(n) => write!(f, "{n} bytes"),
+        }
+    }
+}
 
 #[derive(Debug)]
 pub struct SegmentCache {
@@ -18,6 +94,11 @@ pub struct SegmentCache {
     dir: PathBuf,
     /// Keys under this prefix are immutable and cached.
     prefix: String,
+    limit: CacheLimit,
+    /// What the directory holds, as far as this process knows: counted once, then kept up
+    /// to date with what this process adds, and counted again whenever it passes the limit
+    /// (other processes add copies too).
+    held: Mutex<Option<u64>>,
 }
 
 impl SegmentCache {
@@ -32,7 +113,82 @@ impl SegmentCache {
             inner,
             dir,
             prefix: prefix.to_string(),
+            limit: CacheLimit::DEFAULT,
+            held: Mutex::new(None),
         })
+    }
+
+    /// Hold at most `limit` bytes of copies.
+    pub fn with_limit(mut self, limit: CacheLimit) -> Self {
+        self.limit = limit;
+        self
+    }
+
+    /// The bytes of copies in the cache's directory now (copies being written excluded).
+    pub fn held_bytes(&self) -> u64 {
+        self.copies().iter().map(|c| c.len).sum()
+    }
+
+    /// Every kept copy in the directory: not the `.part` files of copies being written.
+    fn copies(&self) -> Vec<CachedCopy> {
+        let Ok(entries) = fs::read_dir(&self.dir) else {
+            return Vec::new();
+        };
+        entries
+            .flatten()
+            .filter(|e| !e.file_name().to_string_lossy().ends_with(".part"))
+            .filter_map(|e| {
+                let meta = e.metadata().ok().filter(|m| m.is_file())?;
+                Some(CachedCopy {
+                    path: e.path(),
+                    len: meta.len(),
+                    used: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+                })
+            })
+            .collect()
+    }
+
+    /// Count a copy of `len` bytes just kept at `kept`, and make room if the cache is now
+    /// over its limit: the copies used least recently go, never `kept` itself.
+    fn kept(&self, kept: &Path, len: u64) {
+        let CacheLimit::Bytes(max) = self.limit else {
+            return;
+        };
+        let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+        let total = match *held {
+            Some(total) => total + len,
+            None => self.held_bytes(),
+        };
+        *held = Some(if total > max {
+            self.trim(max - max / 10, kept)
+        } else {
+            total
+        });
+    }
+
+    /// Remove the least recently used copies until at most `target` bytes remain (or only
+    /// `keep` does). Answers the bytes left.
+    fn trim(&self, target: u64, keep: &Path) -> u64 {
+        let mut copies = self.copies();
+        copies.sort_by_key(|c| c.used);
+        let mut total: u64 = copies.iter().map(|c| c.len).sum();
+        for c in copies {
+            if total <= target {
+                break;
+            }
+            if c.path == keep {
+                continue;
+            }
+            match fs::remove_file(&c.path) {
+                Ok(()) => total -= c.len,
+                // Gone already: another process made room too.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => total -= c.len,
+                Err(e) => {
+                    tracing::debug!("segment cache: could not drop {}: {e}", c.path.display())
+                }
+            }
+        }
+        total
     }
 
     fn cached(&self, key: &str) -> Option<PathBuf> {
@@ -59,20 +215,43 @@ impl SegmentCache {
                 Ok(())
             })
             .and_then(|_| fs::rename(&tmp, path));
-        if let Err(e) = ok {
-            let _ = fs::remove_file(&tmp);
-            tracing::debug!("segment cache: could not keep {}: {e}", path.display());
+        match ok {
+            Ok(()) => self.kept(path, data.len() as u64),
+            Err(e) => {
+                let _ = fs::remove_file(&tmp);
+                tracing::debug!("segment cache: could not keep {}: {e}", path.display());
+            }
         }
     }
 
     /// The local copy of `key`, downloading it first if needed.
     fn local(&self, key: &str, path: &PathBuf) -> StoreResult<fs::File> {
         if let Ok(f) = fs::File::open(path) {
+            mark_used(&f);
             return Ok(f);
         }
         let (data, _) = self.inner.get(key)?;
         self.store_local(path, &data);
         fs::File::open(path).map_err(|e| StoreError::io(key, e))
+    }
+}
+
+/// A kept copy, as the directory lists it.
+struct CachedCopy {
+    path: PathBuf,
+    len: u64,
+    used: SystemTime,
+}
+
+/// Record a read of a copy in its modification time, at most once per [`TOUCH_AFTER`].
+/// Best effort: a copy whose time cannot be moved only looks older than it is.
+fn mark_used(f: &fs::File) {
+    let now = SystemTime::now();
+    let stale = f.metadata().and_then(|m| m.modified()).map_or(true, |t| {
+        now.duration_since(t).unwrap_or_default() > TOUCH_AFTER
+    });
+    if stale {
+        let _ = f.set_modified(now);
     }
 }
 

@@ -24,7 +24,7 @@ pub mod s3;
 pub mod conformance;
 
 pub use backend::{Backend, ETag, ObjectMeta, PutMode};
-pub use cache::SegmentCache;
+pub use cache::{CacheLimit, SegmentCache};
 pub use counting::{CountingBackend, Counts};
 pub use error::{StoreError, StoreResult};
 pub use fault::{FaultPlan, FaultyBackend, LostAnswer};
