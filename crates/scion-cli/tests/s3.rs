@@ -448,8 +448,7 @@ fn ambiguous_cas_on_moto_through_a_fault_injecting_proxy() {
 
 /// `SCION_SEGMENT_CACHE_MAX` bounds the local copies of an S3 store's segments: a checkout
 /// through a cache too small for two segments still reads every page right, and leaves
-/// one copy behind; by default every segment read stays; a value scion cannot read is
-/// refused before anything runs.
+/// one copy behind; by default every segment read stays.
 #[test]
 fn a_bounded_segment_cache_on_s3_keeps_its_limit() {
     let (s, env) = s3_session(&endpoint());
@@ -523,14 +522,33 @@ fn a_bounded_segment_cache_on_s3_keeps_its_limit() {
         "the pages read through the tiny cache"
     );
     assert_eq!(copies(), 1, "one copy of {read} left: the last one kept");
+}
 
-    let mut bad = env.clone();
-    bad.push(("SCION_SEGMENT_CACHE_MAX", "lots".into()));
-    let r = run_env(&s, &bad, &["status"]);
-    assert_eq!(r.code, 8, "{}{}", r.stdout, r.stderr);
-    assert!(
-        r.stderr.contains("SCION_SEGMENT_CACHE_MAX") && r.stderr.contains("lots"),
-        "{}",
-        r.stderr
-    );
+/// An S3 setting scion cannot read stops it before any request, naming the variable,
+/// instead of quietly falling back to the default.
+#[test]
+fn unreadable_s3_settings_are_refused_naming_the_variable() {
+    let (s, env) = s3_session(&endpoint());
+    ok_env(&s, &env, &["init"]);
+    for (name, value) in [
+        ("SCION_S3_TIMEOUT", "soon"),
+        ("SCION_S3_PATH_STYLE", "maybe"),
+        ("SCION_S3_MULTIPART_THRESHOLD", "16MB"),
+        ("SCION_SEGMENT_CACHE_MAX", "lots"),
+    ] {
+        let mut bad = env.clone();
+        bad.push((name, value.into()));
+        let r = run_env(&s, &bad, &["--json", "status"]);
+        assert_eq!(r.code, 8, "{name}={value}: {}{}", r.stdout, r.stderr);
+        let e: serde_json::Value = serde_json::from_str(&r.stderr).unwrap();
+        let message = e["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains(name) && message.contains(value),
+            "{name}={value}: {message}"
+        );
+    }
+    let mut fine = env.clone();
+    fine.push(("SCION_S3_TIMEOUT", "45s".into()));
+    fine.push(("SCION_S3_MULTIPART_THRESHOLD", "32MiB".into()));
+    ok_env(&s, &fine, &["status"]);
 }

@@ -252,7 +252,7 @@ impl Scion {
                 )
             }
             StoreSpec::S3(loc) => {
-                let s3 = Arc::new(S3Backend::connect(loc.clone(), &S3Config::from_env())?);
+                let s3 = Arc::new(S3Backend::connect(loc.clone(), &S3Config::from_env()?)?);
                 let counter = Arc::new(CountingBackend::new(observe(s3.clone())));
                 let checkouts = remote_cache_dir(&s3.identity())?;
                 let proof = checkouts.join(".probe.json");

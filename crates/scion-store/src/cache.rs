@@ -54,28 +54,9 @@ impl std::str::FromStr for CacheLimit {
         if s.eq_ignore_ascii_case("unlimited") {
             return Ok(CacheLimit::Unbounded);
         }
-        let not_a_size = || format!("{s:?} is not a size: write e.g. 10GiB or \"unlimited\"");
-        let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-        let (number, unit) = s.split_at(split);
-        if number.is_empty() {
-            return Err(not_a_size());
-        }
-        let shift = match unit.trim().to_ascii_lowercase().as_str() {
-            "" | "b" => 0,
-            "kib" => 10,
-            "mib" => 20,
-            "gib" => 30,
-            "tib" => 40,
-            other => {
-                return Err(format!(
-                    "unknown unit {other:?} in {s:?}: write bytes, KiB, MiB, GiB or TiB, or \"unlimited\""
-                ))
-            }
-        };
-        let n: u64 = number.parse().map_err(|_| not_a_size())?;
-        n.checked_mul(1 << shift)
+        crate::units::parse_size(s)
             .map(CacheLimit::Bytes)
-            .ok_or_else(|| format!("{s:?} is too large"))
+            .map_err(|e| format!("{e}, or \"unlimited\""))
     }
 }
 

@@ -19,6 +19,7 @@ pub mod probe;
 pub mod range_lock;
 #[cfg(feature = "s3")]
 pub mod s3;
+pub mod units;
 
 #[cfg(feature = "conformance")]
 pub mod conformance;

@@ -5,9 +5,9 @@
 //! owns a small Tokio runtime and blocks on it.
 //!
 //! Configuration comes from the environment: `SCION_S3_ENDPOINT`, `SCION_S3_REGION`,
-//! `SCION_S3_PATH_STYLE`, and credentials from the standard `AWS_*` variables;
-//! `SCION_S3_MULTIPART_THRESHOLD` (bytes, default 16 MiB) sets the size from which
-//! create-only puts go up as multipart uploads in 8 MiB parts.
+//! `SCION_S3_PATH_STYLE`, `SCION_S3_TIMEOUT`, and credentials from the standard `AWS_*`
+//! variables; `SCION_S3_MULTIPART_THRESHOLD` (a size, default 16 MiB) sets the size from
+//! which create-only puts go up as multipart uploads in 8 MiB parts.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -64,44 +64,38 @@ const DEFAULT_MULTIPART_THRESHOLD: usize = 16 << 20;
 const MULTIPART_CONCURRENCY: usize = 4;
 
 impl S3Config {
-    pub fn from_env() -> Self {
-        let truthy =
-            |v: String| matches!(v.to_ascii_lowercase().as_str(), "1" | "true" | "yes" | "on");
-        S3Config {
-            endpoint: std::env::var("SCION_S3_ENDPOINT")
-                .ok()
-                .filter(|s| !s.is_empty()),
-            region: std::env::var("SCION_S3_REGION")
-                .ok()
-                .filter(|s| !s.is_empty()),
-            path_style: std::env::var("SCION_S3_PATH_STYLE")
-                .map(truthy)
-                .unwrap_or(false),
-            request_timeout: std::env::var("SCION_S3_TIMEOUT")
-                .ok()
-                .and_then(|v| parse_secs(&v)),
-            max_retries: None,
-            multipart_threshold: std::env::var("SCION_S3_MULTIPART_THRESHOLD")
-                .ok()
-                .and_then(|v| v.trim().parse().ok()),
+    /// The `SCION_S3_*` variables. A value that cannot be read is refused, naming the
+    /// variable, rather than quietly replaced by the default.
+    pub fn from_env() -> StoreResult<Self> {
+        let text = |name: &str| std::env::var(name).ok().filter(|s| !s.trim().is_empty());
+        fn read<T>(
+            name: &str,
+            parse: impl Fn(&str) -> Result<T, String>,
+        ) -> StoreResult<Option<T>> {
+            match std::env::var(name) {
+                Ok(v) if !v.trim().is_empty() => parse(&v)
+                    .map(Some)
+                    .map_err(|e| StoreError::Config(format!("{name}: {e}"))),
+                _ => Ok(None),
+            }
         }
+        let threshold = read("SCION_S3_MULTIPART_THRESHOLD", crate::units::parse_size)?;
+        let multipart_threshold = threshold
+            .map(|n| {
+                usize::try_from(n).map_err(|_| {
+                    StoreError::Config(format!("SCION_S3_MULTIPART_THRESHOLD: {n} is too large"))
+                })
+            })
+            .transpose()?;
+        Ok(S3Config {
+            endpoint: text("SCION_S3_ENDPOINT"),
+            region: text("SCION_S3_REGION"),
+            path_style: read("SCION_S3_PATH_STYLE", crate::units::parse_switch)?.unwrap_or(false),
+            request_timeout: read("SCION_S3_TIMEOUT", crate::units::parse_duration)?,
+            max_retries: None,
+            multipart_threshold,
+        })
     }
-}
-
-/// `30s`, `500ms`, `2m`: the request timeout override.
-fn parse_secs(v: &str) -> Option<Duration> {
-    let v = v.trim();
-    if let Some(ms) = v.strip_suffix("ms") {
-        return ms.parse().ok().map(Duration::from_millis);
-    }
-    if let Some(m) = v.strip_suffix('m') {
-        return m.parse::<u64>().ok().map(|m| Duration::from_secs(m * 60));
-    }
-    v.strip_suffix('s')
-        .unwrap_or(v)
-        .parse()
-        .ok()
-        .map(Duration::from_secs)
 }
 
 pub struct S3Backend {

@@ -19,7 +19,10 @@ fn fresh() -> Arc<dyn Backend> {
     getrandom::fill(&mut r).unwrap();
     let prefix: String = r.iter().map(|x| format!("{x:02x}")).collect();
     let loc = S3Location::parse(&format!("s3://{bucket}/conformance-{prefix}")).unwrap();
-    Arc::new(S3Backend::attach(loc, &S3Config::from_env()).expect("attach to the test S3 store"))
+    Arc::new(
+        S3Backend::attach(loc, &S3Config::from_env().unwrap())
+            .expect("attach to the test S3 store"),
+    )
 }
 
 mod s3 {
@@ -93,7 +96,7 @@ fn large_create_only_puts_use_multipart_uploads() {
     let loc = S3Location::parse(&format!("s3://{bucket}/multipart-{prefix}")).unwrap();
     let config = S3Config {
         multipart_threshold: Some(6 << 20),
-        ..S3Config::from_env()
+        ..S3Config::from_env().unwrap()
     };
     let b = S3Backend::attach(loc, &config).unwrap();
     let data: Vec<u8> = (0..20u32 << 20)
