@@ -409,6 +409,16 @@ impl Printer {
             "pages:     compression {} (`scion config` changes it)",
             s.page_compression
         );
+        if let Some(c) = &s.segment_cache {
+            let limit = c
+                .limit_bytes
+                .map_or("no limit".to_string(), |n| format!("at most {}", bytes(n)));
+            println!(
+                "cache:     {} of segments in {} ({limit}: SCION_SEGMENT_CACHE_MAX; safe to delete)",
+                bytes(c.bytes),
+                c.dir
+            );
+        }
         if s.databases.is_empty() {
             println!("\nno databases yet (scion create <db> [--from file.db])");
         }

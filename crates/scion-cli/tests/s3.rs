@@ -522,6 +522,19 @@ fn a_bounded_segment_cache_on_s3_keeps_its_limit() {
         "the pages read through the tiny cache"
     );
     assert_eq!(copies(), 1, "one copy of {read} left: the last one kept");
+
+    // `status` says what the cache holds and may hold.
+    let status: serde_json::Value =
+        serde_json::from_str(&ok_env(&s, &tiny, &["--json", "status"])).unwrap();
+    let cache = &status["segment_cache"];
+    assert_eq!(cache["limit_bytes"], 1, "{status}");
+    let one_copy = std::fs::read_dir(&segments_dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.metadata().unwrap().len())
+        .sum::<u64>();
+    assert_eq!(cache["bytes"], one_copy, "{status}");
+    assert!(ok_env(&s, &env, &["status"]).contains("cache:     "));
 }
 
 /// An S3 setting scion cannot read stops it before any request, naming the variable,

@@ -93,6 +93,12 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     fn change_stamp(&self, _key: &str) -> Option<u64> {
         None
     }
+
+    /// What a local cache of this store's objects holds, for a store read through one
+    /// (`SegmentCache` answers; `None`, the default, elsewhere). Costs a directory listing.
+    fn local_cache(&self) -> Option<crate::cache::CacheUsage> {
+        None
+    }
 }
 
 impl<B: Backend + ?Sized> Backend for std::sync::Arc<B> {
@@ -137,6 +143,9 @@ impl<B: Backend + ?Sized> Backend for std::sync::Arc<B> {
     }
     fn change_stamp(&self, key: &str) -> Option<u64> {
         (**self).change_stamp(key)
+    }
+    fn local_cache(&self) -> Option<crate::cache::CacheUsage> {
+        (**self).local_cache()
     }
 }
 

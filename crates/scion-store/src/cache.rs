@@ -69,6 +69,14 @@ impl std::fmt::Display for CacheLimit {
     }
 }
 
+/// What a [`SegmentCache`] holds now, and may hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CacheUsage {
+    pub dir: PathBuf,
+    pub held_bytes: u64,
+    pub limit: CacheLimit,
+}
+
 #[derive(Debug)]
 pub struct SegmentCache {
     inner: Arc<dyn Backend>,
@@ -327,5 +335,13 @@ impl Backend for SegmentCache {
 
     fn now(&self) -> StoreResult<std::time::SystemTime> {
         self.inner.now()
+    }
+
+    fn local_cache(&self) -> Option<CacheUsage> {
+        Some(CacheUsage {
+            dir: self.dir.clone(),
+            held_bytes: self.held_bytes(),
+            limit: self.limit,
+        })
     }
 }

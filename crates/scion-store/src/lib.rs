@@ -25,7 +25,7 @@ pub mod units;
 pub mod conformance;
 
 pub use backend::{Backend, ETag, ObjectMeta, PutMode};
-pub use cache::{CacheLimit, SegmentCache};
+pub use cache::{CacheLimit, CacheUsage, SegmentCache};
 pub use counting::{CountingBackend, Counts};
 pub use error::{StoreError, StoreResult};
 pub use fault::{FaultPlan, FaultyBackend, LostAnswer};

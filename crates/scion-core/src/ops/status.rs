@@ -58,7 +58,19 @@ pub struct StatusReport {
     /// How the store keeps full page frames (chosen at `init`).
     pub page_compression: crate::PageCompression,
     pub space: StoreSize,
+    /// The local copies of a remote store's segments (absent for a local store).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub segment_cache: Option<SegmentCacheStatus>,
     pub databases: Vec<DatabaseStatus>,
+}
+
+/// What the local segment cache of a remote store holds, and may hold.
+#[derive(Debug, Clone, Serialize)]
+pub struct SegmentCacheStatus {
+    pub dir: String,
+    pub bytes: u64,
+    /// `SCION_SEGMENT_CACHE_MAX`; `None` when unlimited.
+    pub limit_bytes: Option<u64>,
 }
 
 /// What the store's segments take, from a listing alone: status stays O(1) in the size of
@@ -163,6 +175,14 @@ impl Scion {
             clone_capability: probe_clone(&self.options.checkouts_dir)?,
             page_compression: self.page_compression(),
             space: self.store_size()?,
+            segment_cache: self.backend.local_cache().map(|c| SegmentCacheStatus {
+                dir: c.dir.display().to_string(),
+                bytes: c.held_bytes,
+                limit_bytes: match c.limit {
+                    scion_store::CacheLimit::Bytes(n) => Some(n),
+                    scion_store::CacheLimit::Unbounded => None,
+                },
+            }),
             databases,
         })
     }
