@@ -8,6 +8,7 @@ mod config;
 mod daemon;
 mod errors;
 mod output;
+mod output_bench;
 mod progress;
 mod run;
 mod store;
