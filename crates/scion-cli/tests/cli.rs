@@ -114,6 +114,10 @@ fn json_session() {
     let out = s.ok(&["--json", "status"]);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["databases"][0]["branches"].as_array().unwrap().len(), 2);
+    assert!(
+        v.get("segment_cache").is_none(),
+        "a local store has no segment cache: {v}"
+    );
 }
 
 #[test]

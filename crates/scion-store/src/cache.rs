@@ -60,15 +60,6 @@ impl std::str::FromStr for CacheLimit {
     }
 }
 
-impl std::fmt::Display for CacheLimit {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            CacheLimit::Unbounded => f.write_str("unlimited"),
-            CacheLimit::Bytes(n) => write!(f, "{n} bytes"),
-        }
-    }
-}
-
 /// What a [`SegmentCache`] holds now, and may hold.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CacheUsage {

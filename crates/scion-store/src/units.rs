@@ -28,21 +28,15 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("{s:?} is too large"))
 }
 
-/// `30s`, `500ms`, `2m`, or plain seconds.
+/// A duration as scion reads them everywhere (`30s`, `500ms`, `2m`, `1h30m`), or plain
+/// seconds.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let v = s.trim();
-    let bad = || format!("{v:?} is not a duration: write e.g. 30s, 500ms or 2m");
-    let number = |n: &str| n.trim().parse::<u64>().map_err(|_| bad());
-    if let Some(ms) = v.strip_suffix("ms") {
-        return number(ms).map(Duration::from_millis);
+    if let Ok(secs) = v.parse::<u64>() {
+        return Ok(Duration::from_secs(secs));
     }
-    if let Some(m) = v.strip_suffix('m') {
-        return number(m)?
-            .checked_mul(60)
-            .map(Duration::from_secs)
-            .ok_or_else(bad);
-    }
-    number(v.strip_suffix('s').unwrap_or(v)).map(Duration::from_secs)
+    humantime::parse_duration(v)
+        .map_err(|e| format!("{v:?} is not a duration ({e}): write e.g. 30s, 500ms or 2m"))
 }
 
 /// `1`, `true`, `yes`, `on` and their opposites; empty is off.
@@ -78,7 +72,7 @@ mod tests {
         assert!(parse_duration("soon")
             .unwrap_err()
             .contains("not a duration"));
-        assert!(parse_duration("1h").is_err());
+        assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
         assert_eq!(parse_switch("Yes"), Ok(true));
         assert_eq!(parse_switch("0"), Ok(false));
         assert_eq!(parse_switch(""), Ok(false));
