@@ -454,6 +454,10 @@ fn throughput(opts: &LiveOptions) -> BenchResult<(Throughput, DurableAge)> {
         daemon.close(&id)?;
         Ok((rate, session.body, wal_bytes))
     };
+    let alone = |sync: Synchronous| -> BenchResult<f64> {
+        let writer = python_writer_with(&path, opts.throughput_secs, None, sync)?;
+        finish_writer(writer, opts.throughput_secs)
+    };
     // Interleaved, so that all see the same disk and page cache conditions, and in an
     // order reversed every other round (the second tier right beside the writer alone
     // either way), so that neither side of a ratio always runs after the same neighbour.
@@ -470,10 +474,7 @@ fn throughput(opts: &LiveOptions) -> BenchResult<(Throughput, DurableAge)> {
         }
         for run in order {
             match run {
-                Run::Alone => without.push(finish_writer(
-                    python_writer(&path, opts.throughput_secs, None)?,
-                    opts.throughput_secs,
-                )?),
+                Run::Alone => without.push(alone(Synchronous::Default)?),
                 Run::FirstTier => with.push(with_daemon(&[], Synchronous::Default)?.0),
                 Run::SecondTier => {
                     let (rate, session, wal_bytes) =
@@ -484,10 +485,7 @@ fn throughput(opts: &LiveOptions) -> BenchResult<(Throughput, DurableAge)> {
                     barriers += count("barriers");
                     barriers_skipped += count("barriers_skipped");
                 }
-                Run::NormalAlone => normal_without.push(finish_writer(
-                    python_writer_with(&path, opts.throughput_secs, None, Synchronous::Normal)?,
-                    opts.throughput_secs,
-                )?),
+                Run::NormalAlone => normal_without.push(alone(Synchronous::Normal)?),
                 Run::NormalSession => normal_with.push(with_daemon(&[], Synchronous::Normal)?.0),
             }
         }
