@@ -49,15 +49,63 @@ pub struct StatementResult {
 #[derive(Debug, serde::Serialize)]
 pub struct SqlReport {
     pub target: String,
+    /// The version the connection read when it opened.
+    pub version_before: u64,
     /// The version the connection reads after the last statement.
     pub version: u64,
     pub results: Vec<StatementResult>,
 }
 
+/// A statement the VFS failed, presented as the engine presents the cause (exit code,
+/// error code, hint) rather than as a bare SQLite error.
+#[derive(Debug)]
+pub struct SqlFailure {
+    pub failure: scion_vfs::VfsFailure,
+    pub sqlite: String,
+}
+
+impl std::fmt::Display for SqlFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} (SQLite: {})", self.failure.message, self.sqlite)
+    }
+}
+
+impl std::error::Error for SqlFailure {}
+
 fn explain(e: rusqlite::Error) -> anyhow::Error {
-    match scion_vfs::last_error() {
-        Some(why) => anyhow::anyhow!("{why} (SQLite: {e})"),
-        None => anyhow::anyhow!("SQLite: {e}"),
+    // The VFS's last failure explains this error only if SQLite passed its code on (an
+    // earlier failure SQLite recovered from says nothing about this one).
+    let code = match &e {
+        rusqlite::Error::SqliteFailure(f, _) => Some(f.extended_code),
+        _ => None,
+    };
+    match scion_vfs::last_failure() {
+        Some(failure) if code.is_some_and(|c| c & 0xff == failure.sqlite_code & 0xff) => {
+            SqlFailure {
+                failure,
+                sqlite: e.to_string(),
+            }
+            .into()
+        }
+        // SQLite refuses the write itself on a connection opened read-only (a
+        // checkpoint, or --read-only): bad input, as for a checkout of a checkpoint.
+        _ if code.is_some_and(|c| c & 0xff == rusqlite::ffi::SQLITE_READONLY) => SqlFailure {
+            failure: scion_vfs::VfsFailure {
+                sqlite_code: rusqlite::ffi::SQLITE_READONLY,
+                message: "the target is read-only (a checkpoint, or --read-only)".into(),
+                described: scion_core::described::Described {
+                    exit: scion_core::described::Exit::InvalidInput,
+                    code: "invalid_input",
+                    hint: Some(
+                        "fork it to write: `scion fork <db>@<branch> <new> --at <checkpoint>`"
+                            .into(),
+                    ),
+                },
+            },
+            sqlite: e.to_string(),
+        }
+        .into(),
+        _ => anyhow::anyhow!("SQLite: {e}"),
     }
 }
 
@@ -91,6 +139,13 @@ pub fn sql(scion: scion_core::Scion, args: &SqlArgs) -> Result<SqlReport> {
         OpenFlags::SQLITE_OPEN_READ_WRITE
     } | OpenFlags::SQLITE_OPEN_URI;
     let conn = Connection::open_with_flags(&uri, flags).map_err(explain)?;
+    let read_version = |conn: &Connection| -> Result<u64> {
+        let v: String = conn
+            .pragma_query_value(None, "scion_version", |r| r.get(0))
+            .map_err(explain)?;
+        Ok(v.parse().unwrap_or(0))
+    };
+    let version_before = read_version(&conn)?;
     let mut results = Vec::new();
     let mut batch = rusqlite::Batch::new(&conn, &args.sql);
     while let Some(mut stmt) = batch.next().map_err(explain)? {
@@ -105,17 +160,29 @@ pub fn sql(scion: scion_core::Scion, args: &SqlArgs) -> Result<SqlReport> {
             results.push(StatementResult { columns, rows });
         }
     }
-    let version: String = conn
-        .pragma_query_value(None, "scion_version", |r| r.get(0))
-        .map_err(explain)?;
     Ok(SqlReport {
         target: target.to_string(),
-        version: version.parse().unwrap_or(0),
+        version_before,
+        version: read_version(&conn)?,
         results,
     })
 }
 
 impl SqlReport {
+    /// What the statements committed, for people (stderr): nothing for a read.
+    pub fn committed(&self) -> Option<String> {
+        let commits = self.version.checked_sub(self.version_before)?;
+        (commits > 0).then(|| {
+            format!(
+                "committed to {}: version {} -> {} ({commits} commit{})",
+                self.target,
+                self.version_before,
+                self.version,
+                if commits == 1 { "" } else { "s" }
+            )
+        })
+    }
+
     /// sqlite3's default output: a header line, then rows, columns separated by `|`.
     pub fn render(&self) -> String {
         let mut s = String::new();

@@ -13,6 +13,14 @@ pub fn report(err: &anyhow::Error, json: bool, context: Context) -> ExitCode {
     {
         let d = describe(e, context);
         (d.exit as u8, d.code.to_string(), d.hint, e.is_retryable())
+    } else if let Some(e) = err.downcast_ref::<crate::cli_vfs::SqlFailure>() {
+        let d = &e.failure.described;
+        (
+            d.exit as u8,
+            d.code.to_string(),
+            d.hint.clone(),
+            matches!(d.exit, Exit::Conflict | Exit::Transient),
+        )
     } else if let Some(e) = err.downcast_ref::<ClientError>() {
         match e {
                 // The daemon's answer carries the same codes and hints as a local failure.

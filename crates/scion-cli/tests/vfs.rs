@@ -22,6 +22,16 @@ fn sql_reads_and_commits_without_a_checkout() {
         "DELETE FROM items WHERE id > 100; SELECT count(*) AS n FROM items",
     ]);
     assert_eq!(out, "n\n100\n");
+    // A write says what it committed (stderr); a read says nothing.
+    let w = s.run(&["sql", "shop@try", "UPDATE items SET price = 0 WHERE id = 1"]);
+    assert_eq!(w.code, 0, "{}", w.stderr);
+    assert_eq!(
+        w.stderr, "committed to shop@try: version 2 -> 3 (1 commit)\n",
+        "{}",
+        w.stderr
+    );
+    let r = s.run(&["sql", "shop@try", "SELECT 1"]);
+    assert_eq!(r.stderr, "");
     // Parent untouched, no file materialized for either branch.
     assert_eq!(
         s.ok(&["sql", "shop", "SELECT count(*) FROM items"]),
@@ -87,6 +97,82 @@ fn sql_errors_say_what_to_do() {
     let wal = s.run(&["sql", "shop", "PRAGMA journal_mode=WAL"]);
     assert_ne!(wal.code, 0);
     assert!(wal.stderr.contains("journal_mode=WAL"), "{}", wal.stderr);
+}
+
+/// Every way a `scion sql` statement fails ends in the exit code (and `--json` code) of
+/// its cause, as the rest of the CLI reports it, not a generic 1.
+#[test]
+fn sql_failures_exit_with_the_documented_codes() {
+    let s = Session::new();
+    seed(&s.path("shop.db"), 200);
+    s.ok(&["init"]);
+    s.ok(&["create", "shop", "--from", "shop.db"]);
+    s.ok(&["checkpoint", "shop", "one"]);
+    s.ok(&["fork", "shop", "leased"]);
+    s.ok(&["fork", "shop", "dirty"]);
+    s.ok(&["fork", "shop", "broken"]);
+    let failed = |args: &[&str], exit: i32, code: &str| {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        let r = s.run(&all);
+        assert_eq!(r.code, exit, "scion {args:?}: {}", r.stderr);
+        let v: serde_json::Value =
+            serde_json::from_str(r.stderr.trim()).unwrap_or_else(|e| panic!("{e}: {}", r.stderr));
+        assert_eq!(v["error"]["code"], code, "{}", r.stderr);
+        assert_eq!(v["error"]["exit_code"], exit);
+        v["error"]["message"].as_str().unwrap().to_string()
+    };
+    failed(&["sql", "shop@ghost", "SELECT 1"], 3, "branch_not_found");
+    failed(
+        &["sql", "shop@main@nope", "SELECT 1"],
+        3,
+        "checkpoint_not_found",
+    );
+    let ro = failed(
+        &["sql", "shop@main@one", "DELETE FROM items"],
+        8,
+        "invalid_input",
+    );
+    assert!(ro.contains("read-only"), "{ro}");
+    // Another holder's lease: refused, naming the holder.
+    s.ok(&[
+        "--holder",
+        "agent-7",
+        "lease",
+        "acquire",
+        "shop@leased",
+        "--ttl",
+        "10m",
+    ]);
+    let leased = failed(
+        &["sql", "shop@leased", "DELETE FROM items"],
+        6,
+        "lease_held",
+    );
+    assert!(leased.contains("agent-7"), "{leased}");
+    // A checkout holding changes: one way of writing a branch at a time.
+    let path = std::path::PathBuf::from(s.ok(&["checkout", "shop@dirty"]).trim());
+    sqlite(&path, "DELETE FROM items WHERE id = 1");
+    failed(
+        &["sql", "shop@dirty", "DELETE FROM items"],
+        6,
+        "dirty_checkout",
+    );
+    // A damaged segment under the branch: corrupt, nothing changed.
+    for entry in std::fs::read_dir(s.path(".scion/segments")).unwrap() {
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(entry.unwrap().path())
+            .unwrap();
+        f.set_len(64).unwrap();
+    }
+    let corrupt = s.run(&[
+        "--json",
+        "sql",
+        "shop@broken",
+        "SELECT sum(price) FROM items",
+    ]);
+    assert_eq!(corrupt.code, 7, "{}", corrupt.stderr);
 }
 
 #[test]

@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use rusqlite::ffi;
 use scion_core::checkout::{TurnAnswer, WriteTurn};
+use scion_core::described::{describe, Context, Described, Exit};
 use scion_core::format::Locator;
 use scion_core::ops::pages::LeaseAfter;
 use scion_core::ops::view::VersionView;
@@ -23,19 +24,49 @@ use crate::ahead::{Ahead, Readahead};
 use crate::dirty::DirtyPages;
 use crate::target::OpenTarget;
 
-/// A failure as SQLite sees it: a result code, and what to tell the user.
+/// A failure as SQLite sees it: a result code, and what to tell the user, with how
+/// scion's front ends present it (exit code, error code, hint).
 #[derive(Debug)]
 pub(crate) struct VfsError {
     pub(crate) code: i32,
     pub(crate) message: String,
+    pub(crate) described: Described,
 }
 
 impl VfsError {
+    /// A failure the VFS finds itself: a head that moved is a conflict (retry the
+    /// transaction); the rest are presented as SQLite errors.
     pub(crate) fn new(code: i32, message: impl Into<String>) -> Self {
+        let described = match code {
+            ffi::SQLITE_BUSY_SNAPSHOT => Described {
+                exit: Exit::Conflict,
+                code: "conflict",
+                hint: Some("run the transaction again: it reads the new head".into()),
+            },
+            ffi::SQLITE_READONLY => Described {
+                exit: Exit::InvalidInput,
+                code: "invalid_input",
+                hint: Some(
+                    "fork it to write: `scion fork <db>@<branch> <new> --at <checkpoint>`".into(),
+                ),
+            },
+            _ => Described {
+                exit: Exit::Failure,
+                code: "sqlite_error",
+                hint: None,
+            },
+        };
         VfsError {
             code,
             message: message.into(),
+            described,
         }
+    }
+
+    /// Presented as the engine presents `e` (its exit code, error code and hint).
+    fn presented_as(mut self, e: &CoreError) -> Self {
+        self.described = describe(e, Context::Other);
+        self
     }
 
     fn io(e: CoreError) -> Self {
@@ -44,7 +75,20 @@ impl VfsError {
         } else {
             ffi::SQLITE_IOERR
         };
-        VfsError::new(code, format!("scion: {e}"))
+        let described = match &e {
+            // Destroyed under a write: the write lost its race, as against another writer.
+            CoreError::BeingDestroyed { .. } => Described {
+                exit: Exit::Conflict,
+                code: "conflict",
+                hint: Some("the branch was destroyed while this transaction ran".into()),
+            },
+            e => describe(e, Context::Other),
+        };
+        VfsError {
+            code,
+            message: format!("scion: {e}"),
+            described,
+        }
     }
 }
 
@@ -305,11 +349,12 @@ impl DbFile {
         }
         match self.scion.check_lease_free_for(b, &base, &self.holder) {
             Ok(()) => {}
-            Err(CoreError::LeaseHeld { holder, .. }) => {
+            Err(ref e @ CoreError::LeaseHeld { ref holder, .. }) => {
                 return Err(VfsError::new(
                     ffi::SQLITE_BUSY,
                     format!("scion: {b} is leased by {holder} (a session or an operation): retry when it is done"),
-                ))
+                )
+                .presented_as(e));
             }
             Err(e) => return Err(VfsError::io(e)),
         }
@@ -317,13 +362,18 @@ impl DbFile {
         // when it is checkpointed: one way of writing a branch at a time.
         match self.scion.checkout_state(b, &pinned.root) {
             Ok(CheckoutState::Dirty | CheckoutState::Unknown) => {
+                let path = self.scion.checkout_path(b);
                 return Err(VfsError::new(
                     ffi::SQLITE_BUSY,
                     format!(
                         "scion: {b} has a checkout file with changes not checkpointed ({}): checkpoint it (`scion checkpoint {b} <name>`) or discard them before writing through the VFS",
-                        self.scion.checkout_path(b).display()
+                        path.display()
                     ),
-                ))
+                )
+                .presented_as(&CoreError::DirtyCheckout {
+                    path,
+                    branch: b.to_string(),
+                }));
             }
             Ok(_) => {}
             Err(e) => return Err(VfsError::io(e)),

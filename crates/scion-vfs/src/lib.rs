@@ -22,7 +22,7 @@ mod target;
 mod vfs;
 
 pub use api::Api;
-pub use registry::{adopt, last_error};
+pub use registry::{adopt, last_error, last_failure, VfsFailure};
 pub use target::{OpenTarget, TargetError};
 
 /// The name SQLite knows the VFS by (`?vfs=scion`).

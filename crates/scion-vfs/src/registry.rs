@@ -12,16 +12,31 @@ use scion_core::{CoreError, Scion};
 static STORES: Mutex<Option<HashMap<String, Arc<Scion>>>> = Mutex::new(None);
 
 thread_local! {
-    static LAST_ERROR: RefCell<Option<String>> = const { RefCell::new(None) };
+    static LAST_ERROR: RefCell<Option<VfsFailure>> = const { RefCell::new(None) };
+}
+
+/// This thread's last VFS failure: what SQLite was told, and how scion's front ends
+/// present it (exit code, error code, hint).
+#[derive(Debug, Clone)]
+pub struct VfsFailure {
+    /// The SQLite result code the VFS returned (primary and extended).
+    pub sqlite_code: i32,
+    pub message: String,
+    pub described: scion_core::described::Described,
 }
 
 /// The explanation of this thread's last VFS failure (what to do about it), if any.
 pub fn last_error() -> Option<String> {
+    LAST_ERROR.with(|e| e.borrow().as_ref().map(|f| f.message.clone()))
+}
+
+/// This thread's last VFS failure, whole.
+pub fn last_failure() -> Option<VfsFailure> {
     LAST_ERROR.with(|e| e.borrow().clone())
 }
 
-pub(crate) fn set_last_error(message: String) {
-    LAST_ERROR.with(|e| *e.borrow_mut() = Some(message));
+pub(crate) fn set_last_error(failure: VfsFailure) {
+    LAST_ERROR.with(|e| *e.borrow_mut() = Some(failure));
 }
 
 pub(crate) fn clear_last_error() {

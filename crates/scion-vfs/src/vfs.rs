@@ -120,7 +120,11 @@ fn guarded(f: impl FnOnce() -> c_int) -> c_int {
 
 fn fail(e: VfsError) -> c_int {
     registered().api.log(e.code, &e.message);
-    registry::set_last_error(e.message);
+    registry::set_last_error(registry::VfsFailure {
+        sqlite_code: e.code,
+        message: e.message,
+        described: e.described,
+    });
     e.code
 }
 
@@ -434,6 +438,13 @@ unsafe fn pragma(db: &mut DbFile, args: *mut *mut c_char) -> c_int {
     match (name.as_str(), value.as_deref()) {
         ("journal_mode", Some("wal")) => {
             answer("the scion VFS does not do journal_mode=WAL: its readers never block the writer anyway (each read transaction sees one version); use the default journal mode");
+            ffi::SQLITE_ERROR
+        }
+        // A connection that keeps its lock between transactions trusts its page cache
+        // and never re-reads the head: it would never see another writer's commit, and
+        // would commit pages made from a stale cache on top of it.
+        ("locking_mode", Some("exclusive")) => {
+            answer("the scion VFS does not do locking_mode=EXCLUSIVE: a connection that keeps its lock would not see other writers' commits; keep the default (normal) mode: each transaction reads one version, and readers never block a writer anyway");
             ffi::SQLITE_ERROR
         }
         ("scion_version", None) => match db.version() {

@@ -6,7 +6,8 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, OpenFlags};
-use scion_core::BranchRef;
+use scion_core::attach::{AttachOptions, StoreSpec};
+use scion_core::{BranchRef, Scion};
 
 use common::*;
 
@@ -118,6 +119,93 @@ fn wal_is_refused_with_a_message_that_says_why() {
     c.execute_batch("INSERT INTO t VALUES (1)").unwrap();
 }
 
+/// `locking_mode=EXCLUSIVE` would keep a connection on the head it first read: refused, and
+/// the connection keeps the normal mode, in which it sees another connection's commits and
+/// commits on top of them.
+#[test]
+fn exclusive_locking_mode_is_refused_and_two_writers_keep_taking_turns() {
+    let e = Env::new();
+    e.create("excl", 4096, "CREATE TABLE t(x);");
+    let a = e.open("excl@main");
+    let b = e.open("excl@main");
+    for value in ["EXCLUSIVE", "exclusive"] {
+        let err = a.pragma_update(None, "locking_mode", value).unwrap_err();
+        assert!(err.to_string().contains("locking_mode=EXCLUSIVE"), "{err}");
+    }
+    let mode: String = a
+        .pragma_query_value(None, "locking_mode", |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "normal");
+    for round in 0..3 {
+        a.execute("INSERT INTO t VALUES (?1)", [round * 2]).unwrap();
+        b.execute("INSERT INTO t VALUES (?1)", [round * 2 + 1])
+            .unwrap();
+    }
+    let count = |c: &rusqlite::Connection| -> i64 {
+        c.query_row("SELECT count(*) FROM t", [], |r| r.get(0))
+            .unwrap()
+    };
+    assert_eq!(count(&a), 6);
+    assert_eq!(count(&b), 6);
+}
+
+/// A read transaction pins the head it began on. Other writers move the branch on and
+/// `gc` runs with no grace, twice: the pinned version was replaced within the store's
+/// history retention, so the history keeps it from `gc`, and the reader reads on.
+#[test]
+fn a_read_pinned_across_gc_rounds_on_a_moving_branch_keeps_its_version() {
+    let e = Env::new();
+    e.create(
+        "pin",
+        4096,
+        "CREATE TABLE t(id INTEGER PRIMARY KEY, x BLOB);
+         WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 40)
+         INSERT INTO t SELECT i, randomblob(9000) FROM n;",
+    );
+    let reader = e.open("pin@main");
+    reader.execute_batch("BEGIN").unwrap();
+    let digest = |c: &rusqlite::Connection| -> String {
+        c.query_row(
+            "SELECT group_concat(hex(substr(x, 8000, 8)), '') FROM t",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap()
+    };
+    let rows: i64 = reader
+        .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(rows, 40);
+    let main: BranchRef = "pin@main".parse().unwrap();
+    let pinned = e.scion.read_ref(&main).unwrap().0.root;
+    let writer = e.open("pin@main");
+    for _ in 0..3 {
+        writer
+            .execute_batch("UPDATE t SET x = randomblob(9000)")
+            .unwrap();
+    }
+    for _ in 0..2 {
+        e.scion.gc(std::time::Duration::ZERO, true).unwrap();
+    }
+    // Every page of the pinned version still reads from the store (a fresh attachment:
+    // no descriptor kept open from before the gc).
+    let fresh = Scion::attach(
+        &StoreSpec::parse(e.store().to_str().unwrap()).unwrap(),
+        AttachOptions::default(),
+    )
+    .unwrap()
+    .scion;
+    fresh.page_hashes(&pinned).unwrap();
+    let before = digest(&reader);
+    assert_eq!(before.len(), 40 * 16);
+    reader.execute_batch("COMMIT").unwrap();
+    assert_ne!(
+        digest(&reader),
+        before,
+        "after its transaction the reader sees the new head"
+    );
+}
+
 #[test]
 fn a_checkpoint_opens_read_only_and_unknown_names_fail_to_open() {
     let e = Env::new();
@@ -170,6 +258,13 @@ fn a_vfs_writer_and_a_file_checkout_writer_exclude_each_other() {
     );
     let why = scion_vfs::last_error().unwrap();
     assert!(why.contains("it was not committed"), "{why}");
+    // Front ends present a lost race as a conflict (exit 5): retry the transaction.
+    let failure = scion_vfs::last_failure().unwrap();
+    assert_eq!(
+        failure.described.exit,
+        scion_core::described::Exit::Conflict
+    );
+    assert_eq!(failure.described.code, "conflict");
     // The refused transaction's pages are gone from the connection's cache too: it reads
     // the checkout's row, not its own (both versions are number 2).
     let rows: Vec<i64> = c
@@ -189,6 +284,10 @@ fn a_vfs_writer_and_a_file_checkout_writer_exclude_each_other() {
     );
     let why = scion_vfs::last_error().unwrap();
     assert!(why.contains("checkout file with changes"), "{why}");
+    assert_eq!(
+        scion_vfs::last_failure().unwrap().described.code,
+        "dirty_checkout"
+    );
 }
 
 /// A session's (or any holder's) lease keeps VFS writers out for as long as it lives.
@@ -237,29 +336,6 @@ fn connections_on_one_host_take_turns_writing() {
 
 fn exec(path: &Path, sql: &str) {
     Connection::open(path).unwrap().execute_batch(sql).unwrap();
-}
-
-#[test]
-fn exclusive_locking_mode_commits_each_transaction() {
-    // SQLite never unlocks between transactions in this mode: each commit is still
-    // published on its commit signal, and the next one takes the lease again.
-    let e = Env::new();
-    e.create("ex", 4096, "CREATE TABLE t(x);");
-    let a = e.open("ex@main");
-    a.pragma_update(None, "locking_mode", "EXCLUSIVE").unwrap();
-    let before = e.head_version("ex@main");
-    a.execute_batch("INSERT INTO t VALUES (1)").unwrap();
-    a.execute_batch("INSERT INTO t VALUES (2)").unwrap();
-    assert_eq!(e.head_version("ex@main"), before + 2);
-    let b = e.open("ex@main");
-    assert_eq!(
-        b.query_row("SELECT count(*) FROM t", [], |r| r.get::<_, i64>(0))
-            .unwrap(),
-        2
-    );
-    // Between its transactions, the branch is not leased: others may checkpoint it.
-    let main: BranchRef = "ex@main".parse().unwrap();
-    assert!(e.scion.read_ref(&main).unwrap().0.lease.is_none());
 }
 
 /// `?version=N` opens a version the head or a checkpoint holds, read-only; any other
