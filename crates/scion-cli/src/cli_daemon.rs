@@ -8,7 +8,7 @@ use clap::{Args, Subcommand};
 #[derive(Debug, Args)]
 pub struct SocketArg {
     /// The daemon's unix socket (default: SCION_SOCKET, else one per store under
-    /// $XDG_RUNTIME_DIR or the temp directory: `scion serve` prints it).
+    /// $XDG_RUNTIME_DIR, or ~/.local/state/scion/run without one: `scion serve` prints it).
     #[arg(long, value_name = "PATH", env = "SCION_SOCKET")]
     pub socket: Option<PathBuf>,
 }
@@ -80,9 +80,10 @@ pub enum SessionCommand {
     },
     /// Make everything committed so far durable, and print the durable version.
     #[command(
-        after_help = "Examples:\n  scion session flush s-1a2b3c4d5e6f\n  scion session flush s-1a2b3c4d5e6f --checkpoint before-migration --meta by=agent-7"
+        after_help = "Examples:\n  scion session flush shop@ux\n  scion session flush s-1a2b3c4d5e6f --checkpoint before-migration --meta by=agent-7"
     )]
     Flush {
+        /// The session's id (s-...), or the branch it captures (db@branch).
         id: String,
         /// Name the durable version as this checkpoint.
         #[arg(long)]
@@ -94,8 +95,11 @@ pub enum SessionCommand {
         socket: SocketArg,
     },
     /// Flush and close a session (closing a closed session answers the same again).
-    #[command(after_help = "Example:\n  scion session close s-1a2b3c4d5e6f")]
+    #[command(
+        after_help = "Examples:\n  scion session close shop@ux\n  scion session close s-1a2b3c4d5e6f"
+    )]
     Close {
+        /// The session's id (s-...), or the branch it captures (db@branch).
         id: String,
         #[command(flatten)]
         socket: SocketArg,

@@ -281,11 +281,19 @@ fn only_this_user_may_use_the_socket_and_tcp_needs_the_token() {
         .unwrap();
         let mut out = String::new();
         c.read_to_string(&mut out).unwrap();
-        out.lines().next().unwrap_or_default().to_string()
+        out
     };
-    assert!(tcp(None).contains("401"));
-    assert!(tcp(Some("wrong-token!")).contains("401"));
-    assert!(tcp(Some("sekrit-token")).contains("200"));
+    let status = |out: &str| out.lines().next().unwrap_or_default().to_string();
+    let missing = tcp(None);
+    assert!(status(&missing).contains("401"), "{missing}");
+    assert!(missing.contains("a bearer token is required"), "{missing}");
+    let wrong = tcp(Some("wrong-token!"));
+    assert!(status(&wrong).contains("401"), "{wrong}");
+    assert!(
+        wrong.contains("invalid token") && !wrong.contains("is required"),
+        "a wrong token is not answered as a missing one: {wrong}"
+    );
+    assert!(status(&tcp(Some("sekrit-token"))).contains("200"));
     // Exports name daemon-host paths: never over TCP.
     {
         use std::io::{Read, Write};
@@ -504,4 +512,64 @@ fn the_daemon_follows_a_page_compression_change_made_while_it_runs() {
         "{}",
         s.log()
     );
+}
+
+/// Without `XDG_RUNTIME_DIR` the socket goes under the user's state directory, which no
+/// other user can make first; a socket directory others can write to is refused by the
+/// daemon, and a client says so instead of "No such file or directory".
+#[test]
+fn the_default_socket_is_in_a_directory_no_other_user_can_squat() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Served::prepare(dir.path(), 3);
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let cmd = |args: &[&str]| {
+        let mut c = s.cmd(args);
+        c.env_remove("SCION_SOCKET")
+            .env_remove("XDG_RUNTIME_DIR")
+            .env_remove("XDG_STATE_HOME")
+            .env("HOME", &home);
+        c
+    };
+    // No daemon has run yet: the client names that, once.
+    let out = cmd(&["session", "list"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(9), "{err}");
+    assert!(err.contains(".local/state/scion/run"), "{err}");
+    assert!(err.contains("no daemon has listened here"), "{err}");
+    assert_eq!(err.matches("os error").count(), 0, "{err}");
+    // A squatted (world-writable) socket directory: serve refuses it, the client says why.
+    let run = home.join(".local/state/scion/run");
+    std::fs::create_dir_all(&run).unwrap();
+    std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let serve = cmd(&["serve"]).output().unwrap();
+    assert!(!serve.status.success());
+    assert!(
+        String::from_utf8_lossy(&serve.stderr).contains("writable by others"),
+        "{}",
+        String::from_utf8_lossy(&serve.stderr)
+    );
+    let out = cmd(&["session", "list"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("writable by other users"), "{err}");
+    // A private directory: serve listens there and the client finds it.
+    std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let mut child = cmd(&["serve"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let listed = loop {
+        let out = cmd(&["session", "list"]).output().unwrap();
+        if out.status.success() || started.elapsed() > std::time::Duration::from_secs(30) {
+            break out;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(listed.status.success(), "{listed:?}");
+    let sockets: Vec<_> = std::fs::read_dir(&run).unwrap().flatten().collect();
+    assert_eq!(sockets.len(), 1, "{sockets:?}");
 }

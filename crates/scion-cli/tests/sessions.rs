@@ -322,3 +322,45 @@ fn a_session_reports_how_it_recycled_the_wal() {
         );
     }
 }
+
+/// A session is named by its id or by its branch, in the CLI and the API alike.
+#[test]
+fn sessions_by_name() {
+    let (_d, s) = served(20, &["--flush-every", "1h"]);
+    let opened = s
+        .post(
+            "/v1/sessions",
+            json!({"db": "shop", "branch": "ux", "fork_from": "main"}),
+        )
+        .unwrap();
+    let id = opened.body["id"].as_str().unwrap().to_string();
+    let path = std::path::PathBuf::from(opened.body["path"].as_str().unwrap());
+    assert_eq!(s.get("/v1/sessions/shop@ux")["id"], id.as_str());
+    sqlite3(&path, "INSERT INTO items(name, qty) VALUES ('by-name', 1);");
+    let cli = s
+        .cmd(&["session", "flush", "shop@ux", "--checkpoint", "named"])
+        .output()
+        .unwrap();
+    assert!(cli.status.success(), "{cli:?}");
+    let out = s.export("shop@ux@named");
+    assert_eq!(
+        rows(&out, "SELECT count(*) FROM items WHERE name = 'by-name'"),
+        1
+    );
+    // A branch without a session, and a name that is no branch, are "no session".
+    assert_eq!(
+        code(s.post("/v1/sessions/shop@main/flush", json!({}))),
+        (404, "session_not_found".into())
+    );
+    let bad = s
+        .cmd(&["session", "close", "shop@nosuch"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(3), "{bad:?}");
+    let closed = s.cmd(&["session", "close", "shop@ux"]).output().unwrap();
+    assert!(closed.status.success(), "{closed:?}");
+    assert!(s.get("/v1/sessions")["sessions"]
+        .as_array()
+        .unwrap()
+        .is_empty());
+}

@@ -12,11 +12,12 @@ use crate::error::{ErrorBody, ErrorEnvelope};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
-    #[error("cannot reach the daemon at {socket}: {source}")]
+    #[error("cannot reach the daemon at {}: {reason}", socket.display())]
     Connect {
         socket: PathBuf,
-        #[source]
-        source: std::io::Error,
+        /// Why, in words that name the cause (no daemon ever ran here, a stale socket, a
+        /// directory other users can write to, ...).
+        reason: String,
     },
     #[error("talking to the daemon: {0}")]
     Http(String),
@@ -71,13 +72,12 @@ impl DaemonClient {
     async fn connect(
         &self,
     ) -> Result<hyper::client::conn::http1::SendRequest<Full<Bytes>>, ClientError> {
-        let stream =
-            UnixStream::connect(&self.socket)
-                .await
-                .map_err(|source| ClientError::Connect {
-                    socket: self.socket.clone(),
-                    source,
-                })?;
+        let stream = UnixStream::connect(&self.socket)
+            .await
+            .map_err(|e| ClientError::Connect {
+                socket: self.socket.clone(),
+                reason: why_unreachable(&self.socket, &e),
+            })?;
         let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
             .await
             .map_err(http)?;
@@ -207,5 +207,34 @@ impl DaemonClient {
             }
             Ok(())
         })
+    }
+}
+
+/// What keeps a client from the daemon's socket, said so that the fix is plain.
+pub fn why_unreachable(socket: &std::path::Path, e: &std::io::Error) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = socket.parent().unwrap_or(std::path::Path::new("."));
+    let open_to_others = std::fs::metadata(dir)
+        .map(|m| m.permissions().mode() & 0o022 != 0)
+        .unwrap_or(false);
+    if open_to_others {
+        return format!(
+            "its directory {} is writable by other users, so `scion serve` refuses to listen there; point SCION_SOCKET (or --socket) at a private directory",
+            dir.display()
+        );
+    }
+    match e.kind() {
+        std::io::ErrorKind::NotFound if !dir.exists() => format!(
+            "no daemon has listened here ({} does not exist)",
+            dir.display()
+        ),
+        std::io::ErrorKind::NotFound => "no daemon is listening (there is no socket)".into(),
+        std::io::ErrorKind::ConnectionRefused => {
+            "the socket is stale: the daemon that made it has stopped".into()
+        }
+        std::io::ErrorKind::PermissionDenied => {
+            "permission denied: the socket belongs to another user".into()
+        }
+        _ => e.to_string(),
     }
 }

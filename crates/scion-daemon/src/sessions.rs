@@ -144,6 +144,20 @@ impl Sessions {
             .map(|(id, _)| id.clone())
     }
 
+    /// The id of the session named by `id` or by its branch (`shop@ux`, `shop` for
+    /// `shop@main`), as users may name it either way.
+    pub fn resolve(&self, id_or_branch: &str) -> ApiResult<String> {
+        if id_or_branch.starts_with("s-") {
+            return Ok(id_or_branch.to_string());
+        }
+        let Ok(b) = id_or_branch.parse::<scion_core::BranchRef>() else {
+            return Err(session_gone(id_or_branch));
+        };
+        self.on_branch(&b.to_string()).ok_or_else(|| {
+            ApiError::not_found("session_not_found", format!("no open session on {b}"))
+        })
+    }
+
     pub fn list(&self) -> Vec<SessionInfo> {
         let open = self.open.lock().expect("sessions lock");
         let mut v: Vec<SessionInfo> = open

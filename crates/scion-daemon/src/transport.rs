@@ -40,21 +40,30 @@ impl Connected<IncomingStream<'_, TcpListener>> for Peer {
     }
 }
 
-/// `SCION_SOCKET`, else `$XDG_RUNTIME_DIR` (or the temp dir) `/scion-<uid>/<hash>.sock`,
-/// the hash naming the store.
+/// `SCION_SOCKET`, else `$XDG_RUNTIME_DIR/scion-<uid>/<hash>.sock`, else (no runtime
+/// directory) `$XDG_STATE_HOME/scion/run/<hash>.sock` (`~/.local/state/scion/run`), the
+/// hash naming the store. Never a shared directory such as `/tmp`: another user could make
+/// the directory first, and `scion serve` would then refuse it.
 pub fn default_socket(store_location: &str) -> PathBuf {
     if let Some(p) = std::env::var_os("SCION_SOCKET").filter(|p| !p.is_empty()) {
         return PathBuf::from(p);
     }
-    let base = std::env::var_os("XDG_RUNTIME_DIR")
-        .filter(|p| !p.is_empty())
-        .map(PathBuf::from)
-        .unwrap_or_else(std::env::temp_dir);
+    let var = |name: &str| {
+        std::env::var_os(name)
+            .filter(|p| !p.is_empty())
+            .map(PathBuf::from)
+    };
     // SAFETY: getuid has no preconditions.
     let uid = unsafe { libc::getuid() };
+    let dir = match var("XDG_RUNTIME_DIR") {
+        Some(run) => run.join(format!("scion-{uid}")),
+        None => var("XDG_STATE_HOME")
+            .or_else(|| var("HOME").map(|h| h.join(".local/state")))
+            .map(|state| state.join("scion/run"))
+            .unwrap_or_else(|| std::env::temp_dir().join(format!("scion-{uid}"))),
+    };
     let hash = scion_core::attach::stable_hash(store_location);
-    base.join(format!("scion-{uid}"))
-        .join(format!("{:012x}.sock", hash & 0xffff_ffff_ffff))
+    dir.join(format!("{:012x}.sock", hash & 0xffff_ffff_ffff))
 }
 
 /// Bind the unix socket: its directory is made 0700 if missing (and must not be open to
@@ -142,19 +151,21 @@ pub async fn guard(
                 _ => false,
             };
             if !ok {
-                shared.metrics.refuse(if given.is_none() {
-                    "missing_token"
+                let (reason, message) = if given.is_none() {
+                    (
+                        "missing_token",
+                        "a bearer token is required (Authorization: Bearer <token>)",
+                    )
                 } else {
-                    "wrong_token"
-                });
-                return ApiError::new(
-                    Exit::Refused,
-                    "unauthorized",
-                    "a bearer token is required (Authorization: Bearer <token>)",
-                    None,
-                )
-                .with_status(axum::http::StatusCode::UNAUTHORIZED)
-                .into_response();
+                    (
+                        "wrong_token",
+                        "invalid token: the bearer token given is not this daemon's",
+                    )
+                };
+                shared.metrics.refuse(reason);
+                return ApiError::new(Exit::Refused, "unauthorized", message, None)
+                    .with_status(axum::http::StatusCode::UNAUTHORIZED)
+                    .into_response();
             }
         }
     }

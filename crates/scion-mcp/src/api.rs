@@ -97,10 +97,10 @@ impl Api {
                         .map_err(|e| ApiFailure::new("internal", e.to_string(), None))?;
                 match reply {
                     Ok(r) => (r.status, r.body),
-                    Err(ClientError::Connect { socket, source }) => {
+                    Err(ClientError::Connect { socket, reason }) => {
                         return Err(ApiFailure::new(
                             "daemon_unavailable",
-                            format!("cannot reach the daemon at {}: {source}", socket.display()),
+                            format!("cannot reach the daemon at {}: {reason}", socket.display()),
                             Some("start `scion serve` again, or restart this MCP server with --daemon never"),
                         ))
                     }

@@ -150,6 +150,7 @@ pub async fn list(State(shared): State<Arc<Shared>>) -> Response {
 }
 
 pub async fn get(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> ApiResult<Response> {
+    let id = shared.sessions.resolve(&id)?;
     Ok(json(&shared.sessions.get(&id)?))
 }
 
@@ -176,6 +177,7 @@ pub async fn flush(
         }
         None => None,
     };
+    let id = shared.sessions.resolve(&id)?;
     let report = shared.sessions.flush(&id, checkpoint).await?;
     Ok(json(&report))
 }
@@ -184,6 +186,7 @@ pub async fn close(
     State(shared): State<Arc<Shared>>,
     Path(id): Path<String>,
 ) -> ApiResult<Response> {
+    let id = shared.sessions.resolve(&id)?;
     let closed = shared.sessions.close(&id, CloseReason::Requested).await?;
     Ok(json(&closed))
 }

@@ -34,9 +34,17 @@ def default_socket(store_location: str) -> Path:
     env = os.environ.get("SCION_SOCKET")
     if env:
         return Path(env)
-    base = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
     h = _stable_hash(store_location) & 0xFFFFFFFFFFFF
-    return Path(base) / f"scion-{os.getuid()}" / f"{h:012x}.sock"
+    run = os.environ.get("XDG_RUNTIME_DIR")
+    if run:
+        return Path(run) / f"scion-{os.getuid()}" / f"{h:012x}.sock"
+    # Never a shared directory such as /tmp: another user could make it first.
+    state = os.environ.get("XDG_STATE_HOME") or (
+        os.path.join(os.environ["HOME"], ".local", "state") if os.environ.get("HOME") else None
+    )
+    if state:
+        return Path(state) / "scion" / "run" / f"{h:012x}.sock"
+    return Path(tempfile.gettempdir()) / f"scion-{os.getuid()}" / f"{h:012x}.sock"
 
 
 class _UnixConnection(http.client.HTTPConnection):

@@ -181,6 +181,13 @@ def _lock_dir(store: Store) -> Path:
     worker: a lasting store is seeded once for all of them)."""
     import tempfile
 
+    # The user's cache directory, never a shared one: another user could squat it (and the
+    # daemon's socket directory is not shared with these locks).
+    cache = os.environ.get("XDG_CACHE_HOME") or (
+        os.path.join(os.environ["HOME"], ".cache") if os.environ.get("HOME") else None
+    )
+    if cache:
+        return Path(cache) / "scion" / "pytest-locks" / store.store_id
     return Path(tempfile.gettempdir()) / f"scion-{os.getuid()}" / "pytest-locks" / store.store_id
 
 
