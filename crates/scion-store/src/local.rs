@@ -23,7 +23,9 @@ use crate::changes::{ChangeBoard, Writing};
 use crate::key::validate_prefix;
 use crate::{validate_key, Backend, ETag, ObjectMeta, PutMode, StoreError, StoreResult};
 
-const TMP_DIR: &str = ".scion-tmp";
+/// Where a local store writes objects before it publishes them (`{random}.tmp`); a crash
+/// in between leaves the file, which `gc` sweeps.
+pub const TMP_DIR: &str = ".scion-tmp";
 const LOCK_DIR: &str = ".scion-locks";
 /// The change board (see `changes.rs`): local to this host, never an object.
 const CHANGES_FILE: &str = ".scion-changes";
@@ -34,15 +36,31 @@ fn vanished(e: &io::Error) -> bool {
     e.kind() == io::ErrorKind::NotFound
 }
 
-/// Create `dir` and its parents. False (try again) when a concurrent delete removed a
-/// directory half way: `create_dir_all` then fails with NotFound, or with AlreadyExists when
-/// the directory appeared and was removed again before it could check it.
+/// Create `dir` and its parents, each level's entry made durable in its parent (an
+/// object renamed into a directory whose own entry a power loss drops is lost with it).
+/// False (try again) when a concurrent delete removed a directory half way.
 fn make_dirs(dir: &Path) -> io::Result<bool> {
-    match fs::create_dir_all(dir) {
-        Ok(()) => Ok(true),
-        Err(e) if vanished(&e) || e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
-        Err(e) => Err(e),
+    let mut missing = Vec::new();
+    let mut level = dir;
+    while !level.is_dir() {
+        missing.push(level);
+        match level.parent() {
+            Some(p) => level = p,
+            None => break,
+        }
     }
+    for level in missing.into_iter().rev() {
+        match fs::create_dir(level) {
+            // Made by another writer meanwhile: its entry is synced all the same, since
+            // that writer may not have got so far yet.
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) if vanished(&e) => return Ok(false),
+            Err(e) => return Err(e),
+        }
+        sync_parent(level)?;
+    }
+    Ok(true)
 }
 
 #[derive(Debug, Clone)]
