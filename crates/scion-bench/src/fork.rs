@@ -69,6 +69,8 @@ pub struct MoveCost {
     pub time: Summary,
     pub objects: u64,
     pub bytes: u64,
+    /// Of `bytes`, the head-history entries the moved ref carries (at most 16 of them).
+    pub history_bytes: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -81,6 +83,8 @@ pub struct CommitCost {
     pub segment_bytes_per_commit: f64,
     pub checkpoint_object_bytes: u64,
     pub pages_changed_per_commit: f64,
+    /// Each single-row checkpoint, timed alone (the row update and the size listing not).
+    pub time: Summary,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -238,6 +242,11 @@ pub fn run(opts: &ForkBenchOptions, progress: Progress<'_>) -> BenchResult<ForkB
             b.scion.rollback(&rb, &"fork".parse()?, &opts_move)?;
             Ok(())
         })?;
+        let history_bytes = |b: &Bed, branch: &BranchRef| -> BenchResult<u64> {
+            let (r, _) = b.scion.read_ref(branch)?;
+            Ok(serde_json::to_vec(&r.history).map_or(0, |v| v.len() as u64))
+        };
+        let rb_history = history_bytes(&b, &rb)?;
         let rollback_time = measure(opts.runs, |_| {
             b.scion.rollback(&rb, &"fork".parse()?, &opts_move)
         })?;
@@ -245,6 +254,7 @@ pub fn run(opts: &ForkBenchOptions, progress: Progress<'_>) -> BenchResult<ForkB
             b.scion.promote(&rb, &"target".parse()?, &opts_move)?;
             Ok(())
         })?;
+        let pr_history = history_bytes(&b, &br("db@target")?)?;
         let promote_time = measure(opts.runs, |_| {
             b.scion.promote(&rb, &"target".parse()?, &opts_move)
         })?;
@@ -262,11 +272,13 @@ pub fn run(opts: &ForkBenchOptions, progress: Progress<'_>) -> BenchResult<ForkB
                 time: rollback_time,
                 objects: rb_objects,
                 bytes: rb_bytes,
+                history_bytes: rb_history,
             },
             promote: MoveCost {
                 time: promote_time,
                 objects: pr_objects,
                 bytes: pr_bytes,
+                history_bytes: pr_history,
             },
         });
         if mib == opts.commit_size_mib {
@@ -334,10 +346,14 @@ pub fn run(opts: &ForkBenchOptions, progress: Progress<'_>) -> BenchResult<ForkB
     let mut segment_bytes = 0u64;
     let mut pages = 0u64;
     let mut checkpoint_object_bytes = 0;
+    let mut times = Vec::with_capacity(opts.commits);
     for i in 0..opts.commits {
         update_one_row(&path, &mut rng, rows)?;
         let size_before = store_object_bytes(b.scion.backend().as_ref())?;
-        let report = b.scion.checkpoint(&main, &format!("s{i}").parse()?)?;
+        let name = format!("s{i}").parse()?;
+        let started = std::time::Instant::now();
+        let report = b.scion.checkpoint(&main, &name)?;
+        times.push(started.elapsed());
         let size_after = store_object_bytes(b.scion.backend().as_ref())?;
         added.push(size_after.saturating_sub(size_before));
         segment_bytes += report.store.bytes;
@@ -357,6 +373,7 @@ pub fn run(opts: &ForkBenchOptions, progress: Progress<'_>) -> BenchResult<ForkB
         segment_bytes_per_commit: segment_bytes as f64 / opts.commits as f64,
         checkpoint_object_bytes,
         pages_changed_per_commit: pages as f64 / opts.commits as f64,
+        time: Summary::of(&times),
     };
 
     // Checkpoint of a clean checkout. A file modified less than a second before it is

@@ -82,9 +82,14 @@ pub enum Command {
         /// How full pages are stored (`scion config` changes it later).
         #[arg(long, value_name = "CODEC", default_value = "lz4", value_parser = page_compression())]
         page_compression: scion_core::PageCompression,
+        /// How long `gc` keeps every head a branch's history names, so `scion undo` and
+        /// `scion restore` can go back to it (`scion config` changes it later).
+        #[arg(long, value_name = "DURATION", default_value = "7d")]
+        history_retention: String,
     },
 
-    /// Show the store's settings, or change how new pages are stored.
+    /// Show the store's settings, or change how new pages are stored and how long the head
+    /// history keeps old heads.
     ///
     /// With --page-compression, every full page written from now on (by checkpoints,
     /// imports, sessions, `compact`) is stored that way; what is already stored stays as it
@@ -94,12 +99,17 @@ pub enum Command {
     /// keep the setting they read until they reopen it. The minimum GC grace is fixed at
     /// `init`: changing it under a commit or a `gc` of another process could lose data.
     #[command(
-        after_help = "Examples:\n  scion config\n  scion config --page-compression none   # faster checkouts from now on\n  scion config --page-compression none && scion compact shop   # and rewrite shop's head"
+        after_help = "Examples:\n  scion config\n  scion config --page-compression none   # faster checkouts from now on\n  scion config --page-compression none && scion compact shop   # and rewrite shop's head\n  scion config --history-retention 30d"
     )]
     Config {
         /// How full pages are stored from now on.
         #[arg(long, value_name = "CODEC", value_parser = page_compression())]
         page_compression: Option<scion_core::PageCompression>,
+        /// How long `gc` keeps every head a branch's history names (from the next `gc` on,
+        /// in every process). Shorter frees space sooner; `undo` and `restore` reach back
+        /// only this far.
+        #[arg(long, value_name = "DURATION")]
+        history_retention: Option<String>,
     },
 
     /// Create a database: empty, or imported from an existing SQLite file.
@@ -195,11 +205,13 @@ pub enum Command {
 
     /// Move a branch's head back to one of its checkpoints, in O(1).
     ///
-    /// The abandoned head is kept as the branch <branch>-pre-rollback (for 24 h unless
-    /// --backup-ttl), so a rollback can be undone. The checkout is refreshed; changes in it
-    /// that were never checkpointed are refused unless --force.
+    /// The move is recorded in the branch's head history (`scion log`), so `scion undo`
+    /// takes it back; the abandoned head is also named by the branch
+    /// <branch>-pre-rollback-v<version> (for 24 h unless --backup-ttl). A protected branch
+    /// (main) needs --force. The checkout is refreshed; changes in it that were never
+    /// checkpointed are refused unless --force.
     #[command(
-        after_help = "Examples:\n  scion rollback shop@try-1 --to before-migration\n  scion rollback shop@try-1 --to fork   # undo everything done on the branch"
+        after_help = "Examples:\n  scion rollback shop@try-1 --to before-migration\n  scion rollback shop@try-1 --to fork   # undo everything done on the branch\n  scion rollback shop --to v1 --force     # main is protected\n  scion undo shop                         # and back again"
     )]
     Rollback {
         /// db or db@branch.
@@ -213,8 +225,9 @@ pub enum Command {
 
     /// Make a branch's head the head of another branch of the same database, in O(1).
     ///
-    /// The target's old head is kept as <target>-pre-promote. A protected target (main)
-    /// needs --force.
+    /// The move is recorded in the target's head history (`scion undo` takes it back); the
+    /// target's old head is also named by <target>-pre-promote-v<version>. A protected
+    /// target (main) needs --force.
     #[command(after_help = "Example:\n  scion promote shop@try-2 --onto main --force")]
     Promote {
         /// The winning branch: db@branch.
@@ -226,7 +239,40 @@ pub enum Command {
         moving: MoveArgs,
     },
 
+    /// Every move of a branch's head, newest first: commits, rollbacks, promotes, undos,
+    /// restores, and its destroy.
+    ///
+    /// Each entry has a number for `scion restore --to`, the versions before and after,
+    /// the store's time and who moved it. `gc` keeps every head an entry younger than the
+    /// store's history retention names (`scion config`, 7 days by default).
+    #[command(
+        after_help = "Examples:\n  scion log shop\n  scion log shop@try-1 --json --limit 5\n  scion log shop@gone   # a destroyed branch, while its history lasts"
+    )]
+    Log(crate::cli_history::LogArgs),
+
+    /// Take back a branch's latest head move that is not undone yet; repeat to go further.
+    ///
+    /// The undo is a head move of its own, recorded in the history, so `scion restore
+    /// --to <entry>` can redo what it took back. A protected branch needs --force.
+    #[command(
+        after_help = "Examples:\n  scion undo shop@try-1\n  scion undo shop --force   # main is protected"
+    )]
+    Undo(crate::cli_history::UndoArgs),
+
+    /// Put a branch's head where an entry of its history left it, or bring a destroyed
+    /// branch back by name (as it was when destroyed, unless --to).
+    ///
+    /// A restored branch gets its head, fork point, protection and TTL back; its
+    /// checkpoints and checkout were removed with it.
+    #[command(
+        after_help = "Examples:\n  scion restore shop@try-1 --to 12\n  scion restore shop@try-1   # it was destroyed\n  scion restore shop --to 3 --force   # main is protected"
+    )]
+    Restore(crate::cli_history::RestoreArgs),
+
     /// Remove a branch: its ref, checkpoints and checkout files. Space is reclaimed by gc.
+    ///
+    /// Its head history outlives it: `scion restore` brings it back until the store's
+    /// history retention passes.
     #[command(
         after_help = "Examples:\n  scion destroy shop@try-1\n  scion destroy shop --force   # main and protected branches need --force"
     )]
@@ -480,15 +526,14 @@ pub enum LeaseCommand {
 /// What rollback and promote share: the safety fork and overriding refusals.
 #[derive(Debug, clap::Args)]
 pub struct MoveArgs {
-    /// Keep no safety fork (a protected branch then needs --force).
+    /// Make no safety fork (the head history keeps the abandoned head all the same).
     #[arg(long)]
     pub no_backup: bool,
     /// How long the safety fork lives (default 24h).
     #[arg(long, value_name = "DURATION")]
     pub backup_ttl: Option<String>,
-    /// Discard uncheckpointed changes in the moved branch's checkout; override another
-    /// holder's lease; needed to move a protected branch without a safety fork or to
-    /// promote onto a protected branch.
+    /// Needed to move a protected branch (main); also discards uncheckpointed changes in
+    /// the moved branch's checkout and overrides another holder's lease.
     #[arg(long)]
     pub force: bool,
 }
@@ -508,7 +553,7 @@ impl Command {
     pub fn error_context(&self) -> crate::errors::Context {
         use crate::errors::Context;
         match self {
-            Command::Rollback { .. } => Context::Rollback,
+            Command::Rollback { .. } | Command::Undo(_) | Command::Restore(_) => Context::Rollback,
             Command::Promote { .. } => Context::Promote,
             Command::Destroy { .. } => Context::Destroy,
             Command::Compact { .. } => Context::Compact,

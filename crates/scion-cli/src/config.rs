@@ -1,23 +1,62 @@
 //! What `scion config` prints.
 
+use std::time::Duration;
+
 use scion_core::ops::config::PageCompressionChange;
 use scion_core::Scion;
 
 use crate::output::Printer;
 
 impl Printer {
-    pub fn config(&self, s: &Scion, change: Option<PageCompressionChange>) {
+    /// The settings, and what this run changed: page compression, and the history
+    /// retention as (before, after).
+    pub fn config(
+        &self,
+        s: &Scion,
+        change: Option<PageCompressionChange>,
+        retention_change: Option<(Duration, Duration)>,
+    ) -> anyhow::Result<()> {
+        let retention = s.history_retention()?;
+        let compression_changed = change.filter(|c| c.before != c.after);
+        let retention_changed = retention_change.filter(|(before, after)| before != after);
         if self.json {
-            return self.emit(&serde_json::json!({
+            let mut changed = serde_json::Map::new();
+            if let Some(c) = compression_changed {
+                changed.insert(
+                    "page_compression".into(),
+                    serde_json::json!({"before": c.before, "after": c.after}),
+                );
+            }
+            if let Some((before, after)) = retention_changed {
+                changed.insert(
+                    "history_retention_secs".into(),
+                    serde_json::json!({"before": before.as_secs(), "after": after.as_secs()}),
+                );
+            }
+            self.emit(&serde_json::json!({
                 "store": s.location(),
                 "store_id": s.store_id(),
                 "page_compression": s.page_compression(),
                 "min_grace_secs": s.min_grace().as_secs(),
-                // null when the store already kept pages that way.
-                "changed": change.filter(|c| c.before != c.after).map(|c| serde_json::json!({
-                    "page_compression": {"before": c.before, "after": c.after},
-                })),
+                "history_retention_secs": retention.as_secs(),
+                // null when the store already had every setting asked for.
+                "changed": (!changed.is_empty()).then_some(changed),
             }));
+            return Ok(());
+        }
+        if let Some((before, after)) = retention_change {
+            if before != after {
+                println!(
+                    "history retention {} -> {}: from the next `scion gc` on, heads a branch's history names are kept this long",
+                    humantime::format_duration(before),
+                    humantime::format_duration(after)
+                );
+            } else {
+                println!(
+                    "history retention is already {}",
+                    humantime::format_duration(after)
+                );
+            }
         }
         match change {
             Some(c) if c.before != c.after => println!(
@@ -38,5 +77,10 @@ impl Printer {
             "minimum gc grace:  {} (fixed at init)",
             humantime::format_duration(s.min_grace())
         );
+        println!(
+            "history retention: {} (heads the head history names are kept from gc this long)",
+            humantime::format_duration(retention)
+        );
+        Ok(())
     }
 }

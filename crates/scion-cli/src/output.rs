@@ -64,17 +64,36 @@ impl Printer {
         if self.json {
             return self.emit(r);
         }
-        println!(
-            "{verb}: {} now holds what {} holds (its version {})",
-            r.branch, r.to, r.version
-        );
-        match &r.safety_fork {
-            Some(f) => println!("abandoned version {} is kept as {f}", r.abandoned_version),
-            None => println!(
-                "abandoned version {} (no safety fork kept)",
-                r.abandoned_version
+        match verb {
+            "undone" | "restored" => {
+                println!(
+                    "{verb}: {} now holds {}, as version {}",
+                    r.branch, r.to, r.version
+                )
+            }
+            _ => println!(
+                "{verb}: {} now holds what {} holds (its version {})",
+                r.branch, r.to, r.version
             ),
         }
+        if r.revived {
+            println!(
+                "the branch had been destroyed: its checkpoints are gone, its history is whole"
+            );
+            println!("take it back: scion destroy {}", r.branch);
+            return;
+        }
+        match &r.safety_fork {
+            Some(f) => println!(
+                "abandoned version {} is kept in the history (entry #{}) and as {f}",
+                r.abandoned_version, r.history_entry
+            ),
+            None => println!(
+                "abandoned version {} is kept in the history (entry #{})",
+                r.abandoned_version, r.history_entry
+            ),
+        }
+        println!("take it back: scion undo {}", r.branch);
         if r.discarded_changes {
             println!("discarded uncheckpointed changes in the checkout (--force)");
         }
@@ -406,6 +425,10 @@ impl Printer {
         println!(
             "pages:     compression {} (`scion config` changes it)",
             s.page_compression
+        );
+        println!(
+            "history:   heads kept {} after they were replaced (`scion log`, `scion config`)",
+            humantime::format_duration(std::time::Duration::from_secs(s.history_retention_secs))
         );
         if let Some(c) = &s.segment_cache {
             let limit = c

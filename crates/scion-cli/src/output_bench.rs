@@ -45,23 +45,25 @@ impl Printer {
                 f.fork_with_checkout.median_ms / f.fork_at_head.median_ms
             );
         }
-        println!("\nrollback and promote (each keeps a safety fork; budget <= 2 objects, <= 1 KiB, flat in size)");
+        println!("\nrollback and promote (each keeps a safety fork; budget <= 2 objects, <= 1 KiB besides the ref's head history of at most 16 entries, flat in size)");
         for f in &r.forks {
             println!(
-                "  {:>9}  rollback {:.3} ms, {} obj {} B   promote {:.3} ms, {} obj {} B",
+                "  {:>9}  rollback {:.3} ms, {} obj {} B ({} B history)   promote {:.3} ms, {} obj {} B ({} B history)",
                 format!("{} MiB", f.size_mib),
                 f.rollback.time.median_ms,
                 f.rollback.objects,
                 f.rollback.bytes,
+                f.rollback.history_bytes,
                 f.promote.time.median_ms,
                 f.promote.objects,
-                f.promote.bytes
+                f.promote.bytes,
+                f.promote.history_bytes
             );
         }
         let c = &r.commit_cost;
         println!(
-            "\nsingle-row commits at {} MiB ({} commits): {:.0} B added to the store per commit (max {} B; segment {:.0} B, checkpoint object {} B), {:.1} pages changed (budget <= 1536 B)",
-            c.size_mib, c.commits, c.store_bytes_added_per_commit, c.store_bytes_added_max, c.segment_bytes_per_commit, c.checkpoint_object_bytes, c.pages_changed_per_commit
+            "\nsingle-row commits at {} MiB ({} commits): {:.0} B added to the store per commit (max {} B; segment {:.0} B, checkpoint object {} B), {:.1} pages changed (budget <= 1536 B); {:.3} ms per checkpoint (median; min/max {:.3}/{:.3})",
+            c.size_mib, c.commits, c.store_bytes_added_per_commit, c.store_bytes_added_max, c.segment_bytes_per_commit, c.checkpoint_object_bytes, c.pages_changed_per_commit, c.time.median_ms, c.time.min_ms, c.time.max_ms
         );
         let k = &r.clean_checkpoint;
         println!(

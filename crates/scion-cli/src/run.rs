@@ -167,6 +167,9 @@ fn run_command(cli: &Cli, open: &dyn Fn(&Cli, bool) -> Result<Scion>) -> Result<
             let s = open(cli, false)?;
             let report = crate::cli_vfs::sql(s, args)?;
             p.rendered(&report, &report.render());
+            if let Some(line) = report.committed().filter(|_| !cli.json) {
+                eprintln!("{line}");
+            }
         }
         Command::Shell(args) => {
             let s = open(cli, false)?;
@@ -174,13 +177,26 @@ fn run_command(cli: &Cli, open: &dyn Fn(&Cli, bool) -> Result<Scion>) -> Result<
         }
         Command::Session(cmd) => crate::daemon::session(cli, cmd)?,
         Command::Events { since, socket } => crate::daemon::events(cli, *since, socket)?,
-        Command::Config { page_compression } => {
+        Command::Config {
+            page_compression,
+            history_retention,
+        } => {
+            let retention = history_retention
+                .as_deref()
+                .map(parse_duration)
+                .transpose()?;
             let s = open(cli, false)?;
             let change = page_compression
                 .map(|c| s.set_page_compression(c))
                 .transpose()?;
-            p.config(&s, change);
+            let retention_change = retention
+                .map(|r| s.set_history_retention(r).map(|before| (before, r)))
+                .transpose()?;
+            p.config(&s, change, retention_change)?;
         }
+        Command::Log(args) => crate::cli_history::log(&p, &open(cli, false)?, args)?,
+        Command::Undo(args) => crate::cli_history::undo(&p, &open(cli, false)?, args)?,
+        Command::Restore(args) => crate::cli_history::restore(&p, &open(cli, false)?, args)?,
         Command::Status => {
             let s = open(cli, false)?;
             p.status(&s.status()?);

@@ -33,9 +33,11 @@ fn open_with(
             crate::cli::Command::Init {
                 min_grace,
                 page_compression,
+                history_retention,
             } => StoreSettings {
                 min_grace: parse_duration(min_grace)?,
                 page_compression: *page_compression,
+                history_retention: parse_duration(history_retention)?,
             },
             _ => StoreSettings::default(),
         })

@@ -26,7 +26,15 @@ fn bench_fork_quick_reports_counted_costs() {
         assert_eq!(f["objects_for_100_forks"], 100);
         assert_eq!(f["rollback"]["objects"], 2);
         assert_eq!(f["promote"]["objects"], 2);
-        assert!(f["rollback"]["bytes"].as_u64().unwrap() <= 1024);
+        for mv in ["rollback", "promote"] {
+            let bytes = f[mv]["bytes"].as_u64().unwrap();
+            let history = f[mv]["history_bytes"].as_u64().unwrap();
+            assert!(history > 0, "{mv} is recorded in the head history");
+            assert!(
+                bytes - history <= 1024,
+                "{mv}: {bytes} B, {history} B of history"
+            );
+        }
         assert!(f["fork_at_head"]["runs"].as_u64().unwrap() >= 3);
         assert!(f["fork_with_checkout"]["runs"].as_u64().unwrap() >= 3);
     }

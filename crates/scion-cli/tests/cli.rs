@@ -270,6 +270,63 @@ fn lifecycle_session() {
     assert!(!ro.exists(), "destroy removed the read-only checkout too");
 }
 
+/// `scion log`, `undo` and `restore`, and a destroyed branch brought back by name.
+#[test]
+fn history_session() {
+    let s = prepared(30);
+    s.ok(&["init"]);
+    s.ok(&["create", "shop", "--from", "shop.db"]);
+    s.ok(&["fork", "shop", "try"]);
+    let path = std::path::PathBuf::from(s.ok(&["checkout", "shop@try"]).trim());
+    sqlite(&path, "UPDATE items SET price = 1");
+    s.ok(&["--holder", "h", "checkpoint", "shop@try", "one"]);
+    sqlite(&path, "UPDATE items SET price = 2");
+    s.ok(&["--holder", "h", "checkpoint", "shop@try", "two"]);
+    let h = |args: &[&'static str]| -> Vec<&'static str> {
+        let mut v = vec!["--holder", "h"];
+        v.extend_from_slice(args);
+        v
+    };
+    let steps: Vec<Vec<&str>> = vec![
+        h(&["rollback", "shop@try", "--to", "one"]),
+        h(&["log", "shop@try"]),
+        h(&["undo", "shop@try"]),
+        h(&["undo", "shop@try"]),
+        h(&["log", "shop@try", "--limit", "2"]),
+        h(&["restore", "shop@try", "--to", "3"]),
+        h(&["restore", "shop@try"]),
+        h(&["restore", "shop@try", "--to", "99"]),
+        h(&["restore", "shop@try", "--to", "x"]),
+        h(&["undo", "shop"]),
+        h(&["log", "shop"]),
+        h(&["destroy", "shop@try"]),
+        h(&["log", "shop@try"]),
+        h(&["restore", "shop@try"]),
+        h(&["log", "shop@try", "--limit", "3"]),
+        h(&["restore", "shop@never"]),
+        h(&["config", "--history-retention", "30d"]),
+        h(&["config", "--history-retention", "soon"]),
+    ];
+    let steps: Vec<&[&str]> = steps.iter().map(Vec::as_slice).collect();
+    let t = transcript(&s, &steps);
+    insta::assert_snapshot!("history_session", t);
+    let log = s.json(&["log", "shop@try"]);
+    assert_eq!(log["live"], true);
+    assert_eq!(log["entries"][0]["op"], "restore");
+    assert_eq!(log["entries"][1]["op"], "destroy");
+    assert_eq!(log["entries"][1]["new"], serde_json::Value::Null);
+    assert_eq!(
+        sqlite(&path_of(&s, "shop@try"), "SELECT DISTINCT price FROM items"),
+        "Real(1.0)"
+    );
+    let status = s.json(&["status"]);
+    assert_eq!(status["history_retention_secs"], 30 * 86_400);
+}
+
+fn path_of(s: &Session, target: &str) -> std::path::PathBuf {
+    std::path::PathBuf::from(s.ok(&["checkout", target]).trim())
+}
+
 #[test]
 fn a_locked_from_source_exits_9_and_a_hot_journal_says_what_to_do() {
     let s = prepared(3000);

@@ -72,13 +72,15 @@ async fn every_tool_answers_a_real_mcp_client_and_unsafe_calls_are_refused() {
             "scion_diff",
             "scion_fork",
             "scion_list",
+            "scion_log",
             "scion_promote",
             "scion_query",
             "scion_rollback",
             "scion_session_close",
             "scion_session_open",
             "scion_session_status",
-            "scion_touch"
+            "scion_touch",
+            "scion_undo"
         ]
     );
     // A fork gets the default TTL; a longer one is capped; "none" is refused.
@@ -179,7 +181,7 @@ async fn every_tool_answers_a_real_mcp_client_and_unsafe_calls_are_refused() {
     .await;
     assert_eq!(ok(&rb)["to"], "fork");
     let backup = ok(&rb)["backup"].as_str().unwrap_or_default().to_string();
-    assert!(backup.contains("try-1-pre-rollback"), "{rb:?}");
+    assert!(backup.contains("try-1-pre-rollback-v"), "{rb:?}");
     // Force is refused; main is protected, so promoting onto it needs force.
     assert_eq!(
         refused(
@@ -295,6 +297,83 @@ async fn every_tool_answers_a_real_mcp_client_and_unsafe_calls_are_refused() {
     c.cancel().await.unwrap();
 }
 
+/// The attack a careless agent can make with the server's defaults: roll a protected `main`
+/// back, then destroy the only branch that named its old head. The rollback is refused;
+/// with force allowed it goes through, the destroy too, and main's work is still there:
+/// the head history names it, `gc` keeps it, and `undo` brings it back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rollback_then_destroy_attack_on_a_protected_main_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Served::prepare(dir.path(), 20);
+    let main_path = s.scion(&["checkout", "shop"]).trim().to_string();
+    rusqlite::Connection::open(&main_path)
+        .unwrap()
+        .execute("INSERT INTO items(name, qty) VALUES ('main-work', 42)", [])
+        .unwrap();
+    s.scion(&["checkpoint", "shop", "work"]);
+    let main_work = |s: &Served| {
+        s.scion(&[
+            "sql",
+            "shop",
+            "SELECT count(*) FROM items WHERE name = 'main-work'",
+        ])
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .to_string()
+    };
+    assert_eq!(main_work(&s), "1");
+    let c = connect(&s, &["--daemon", "never"]).await;
+    let rollback = json!({"database": "shop", "branch": "main", "to": "init"});
+    assert_eq!(
+        refused(&call(&c, "scion_rollback", rollback.clone()).await),
+        "protected"
+    );
+    let mut forced = rollback.clone();
+    forced["force"] = json!(true);
+    assert_eq!(
+        refused(&call(&c, "scion_rollback", forced.clone()).await),
+        "force_not_allowed"
+    );
+    assert_eq!(
+        refused(
+            &call(
+                &c,
+                "scion_undo",
+                json!({"database": "shop", "branch": "main"})
+            )
+            .await
+        ),
+        "protected"
+    );
+    assert_eq!(main_work(&s), "1", "main is untouched");
+    c.cancel().await.unwrap();
+    // A server started with --allow-force lets the agent go through with it.
+    let c = connect(&s, &["--daemon", "never", "--allow-force"]).await;
+    let rb = call(&c, "scion_rollback", forced).await;
+    let backup = ok(&rb)["backup"].as_str().unwrap().to_string();
+    let backup_branch = backup.split_once('@').unwrap().1.to_string();
+    let gone = call(
+        &c,
+        "scion_destroy",
+        json!({"database": "shop", "branch": backup_branch}),
+    )
+    .await;
+    assert_eq!(ok(&gone)["destroyed"], true);
+    let log = call(&c, "scion_log", json!({"database": "shop"})).await;
+    let newest = &ok(&log)["entries"][0];
+    assert_eq!(newest["op"], "rollback");
+    assert_eq!(newest["detail"], "shop@main@init");
+    c.cancel().await.unwrap();
+    assert_eq!(main_work(&s), "0", "main was rolled back");
+    // gc with no grace keeps what the history names; undo brings main's work back.
+    s.scion(&["gc", "--grace", "0", "--force"]);
+    s.scion(&["gc", "--grace", "0", "--force"]);
+    s.scion(&["undo", "shop", "--force"]);
+    assert_eq!(main_work(&s), "1", "main's work survived the attack");
+    s.scion(&["verify"]);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn read_only_mode_offers_only_the_reading_tools() {
     let dir = tempfile::tempdir().unwrap();
@@ -306,6 +385,7 @@ async fn read_only_mode_offers_only_the_reading_tools() {
             "scion_checkout",
             "scion_diff",
             "scion_list",
+            "scion_log",
             "scion_query",
             "scion_session_status"
         ]

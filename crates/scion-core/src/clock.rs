@@ -64,6 +64,11 @@ impl StoreTime {
         StoreTime(self.0.checked_add(d).unwrap_or(far_future()))
     }
 
+    /// `self - d`, saturating at the epoch.
+    pub fn saturating_sub(self, d: std::time::Duration) -> Self {
+        StoreTime(self.0.checked_sub(d).unwrap_or(UNIX_EPOCH).max(UNIX_EPOCH))
+    }
+
     /// How long after `earlier` this is (zero if it is not later).
     pub fn since(self, earlier: StoreTime) -> std::time::Duration {
         self.0.duration_since(earlier.0).unwrap_or_default()

@@ -22,6 +22,7 @@ use scion_store::ETag;
 use crate::clock::StoreTime;
 use crate::error::{CoreError, CoreResult};
 use crate::format::{Locator, RootRecord, SegmentId};
+use crate::history::HeadMove;
 use crate::names::BranchRef;
 use crate::publish::REF_CAS_TRIES;
 use crate::refs::{ref_key, Ref};
@@ -104,7 +105,7 @@ impl Scion {
         let etag = self.create_ref(b, r)?;
         if !self.segments_exist(&sealed.segments)? {
             // Only our own, still unchanged ref is removed: nobody has built on it.
-            let _ = self.backend.delete_if(&ref_key(b), &etag);
+            let _ = self.remove_own_ref(b, r, &etag);
             return Err(CoreError::CommitLost {
                 branch: b.to_string(),
             });
@@ -117,22 +118,28 @@ impl Scion {
     /// head changed meanwhile (a touch, protect, TTL change), `apply` is re-applied to the
     /// fresh ref; when the head, its epoch or its lease holder changed, another writer won
     /// and this is a [`CoreError::Conflict`].
+    ///
+    /// The move is recorded in the new ref's head history as `mv` says (spilling older
+    /// entries into a history object when the ref holds too many).
     pub(crate) fn publish_head(
         &self,
         b: &BranchRef,
         base: &Ref,
         etag: ETag,
         sealed: Option<&Sealed>,
+        mv: &HeadMove,
         apply: impl Fn(&mut Ref),
     ) -> CoreResult<(Ref, ETag)> {
         if let Some(s) = sealed {
             self.check_sealed(b, s)?;
         }
+        let at = self.store_time()?;
         let (mut current, mut etag) = (base.clone(), etag);
         let mut tries = 1;
         loop {
             let mut next = current.clone();
             apply(&mut next);
+            self.record_move(b, &current, &mut next, mv, at)?;
             match self.write_ref(b, &mut next, &etag) {
                 Ok(new_etag) => {
                     if let Some(s) = sealed {

@@ -102,6 +102,8 @@ pub fn describe(e: &CoreError, context: Context) -> Described {
         NoSuchTable { .. } => d(Exit::NotFound, "no_such_table", None),
         InvalidDuration { .. } => d(Exit::InvalidInput, "invalid_duration", Some("durations look like 30s, 10m, 2h, 7d".into())),
         InvalidInput { .. } => d(Exit::InvalidInput, "invalid_input", None),
+        NothingToUndo { branch, .. } => d(Exit::Refused, "nothing_to_undo", Some(format!("`scion log {branch}` lists its moves; `scion restore {branch} --to <entry>` picks any of them"))),
+        HistoryEntryNotFound { branch, .. } => d(Exit::NotFound, "history_entry_not_found", Some(format!("`scion log {branch}` lists the entries still kept"))),
         SegmentCollision { .. } => d(Exit::Transient, "segment_collision", Some("retry".into())),
         CommitExpired { .. } => d(Exit::Transient, "commit_expired", Some("retry; nothing was published".into())),
         CommitLost { .. } => d(Exit::Transient, "commit_lost", Some("retry the commit; never run `gc --force` with a short grace while others write".into())),

@@ -100,6 +100,10 @@ pub enum CoreError {
     VerifyFailed { problems: usize },
     #[error("a grace of {grace} is below this store's minimum of {minimum}: a commit in flight could lose its data; pass --force only while nothing else writes to the store")]
     GraceBelowMinimum { grace: String, minimum: String },
+    #[error("nothing to undo on {branch}: {reason}")]
+    NothingToUndo { branch: String, reason: String },
+    #[error("{branch} has no history entry #{entry} (`scion log {branch}` lists them)")]
+    HistoryEntryNotFound { branch: String, entry: u64 },
     #[error("invalid input: {reason}")]
     InvalidInput { reason: String },
     #[error("segment id {id} is already taken in the store; retry the operation")]

@@ -9,6 +9,7 @@ pub mod described;
 pub mod diff;
 mod error;
 pub mod format;
+pub mod history;
 mod manifest;
 mod materialize;
 pub mod names;

@@ -1,5 +1,6 @@
 //! `scion.json`: the store manifest, written by `init`; afterwards only its page compression
-//! changes (`Scion::set_page_compression`).
+//! and history retention change (`Scion::set_page_compression`,
+//! `Scion::set_history_retention`).
 
 use std::time::Duration;
 
@@ -7,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{CoreError, CoreResult};
 use crate::format::PageCompression;
+use crate::history::DEFAULT_HISTORY_RETENTION;
 
 pub const MANIFEST_KEY: &str = "scion.json";
 /// The store layout this binary writes and the newest it reads.
@@ -27,6 +29,10 @@ pub struct Manifest {
     /// How new full page frames are stored; a manifest without it means lz4.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub page_compression: Option<PageCompression>,
+    /// How long `gc` keeps every head the head history names; a manifest without it means
+    /// [`DEFAULT_HISTORY_RETENTION`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history_retention_secs: Option<u64>,
 }
 
 /// What `init` records in a new store's manifest.
@@ -35,6 +41,8 @@ pub struct StoreSettings {
     /// `gc` refuses a shorter grace without `force`.
     pub min_grace: Duration,
     pub page_compression: PageCompression,
+    /// How long `gc` keeps every head the head history names.
+    pub history_retention: Duration,
 }
 
 impl Default for StoreSettings {
@@ -42,6 +50,7 @@ impl Default for StoreSettings {
         StoreSettings {
             min_grace: DEFAULT_MIN_GRACE,
             page_compression: PageCompression::default(),
+            history_retention: DEFAULT_HISTORY_RETENTION,
         }
     }
 }
@@ -56,6 +65,13 @@ impl Manifest {
 
     pub fn page_compression(&self) -> PageCompression {
         self.page_compression.unwrap_or_default()
+    }
+
+    pub fn history_retention(&self) -> Duration {
+        self.history_retention_secs
+            .map(Duration::from_secs)
+            .unwrap_or(DEFAULT_HISTORY_RETENTION)
+            .min(crate::clock::MAX_DURATION)
     }
 
     pub fn decode(bytes: &[u8], location: &str) -> CoreResult<Self> {

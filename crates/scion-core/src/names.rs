@@ -11,9 +11,9 @@ use crate::CoreError;
 
 pub const MAX_NAME_LEN: usize = 100;
 
-/// Branch names scion derives (a safety fork's `<branch>-pre-rollback`) may be this much
-/// longer than names people pick, so every branch can have its safety fork.
-pub const DERIVED_NAME_ROOM: usize = 16;
+/// Branch names scion derives (a safety fork's `<branch>-pre-rollback-v<version>`) may be
+/// this much longer than names people pick, so every branch can have its safety forks.
+pub const DERIVED_NAME_ROOM: usize = 40;
 
 /// Checkpoint names that resolve without an object: the version a branch was forked at,
 /// and the version `create` made.
@@ -25,7 +25,7 @@ fn validate(kind: &'static str, s: &str, max_len: usize) -> Result<(), CoreError
     } else if s.len() > max_len && max_len == MAX_NAME_LEN {
         Some("is longer than 100 characters")
     } else if s.len() > max_len {
-        Some("is longer than 116 characters (100 for names you pick, plus room for a safety fork's suffix)")
+        Some("is longer than 140 characters (100 for names you pick, plus room for a safety fork's suffix)")
     } else if !s.as_bytes()[0].is_ascii_lowercase() && !s.as_bytes()[0].is_ascii_digit() {
         Some("must start with a lowercase letter or a digit")
     } else if !s

@@ -58,6 +58,26 @@ impl Scion {
         }
     }
 
+    /// Remove a ref this process just created (`r`, written with `etag`) because what it
+    /// names turned out to be gone. It is claimed first, by compare-and-swap, as a destroy
+    /// claims a branch: no writer publishes onto a claimed ref, so the delete that follows
+    /// (a HEAD then a DELETE on S3, which has no conditional delete) cannot remove another
+    /// writer's commit that landed in between. A claim that loses its race leaves the ref
+    /// to whoever moved it.
+    pub(crate) fn remove_own_ref(&self, b: &BranchRef, r: &Ref, etag: &ETag) -> CoreResult<()> {
+        let mut claimed = r.clone();
+        claimed.destroying_since = Some(self.store_time()?);
+        let claimed_etag = match self.write_ref(b, &mut claimed, etag) {
+            Ok(e) => e,
+            Err(CoreError::Conflict { .. }) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        match self.backend.delete_if(&ref_key(b), &claimed_etag) {
+            Ok(()) | Err(StoreError::NotFound { .. } | StoreError::Conflict { .. }) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// Compare-and-swap a ref from the state `etag` names. `r` gets the nonce written.
     pub(crate) fn write_ref(&self, b: &BranchRef, r: &mut Ref, etag: &ETag) -> CoreResult<ETag> {
         let body = r.encode_fresh();
@@ -112,5 +132,41 @@ impl Scion {
                 Err(e) => return Err(e),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use scion_store::MemoryBackend;
+
+    use crate::{BranchRef, ClonePolicy, CoreError, DbName, Scion, ScionOptions};
+
+    #[test]
+    fn removing_an_own_ref_never_removes_a_write_that_landed_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Scion::init(
+            Arc::new(MemoryBackend::new()),
+            "mem",
+            ScionOptions::new(dir.path().join("co"), ClonePolicy::Auto),
+        )
+        .unwrap();
+        s.create(&DbName::new("shop").unwrap(), None).unwrap();
+        let main: BranchRef = "shop".parse().unwrap();
+        s.fork(&main, &"x".parse().unwrap(), None).unwrap();
+        let b: BranchRef = "shop@x".parse().unwrap();
+        let (r, etag) = s.read_ref(&b).unwrap();
+        // Another writer moved the ref between our create and our clean-up.
+        s.touch(&b, None).unwrap();
+        s.remove_own_ref(&b, &r, &etag).unwrap();
+        assert!(s.read_ref(&b).is_ok(), "the other writer's state is kept");
+        // Unmoved, it is claimed (no writer publishes onto a claim) and removed.
+        let (r, etag) = s.read_ref(&b).unwrap();
+        s.remove_own_ref(&b, &r, &etag).unwrap();
+        assert!(matches!(
+            s.read_ref_any(&b),
+            Err(CoreError::BranchNotFound { .. })
+        ));
     }
 }

@@ -8,11 +8,14 @@ use serde::{Deserialize, Serialize};
 use crate::clock::StoreTime;
 use crate::error::{CoreError, CoreResult};
 use crate::format::Locator;
+use crate::history::HeadEntry;
 use crate::names::{BranchName, BranchRef, CheckpointName, DbName};
 
 /// Ref schema 2 adds `nonce` and the typed `safety` mark (schema 1 kept the mark as the
-/// meta entry `scion.safety`; it is read into `safety`).
-pub const REF_SCHEMA: u32 = 2;
+/// meta entry `scion.safety`; it is read into `safety`). Schema 3 adds the head history
+/// (`history`, `history_before`): a binary that does not know it would drop it on its
+/// next write, so it must refuse the ref instead.
+pub const REF_SCHEMA: u32 = 3;
 /// Checkpoint schema 1; `nonce` is an optional field older readers ignore.
 pub const CHECKPOINT_SCHEMA: u32 = 1;
 
@@ -121,6 +124,12 @@ pub struct Ref {
     pub safety: Option<SafetyMark>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub meta: BTreeMap<String, String>,
+    /// The newest moves of the head, oldest first (see [`crate::history`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub history: Vec<HeadEntry>,
+    /// The history object holding the moves before `history`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history_before: Option<String>,
     /// Drawn afresh by every write of this ref.
     #[serde(default, skip_serializing_if = "Nonce::is_empty")]
     pub nonce: Nonce,
@@ -252,7 +261,7 @@ impl Checkpoint {
 }
 
 /// Decode a JSON object whose `schema` must not be newer than `supported`.
-fn decode_versioned<T: serde::de::DeserializeOwned>(
+pub(crate) fn decode_versioned<T: serde::de::DeserializeOwned>(
     bytes: &[u8],
     key: &str,
     supported: u32,
@@ -295,7 +304,7 @@ pub fn branch_from_key(db: &DbName, key: &str) -> Option<BranchName> {
     key.strip_prefix(&refs_prefix(db))?.parse().ok()
 }
 
-mod locator_text {
+pub(crate) mod locator_text {
     use serde::{Deserialize, Deserializer, Serializer};
 
     use crate::format::Locator;

@@ -118,6 +118,7 @@ impl Scion {
             created_at: rfc3339(backend.now()?),
             min_grace_secs: Some(settings.min_grace.as_secs()),
             page_compression: Some(settings.page_compression),
+            history_retention_secs: Some(settings.history_retention.as_secs()),
         };
         let body = serde_json::to_vec_pretty(&manifest).expect("manifest serializes");
         match backend.put(MANIFEST_KEY, &body, PutMode::Create) {

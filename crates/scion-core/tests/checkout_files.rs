@@ -213,6 +213,8 @@ fn rollback_with_a_write_landing(
     force: bool,
 ) -> (Env, PathBuf, scion_core::ops::lifecycle::MoveReport) {
     let (e, b, path) = shop_checked_out(200);
+    // Rolling a protected main back would need force, which is what this compares against.
+    e.scion.set_protected(&b, false).unwrap();
     exec(&path, "UPDATE items SET price = 12345 WHERE id = 1;");
     e.scion.checkpoint(&b, &"one".parse().unwrap()).unwrap();
     let s = with_write_during_materialize(

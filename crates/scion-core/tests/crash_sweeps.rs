@@ -104,6 +104,20 @@ fn shop_with_history() -> Env {
     e
 }
 
+/// The safety fork a completed move of `shop@{of}` made.
+fn safety_fork_of(e: &Env, of: &str) -> String {
+    let s = e.reopen();
+    let forks: Vec<String> = s
+        .list_branches(&"shop".parse().unwrap())
+        .unwrap()
+        .into_iter()
+        .filter(|(_, r)| r.safety.as_ref().is_some_and(|m| m.of == of))
+        .map(|(name, _)| format!("shop@{name}"))
+        .collect();
+    assert_eq!(forks.len(), 1, "one safety fork of {of}: {forks:?}");
+    forks[0].clone()
+}
+
 fn prices(e: &Env, target: &str) -> String {
     let s = e.reopen();
     let out = e.path(&format!("prices-{}.db", unique()));
@@ -208,7 +222,10 @@ fn crash_sweep_rollback() {
             assert!(head == "1.0" || head == "2.0", "old or new head: {head}");
             if ok {
                 assert_eq!(head, "1.0");
-                assert_eq!(prices(e, "shop@work-pre-rollback"), "2.0");
+                assert_eq!(prices(e, &safety_fork_of(e, "work")), "2.0");
+                // The head history names the abandoned head too.
+                let log = e.reopen().head_history(&br("shop@work"), Some(1)).unwrap();
+                assert_eq!(log.entries[0].op, scion_core::history::HeadOp::Rollback);
             }
         },
     );
@@ -251,6 +268,72 @@ fn crash_sweep_destroy() {
                 s.destroy(&br("shop@work"), true).unwrap();
             }
             assert!(s.list_checkpoints(&br("shop@work")).is_err());
+            // Whatever point the destroy reached, the branch can be brought back.
+            s.restore(&br("shop@work"), None, &MoveOptions::default())
+                .unwrap();
+            assert_eq!(prices(e, "shop@work"), "2.0");
+        },
+    );
+}
+
+/// Undo a rollback: the head goes back, or stays; the history says which.
+#[test]
+fn crash_sweep_undo() {
+    let setup = || {
+        let e = shop_with_history();
+        e.scion
+            .rollback(
+                &br("shop@work"),
+                &"c1".parse().unwrap(),
+                &MoveOptions::default(),
+            )
+            .unwrap();
+        e
+    };
+    sweep(
+        "undo",
+        setup,
+        |s| s.undo(&br("shop@work"), &MoveOptions::default()).map(drop),
+        |e, ok| {
+            let head = prices(e, "shop@work");
+            let newest = e
+                .reopen()
+                .head_history(&br("shop@work"), Some(1))
+                .unwrap()
+                .entries[0]
+                .op;
+            if ok || head == "2.0" {
+                assert_eq!(head, "2.0");
+                assert_eq!(newest, scion_core::history::HeadOp::Undo);
+            } else {
+                assert_eq!(head, "1.0");
+                assert_eq!(newest, scion_core::history::HeadOp::Rollback);
+            }
+        },
+    );
+}
+
+/// Bring a destroyed branch back: it exists with its last head, or not at all.
+#[test]
+fn crash_sweep_restore_a_destroyed_branch() {
+    let setup = || {
+        let e = shop_with_history();
+        e.scion.destroy(&br("shop@work"), false).unwrap();
+        e
+    };
+    sweep(
+        "restore",
+        setup,
+        |s| {
+            s.restore(&br("shop@work"), None, &MoveOptions::default())
+                .map(drop)
+        },
+        |e, ok| {
+            let back = e.reopen().read_ref(&br("shop@work")).is_ok();
+            assert!(back || !ok, "a restore reported done left no branch");
+            if back {
+                assert_eq!(prices(e, "shop@work"), "2.0");
+            }
         },
     );
 }

@@ -219,3 +219,92 @@ fn copy_dir(from: &Path, to: &Path) {
         }
     }
 }
+
+/// Ref schema 3 (with its head history) and history objects: today's encoders write these
+/// exact bytes, and they decode to the same values.
+#[test]
+fn ref_schema_3_and_history_objects_are_pinned() {
+    use scion_core::clock::StoreTime;
+    use scion_core::history::{DestroyedBranch, HeadEntry, HeadOp, HistoryObject};
+    use scion_core::refs::{Parent, Ref};
+
+    let at = |ms: u64| {
+        StoreTime::from_store_clock(std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms))
+    };
+    let entry = |seq: u64, op: HeadOp, old: Option<Locator>, new: Option<Locator>| HeadEntry {
+        seq,
+        op,
+        old,
+        old_version: seq + 1,
+        new,
+        new_version: seq + 2,
+        at: at(1_700_000_000_000 + seq),
+        holder: "host:1a2b3c4d:4026531836/812".into(),
+        detail: (op == HeadOp::Rollback).then(|| "shop@try@v1".to_string()),
+        undoes: (op == HeadOp::Undo).then_some(seq - 1),
+    };
+    let (a, b) = (loc(0x1111, 32, 68), loc(0x2222, 32, 68));
+    let r = Ref {
+        schema: scion_core::refs::REF_SCHEMA,
+        root: b,
+        version: 5,
+        page_size: 4096,
+        page_count: 2,
+        fork_root: a,
+        fork_version: 2,
+        init_root: a,
+        parent: Some(Parent {
+            branch: "main".into(),
+            version: 2,
+            checkpoint: None,
+        }),
+        protected: false,
+        created_at: at(1_700_000_000_000),
+        touched_at: at(1_700_000_000_004),
+        epoch: 0,
+        lease: None,
+        ttl_secs: None,
+        destroying_since: None,
+        safety: None,
+        meta: Default::default(),
+        history: vec![
+            entry(2, HeadOp::Rollback, Some(a), Some(b)),
+            entry(3, HeadOp::Undo, Some(b), Some(a)),
+        ],
+        history_before: Some("history/shop/try/1700000000001-0000000001-0a1b2c3d".into()),
+        nonce: Default::default(),
+    };
+    pin("ref-v3.json", &r.encode());
+    let back = Ref::decode(
+        &std::fs::read(golden_dir().join("ref-v3.json")).unwrap(),
+        "refs/shop/try",
+    )
+    .unwrap();
+    assert_eq!(back, r);
+
+    let object = HistoryObject {
+        schema: scion_core::history::HISTORY_SCHEMA,
+        branch: "shop@try".into(),
+        previous: None,
+        entries: vec![
+            entry(1, HeadOp::Commit, Some(a), Some(b)),
+            entry(4, HeadOp::Destroy, Some(a), None),
+        ],
+        destroyed: Some(DestroyedBranch {
+            fork_root: a,
+            fork_version: 2,
+            init_root: a,
+            parent: None,
+            protected: true,
+            ttl_secs: Some(3600),
+            meta: [("by".to_string(), "agent-7".to_string())].into(),
+        }),
+    };
+    pin("history-object.json", &object.encode());
+    let back = HistoryObject::decode(
+        &std::fs::read(golden_dir().join("history-object.json")).unwrap(),
+        "history/shop/try/x",
+    )
+    .unwrap();
+    assert_eq!(back, object);
+}

@@ -169,12 +169,15 @@ struct ModelBranch {
 /// Returns the index of a slot that was replaced (its old checkout is now stale).
 fn keep_safety(
     branches: &mut Vec<ModelBranch>,
-    i: usize,
+    report: &scion_core::ops::lifecycle::MoveReport,
     old: &PathBuf,
-    suffix: &str,
     new_model: &dyn Fn(&str, &PathBuf) -> ModelBranch,
 ) -> Option<usize> {
-    let name = format!("{}-{suffix}", branches[i].scion.branch);
+    let fork = report
+        .safety_fork
+        .as_deref()
+        .expect("a safety fork was made");
+    let name = fork.split_once('@').expect("db@branch").1.to_string();
     match branches
         .iter()
         .position(|b| b.scion.branch.as_str() == name)
@@ -381,12 +384,13 @@ fn run_in(e: Env, ops: Vec<Op>) {
                     force: true,
                     ..Default::default()
                 };
-                e.scion
+                let report = e
+                    .scion
                     .rollback(&branches[i].scion, &name.parse().unwrap(), &force)
                     .unwrap();
                 branches[i].expired = false;
                 let old = branches[i].committed.clone();
-                if let Some(j) = keep_safety(&mut branches, i, &old, "pre-rollback", &new_model) {
+                if let Some(j) = keep_safety(&mut branches, &report, &old, &new_model) {
                     refresh_replaced(&e, &mut branches, j, &mut conns, &mut readers);
                 }
                 let b = &mut branches[i];
@@ -404,7 +408,8 @@ fn run_in(e: Env, ops: Vec<Op>) {
                     force: true,
                     ..Default::default()
                 };
-                e.scion
+                let report = e
+                    .scion
                     .promote(&branches[s_i].scion, &branches[o_i].scion.branch, &force)
                     .unwrap();
                 // The source's state, before its ref might be the safety slot replaced below.
@@ -412,7 +417,7 @@ fn run_in(e: Env, ops: Vec<Op>) {
                 cp(&branches[s_i].committed, &from);
                 branches[o_i].expired = false;
                 let old = branches[o_i].committed.clone();
-                if let Some(j) = keep_safety(&mut branches, o_i, &old, "pre-promote", &new_model) {
+                if let Some(j) = keep_safety(&mut branches, &report, &old, &new_model) {
                     refresh_replaced(&e, &mut branches, j, &mut conns, &mut readers);
                 }
 

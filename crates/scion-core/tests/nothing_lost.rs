@@ -352,7 +352,7 @@ fn safety_fork_of_a_branch_at_the_name_limit() {
         .unwrap();
     assert_eq!(
         r.safety_fork.as_deref(),
-        Some(format!("shop@{name}-pre-rollback").as_str())
+        Some(format!("shop@{name}-pre-rollback-v2").as_str())
     );
     let too_long = "c".repeat(scion_core::names::MAX_NAME_LEN + 1);
     let err = e
@@ -420,6 +420,33 @@ fn gc_sweeps_temp_leftovers_older_than_the_grace() {
     let gc = e.scion.gc(Duration::ZERO, true).unwrap();
     assert_eq!(gc.temp_files_removed, 1);
     assert!(!leftover.exists());
+}
+
+/// A crash between a local store's temp write and its rename leaves `.scion-tmp/*.tmp`
+/// (up to a whole segment): `verify` lists it and `gc` sweeps it as it does checkout temps.
+#[test]
+fn the_local_stores_own_temp_files_are_listed_and_swept() {
+    let e = env();
+    create_shop(&e, 20);
+    let tmp = e
+        .store_dir()
+        .join(scion_store::local::TMP_DIR)
+        .join("0123456789abcdef.tmp");
+    std::fs::write(&tmp, vec![7u8; 16 * 1024]).unwrap();
+    let report = e.scion.verify().unwrap();
+    assert!(report.ok(), "a leftover is garbage, not damage");
+    assert_eq!(report.temp_files, [tmp.display().to_string()]);
+    assert_eq!(report.temp_bytes, 16 * 1024);
+    let kept = e.scion.gc(Duration::from_secs(3600), false).unwrap();
+    assert_eq!(kept.temp_files_removed, 0, "younger than the grace");
+    let swept = e.scion.gc(Duration::ZERO, true).unwrap();
+    assert_eq!(swept.temp_files_removed, 1);
+    assert_eq!(swept.temp_bytes_removed, 16 * 1024);
+    assert!(!tmp.exists());
+    // The store still works: its temp directory is where the next write goes.
+    e.scion
+        .fork(&br("shop"), &"after".parse().unwrap(), None)
+        .unwrap();
 }
 
 #[test]

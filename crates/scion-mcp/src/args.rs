@@ -90,6 +90,29 @@ pub struct RollbackArgs {
     pub branch: String,
     /// The checkpoint to go back to.
     pub to: String,
+    /// Needed for a protected branch (main is); refused unless the server allows force.
+    #[serde(default)]
+    pub force: bool,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LogArgs {
+    pub database: String,
+    #[serde(default = "main_branch")]
+    pub branch: String,
+    /// At most this many entries, newest first (default 20).
+    pub limit: Option<usize>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UndoArgs {
+    pub database: String,
+    pub branch: String,
+    /// Needed for a protected branch (main is); refused unless the server allows force.
+    #[serde(default)]
+    pub force: bool,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -204,6 +227,7 @@ impl ForkFrom {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SessionCloseArgs {
+    /// The session's id (s-...), or the branch it captures (db@branch).
     pub session_id: String,
     /// Commit what was captured before closing (false is refused: this server never
     /// discards captured work).
@@ -216,6 +240,6 @@ pub struct SessionCloseArgs {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SessionStatusArgs {
-    /// One session (default: all).
+    /// One session, by id (s-...) or by the branch it captures (db@branch); default: all.
     pub session_id: Option<String>,
 }

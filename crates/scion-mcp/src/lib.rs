@@ -27,6 +27,7 @@ use policy::{done, enc, failed, refuse, ToolResult};
 /// The tools offered in `--read-only` mode.
 const READING_TOOLS: &[&str] = &[
     "scion_list",
+    "scion_log",
     "scion_diff",
     "scion_query",
     "scion_checkout",
@@ -183,8 +184,10 @@ impl ScionMcp {
         )
     }
 
-    /// Move a branch's head back to checkpoint `to`; the abandoned head is kept as a
-    /// safety fork.
+    /// Move a branch's head back to checkpoint `to`; the move is recorded in the branch's
+    /// head history (scion_undo takes it back) and the abandoned head is kept as a safety
+    /// fork. A protected branch (main) needs force, which this server refuses unless
+    /// allowed: work on a fork instead.
     #[tool(
         name = "scion_rollback",
         annotations(
@@ -195,17 +198,74 @@ impl ScionMcp {
         )
     )]
     async fn rollback(&self, Parameters(a): Parameters<RollbackArgs>) -> ToolResult {
+        answer!(self.check_force(a.force));
         let b = format!("{}@{}", a.database, a.branch);
         let v = answer!(
             self.call(
                 "POST",
                 &format!("/v1/branches/{b}/rollback"),
-                Some(json!({"to": a.to}))
+                Some(json!({"to": a.to, "force": a.force}))
             )
             .await
         );
         done(
-            json!({"database": a.database, "branch": a.branch, "to": a.to, "version": v["version"], "path": v["checkout"], "backup": v["safety_fork"]}),
+            json!({"database": a.database, "branch": a.branch, "to": a.to, "version": v["version"], "path": v["checkout"], "backup": v["safety_fork"], "history_entry": v["history_entry"]}),
+        )
+    }
+
+    /// A branch's head history, newest first: every commit, rollback, promote, undo and
+    /// restore with the versions before and after, when, and by whom. Works for a
+    /// destroyed branch while its history lasts.
+    #[tool(
+        name = "scion_log",
+        annotations(
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn log(&self, Parameters(a): Parameters<LogArgs>) -> ToolResult {
+        let b = format!("{}@{}", a.database, a.branch);
+        let limit = a.limit.unwrap_or(20);
+        let v = answer!(
+            self.call(
+                "GET",
+                &format!("/v1/branches/{b}/history?limit={limit}"),
+                None
+            )
+            .await
+        );
+        done(
+            json!({"database": a.database, "branch": a.branch, "live": v["live"], "entries": v["entries"], "more": v["more"]}),
+        )
+    }
+
+    /// Take back the latest move of a branch's head (a rollback, promote, commit, ...)
+    /// that is not undone yet; repeat to go further back. A protected branch needs force,
+    /// which this server refuses unless allowed.
+    #[tool(
+        name = "scion_undo",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = true,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
+    )]
+    async fn undo(&self, Parameters(a): Parameters<UndoArgs>) -> ToolResult {
+        answer!(self.check_force(a.force));
+        let b = format!("{}@{}", a.database, a.branch);
+        let v = answer!(
+            self.call(
+                "POST",
+                &format!("/v1/branches/{b}/undo"),
+                Some(json!({"force": a.force}))
+            )
+            .await
+        );
+        done(
+            json!({"database": a.database, "branch": a.branch, "version": v["version"], "to": v["to"], "history_entry": v["history_entry"], "path": v["checkout"]}),
         )
     }
 

@@ -139,6 +139,10 @@ def test_checkpoint_rollback_and_checkpoints(shop: scion.Branch) -> None:
     assert names["priced"].meta == {"why": "sale"} and "same" in names
     with shop.connect() as conn:
         conn.execute("DELETE FROM items")
+    # main is protected: rolling it back needs force, whatever the checkout holds.
+    with pytest.raises(scion.Protected):
+        shop.rollback("priced")
+    shop.protect(False)
     with pytest.raises(scion.DirtyCheckout) as e:
         shop.rollback("priced")
     assert isinstance(e.value, scion.Refused) and "--force" in (e.value.hint or "")
@@ -149,6 +153,40 @@ def test_checkpoint_rollback_and_checkpoints(shop: scion.Branch) -> None:
         shop.checkpoint("priced")
     with pytest.raises(scion.CheckpointNotFound):
         shop.rollback("nope")
+
+
+def test_history_undo_and_restore(store: scion.Store, shop: scion.Branch) -> None:
+    work = shop.fork("work")
+    with work.connect() as conn:
+        conn.execute("UPDATE items SET price = 1")
+    work.checkpoint("one")
+    with work.connect() as conn:
+        conn.execute("UPDATE items SET price = 2")
+    work.checkpoint("two")
+    moved = work.rollback("one")
+    assert moved.history_entry == 3
+    history = work.history()
+    assert history.live and [e.op for e in history.entries] == ["rollback", "commit", "commit"]
+    assert history.entries[0].detail == "shop@work@one" and history.entries[0].seq == 3
+    assert len(work.history(limit=1).entries) == 1 and work.history(limit=1).more
+    work.undo()
+    assert {r[2] for r in rows(work.checkout())} == {2}
+    work.restore(1)
+    assert {r[2] for r in rows(work.checkout())} == {1}
+    with pytest.raises(scion.HistoryEntryNotFound):
+        work.restore(99)
+    # A destroyed branch comes back by name.
+    work.destroy()
+    gone = store.branch("shop@work").history()
+    assert not gone.live and gone.entries[0].destroyed
+    back = store.branch("shop@work").restore()
+    assert back.branch == "shop@work"
+    assert {r[2] for r in rows(store.branch("shop@work").checkout())} == {1}
+    # main is protected: undo needs force; a fresh branch has nothing to undo.
+    with pytest.raises(scion.Protected):
+        shop.undo()
+    with pytest.raises(scion.NothingToUndo):
+        shop.fork("fresh").undo()
 
 
 def test_promote_and_attempt(store: scion.Store, shop: scion.Branch) -> None:

@@ -182,6 +182,22 @@ export class ScionClient {
     return this.#json("POST", `/v1/branches/${q(ref)}/rollback`, { to, force: opts.force, no_backup: opts.noBackup, backup_ttl: opts.backupTtl }, opts);
   }
 
+  /** Every move of the branch's head, newest first (a destroyed branch's, while its history lasts). */
+  history(ref: string, opts: CallOptions & { limit?: number } = {}): Promise<Json> {
+    const limit = opts.limit === undefined ? "" : `?limit=${opts.limit}`;
+    return this.#json("GET", `/v1/branches/${q(ref)}/history${limit}`, undefined, opts);
+  }
+
+  /** Take back the latest head move not undone yet; a protected branch needs `force`. */
+  undo(ref: string, opts: CallOptions & { force?: boolean } = {}): Promise<Json> {
+    return this.#json("POST", `/v1/branches/${q(ref)}/undo`, { force: opts.force }, opts);
+  }
+
+  /** Put the head where history entry `to` left it, or bring a destroyed branch back. */
+  restore(ref: string, opts: CallOptions & { to?: number; force?: boolean } = {}): Promise<Json> {
+    return this.#json("POST", `/v1/branches/${q(ref)}/restore`, { to: opts.to, force: opts.force }, opts);
+  }
+
   promote(ref: string, opts: MoveOptions & { onto?: string } = {}): Promise<Json> {
     return this.#json("POST", `/v1/branches/${q(ref)}/promote`, { onto: opts.onto, force: opts.force, no_backup: opts.noBackup, backup_ttl: opts.backupTtl }, opts);
   }

@@ -123,6 +123,12 @@ export class NoSuchTableError extends ScionError {}
 /** `invalid_duration` */
 export class InvalidDurationError extends ScionError {}
 
+/** `nothing_to_undo` */
+export class NothingToUndoError extends ScionError {}
+
+/** `history_entry_not_found` */
+export class HistoryEntryNotFoundError extends ScionError {}
+
 /** `invalid_input` */
 export class InvalidInputError extends ScionError {}
 
@@ -229,6 +235,8 @@ const byCode: Record<string, new (body: ErrorBody, status?: number) => ScionErro
   no_such_table: NoSuchTableError,
   invalid_duration: InvalidDurationError,
   invalid_input: InvalidInputError,
+  nothing_to_undo: NothingToUndoError,
+  history_entry_not_found: HistoryEntryNotFoundError,
   segment_collision: SegmentCollisionError,
   commit_expired: CommitExpiredError,
   commit_lost: CommitLostError,

@@ -42,7 +42,15 @@ test("databases, branches, fork, checkout, checkpoint, diff, rollback, promote, 
   assert.equal(d.tables[0].removed, 3);
   const ro = await c.checkout("shop@try", { readOnly: true, checkpoint: "trimmed" });
   assert.match(ro.path, /trimmed/);
-  await c.rollback("shop@try", "fork");
+  const rb = await c.rollback("shop@try", "fork");
+  const h = await c.history("shop@try", { limit: 5 });
+  assert.equal(h.entries[0].op, "rollback");
+  assert.equal(h.entries[0].seq, rb.history_entry);
+  await c.undo("shop@try");
+  assert.equal((await c.history("shop@try")).entries[0].op, "undo");
+  await c.restore("shop@try", { to: rb.history_entry });
+  await assert.rejects(c.undo("shop@main"), ProtectedError);
+  await assert.rejects(c.rollback("shop@main", "init"), ProtectedError);
   await c.touch("shop@try", { ttl: "2h" });
   await c.protect("shop@try", true);
   await assert.rejects(c.destroy("shop@try"), ProtectedError);

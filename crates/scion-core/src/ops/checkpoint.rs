@@ -8,6 +8,7 @@ use crate::checkout::{scan, DbFiles, Fingerprint, RecordHeader, Sidecar};
 use crate::commit::Commit;
 use crate::error::{CoreError, CoreResult};
 use crate::format::{page_contribution, page_hash, RootRecord, Slot};
+use crate::history::{HeadMove, HeadOp};
 use crate::names::{BranchRef, CheckpointName};
 use crate::ops::lease::OPERATION_LEASE;
 use crate::ops::MAX_DELTA_PAGES;
@@ -202,7 +203,8 @@ impl Scion {
         // Adopted by the next load only if the ref below really moves to `root`.
         new_sidecar.store_pending(&path)?;
         let touched = self.store_time()?;
-        let published = self.publish_head(b, &r, etag, Some(&sealed), |next| {
+        let mv = HeadMove::with_detail(HeadOp::Commit, format!("{b}@{name}"));
+        let published = self.publish_head(b, &r, etag, Some(&sealed), &mv, |next| {
             if !held_before {
                 next.lease = None;
             }

@@ -1,13 +1,15 @@
 //! Changing a store's settings after `init`.
 //!
-//! Only page compression may change: readers decode every codec whatever the manifest
-//! says, so frames written before and after the change sit side by side, and nothing
-//! already stored is rewritten (`compact` rewrites a head with the store's setting).
+//! Page compression and the head history's retention may change. Readers decode every
+//! codec whatever the manifest says, so frames written before and after a compression
+//! change sit side by side, and nothing already stored is rewritten (`compact` rewrites a head with the store's setting).
 //! A process that keeps a store open (the daemon) follows a change made by another when it
 //! re-reads the manifest ([`Scion::reload_settings`]).
 //! The minimum GC grace stays what `init` recorded: a commit in flight in another process
 //! decides from the grace it read whether to re-check its segments, and a shorter grace
 //! under it could let `gc` take what it is about to publish.
+
+use std::time::Duration;
 
 use scion_store::{ETag, PutMode, StoreError};
 
@@ -33,28 +35,50 @@ impl Scion {
         &self,
         compression: PageCompression,
     ) -> CoreResult<PageCompressionChange> {
+        let before = self.change_manifest(|m| {
+            let before = m.page_compression();
+            m.page_compression = Some(compression);
+            before
+        })?;
+        self.follow(compression);
+        Ok(PageCompressionChange {
+            before,
+            after: compression,
+        })
+    }
+
+    /// How long `gc` keeps every head the head history names, as the store says now.
+    pub fn history_retention(&self) -> CoreResult<Duration> {
+        Ok(self.current_manifest()?.0.history_retention())
+    }
+
+    /// Keep heads named by the history for `retention` from the next `gc` on (in every
+    /// process: `gc` reads the setting each time it runs). Returns the setting before.
+    pub fn set_history_retention(&self, retention: Duration) -> CoreResult<Duration> {
+        self.change_manifest(|m| {
+            let before = m.history_retention();
+            m.history_retention_secs = Some(retention.as_secs());
+            before
+        })
+    }
+
+    /// Change the manifest by compare-and-swap, re-applying `change` to a fresh read when
+    /// another process changed it in between; nothing is written when nothing changes.
+    fn change_manifest<T>(&self, mut change: impl FnMut(&mut Manifest) -> T) -> CoreResult<T> {
         let mut tries = 0;
         loop {
             let (mut manifest, etag) = self.current_manifest()?;
-            let before = manifest.page_compression();
-            if before != compression {
-                manifest.page_compression = Some(compression);
-                let body = serde_json::to_vec_pretty(&manifest).expect("manifest serializes");
-                match self.backend.put(MANIFEST_KEY, &body, PutMode::Update(etag)) {
-                    Ok(_) => {}
-                    // Another process changed the manifest between our read and write.
-                    Err(StoreError::Conflict { .. }) if tries < 8 => {
-                        tries += 1;
-                        continue;
-                    }
-                    Err(e) => return Err(e.into()),
-                }
+            let before = manifest.clone();
+            let out = change(&mut manifest);
+            if manifest == before {
+                return Ok(out);
             }
-            self.follow(compression);
-            return Ok(PageCompressionChange {
-                before,
-                after: compression,
-            });
+            let body = serde_json::to_vec_pretty(&manifest).expect("manifest serializes");
+            match self.backend.put(MANIFEST_KEY, &body, PutMode::Update(etag)) {
+                Ok(_) => return Ok(out),
+                Err(StoreError::Conflict { .. }) if tries < 8 => tries += 1,
+                Err(e) => return Err(e.into()),
+            }
         }
     }
 
@@ -69,7 +93,7 @@ impl Scion {
     }
 
     /// The manifest as stored now, which must still be this store's.
-    fn current_manifest(&self) -> CoreResult<(Manifest, ETag)> {
+    pub(crate) fn current_manifest(&self) -> CoreResult<(Manifest, ETag)> {
         let (manifest, etag) = read_manifest(self.backend.as_ref(), &self.location)?;
         if manifest.store_id != self.store_id {
             return Err(CoreError::corrupt(

@@ -127,6 +127,8 @@ impl Scion {
             destroying_since: None,
             safety: None,
             meta: Default::default(),
+            history: Vec::new(),
+            history_before: None,
             nonce: Default::default(),
         };
         match self.publish_new_ref(&main, &imported, &mut r) {

@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use crate::error::{CoreError, CoreResult};
 use crate::names::{BranchName, BranchRef, CheckpointName, Target};
-use crate::refs::{check_user_meta, ref_key, Parent, Ref, REF_SCHEMA};
+use crate::refs::{check_user_meta, Parent, Ref, REF_SCHEMA};
 use crate::Scion;
 
 #[derive(Debug, Clone, Serialize)]
@@ -93,6 +93,8 @@ impl Scion {
             destroying_since: None,
             safety: None,
             meta,
+            history: Vec::new(),
+            history_before: None,
             nonce: Default::default(),
         };
         let new_ref = BranchRef::new(source.db.clone(), new.clone());
@@ -100,7 +102,7 @@ impl Scion {
         // A GC that found the version unreachable (its source destroyed meanwhile) may have
         // swept it: never leave a branch pointing at deleted data.
         if !self.backend.exists(&version.root.segment.key())? {
-            let _ = self.backend.delete_if(&ref_key(&new_ref), &etag);
+            let _ = self.remove_own_ref(&new_ref, &r, &etag);
             return Err(CoreError::Conflict {
                 branch: new_ref.to_string(),
             });

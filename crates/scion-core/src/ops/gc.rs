@@ -1,7 +1,7 @@
 //! Garbage collection and compaction.
 //!
-//! Mark: every root reachable from a ref (head, fork point, created version) or a
-//! checkpoint; walk each tree once (shared subtrees are visited once) and collect the
+//! Mark: every root reachable from a ref (head, fork point, created version), a
+//! checkpoint, or a head-history entry younger than the store's history retention; walk each tree once (shared subtrees are visited once) and collect the
 //! segments it uses. Sweep: a segment unreachable at two marks at least a grace period
 //! apart, and older than the grace period, is deleted. Any error during the mark deletes
 //! nothing.
@@ -17,6 +17,7 @@ use crate::clock::{parse_rfc3339, rfc3339};
 use crate::commit::Commit;
 use crate::error::{CoreError, CoreResult};
 use crate::format::{FrameKind, Locator, SegmentId};
+use crate::history::{HeadMove, HeadOp};
 use crate::names::BranchRef;
 use crate::ops::lease::is_live;
 use crate::pagemap::{self, DEFAULT_FANOUT_BITS};
@@ -60,6 +61,14 @@ pub struct GcReport {
     /// the store's minimum grace.
     pub temp_files_removed: usize,
     pub temp_bytes_removed: u64,
+    /// History objects whose entries had all passed the store's history retention.
+    pub history_objects_removed: usize,
+}
+
+/// What a mark found.
+struct Marked {
+    live: HashSet<SegmentId>,
+    expired_history: Vec<String>,
 }
 
 /// What reaping did.
@@ -81,14 +90,19 @@ pub struct CompactReport {
 }
 
 impl Scion {
-    /// Every segment reachable from a ref or checkpoint.
-    fn mark(&self) -> CoreResult<HashSet<SegmentId>> {
+    /// Every segment reachable from a ref, a checkpoint or a head-history entry younger
+    /// than the store's retention; and the history objects past it. Refs are listed
+    /// before history objects: a move that spills entries, and a destroy, write their
+    /// history object before the ref changes, so no entry is missed in between.
+    fn mark(&self) -> CoreResult<Marked> {
         let mut roots: Vec<Locator> = Vec::new();
+        let mut refs = Vec::new();
         for m in self.backend.list("refs/")? {
             match self.backend.get(&m.key) {
                 Ok((bytes, _)) => {
                     let r = crate::refs::Ref::decode(&bytes, &m.key)?;
                     roots.extend([r.root, r.fork_root, r.init_root]);
+                    refs.push(r);
                 }
                 Err(StoreError::NotFound { .. }) => continue,
                 Err(e) => return Err(e.into()),
@@ -101,6 +115,8 @@ impl Scion {
                 Err(e) => return Err(e.into()),
             }
         }
+        let history = self.history_marks(&refs, self.history_retention()?)?;
+        roots.extend(history.roots);
         let mut live = HashSet::new();
         let mut seen_roots = HashSet::new();
         let mut seen_nodes: HashSet<Locator> = HashSet::new();
@@ -134,12 +150,15 @@ impl Scion {
                 frontier = next;
             }
         }
-        Ok(live)
+        Ok(Marked {
+            live,
+            expired_history: history.expired_objects,
+        })
     }
 
     /// Live and reclaimable bytes (a mark without a sweep).
     pub fn space(&self) -> CoreResult<SpaceReport> {
-        let live = self.mark()?;
+        let live = self.mark()?.live;
         let segments = self.backend.list("segments/")?;
         let mut live_bytes = 0;
         let mut dead_bytes = 0;
@@ -238,7 +257,10 @@ impl Scion {
         } = self.reap_expired()?;
 
         let marked_at = self.store_now()?;
-        let live = self.mark()?;
+        let Marked {
+            live,
+            expired_history,
+        } = self.mark()?;
         let (mut state, state_etag) = match self.backend.get(GC_STATE_KEY) {
             Ok((bytes, etag)) => (
                 serde_json::from_slice::<GcState>(&bytes)
@@ -292,6 +314,17 @@ impl Scion {
         for chunk in doomed.chunks(1000) {
             self.backend.delete_many(chunk)?;
         }
+        // History objects whose every entry passed the retention: nothing reads them as
+        // roots any more, and a walk of a history ends where they were.
+        let expired_history = if sweep_allowed {
+            expired_history
+        } else {
+            Vec::new()
+        };
+        let history_objects_removed = expired_history.len();
+        for chunk in expired_history.chunks(1000) {
+            self.backend.delete_many(chunk)?;
+        }
         // Leftovers of interrupted checkouts: nothing still writes a temp file whose inode
         // changed longer ago than both the grace and the store's minimum grace. A forced
         // run is one with nothing else at work, and takes the grace alone.
@@ -334,6 +367,7 @@ impl Scion {
             waiting_bytes,
             temp_files_removed,
             temp_bytes_removed,
+            history_objects_removed,
         })
     }
 
@@ -382,7 +416,8 @@ impl Scion {
             commit.seal(record)
         })?;
         let (new_root, stats) = (sealed.root, sealed.stats);
-        let (next, _) = self.publish_head(b, &r, etag, Some(&sealed), |next| {
+        let mv = HeadMove::new(HeadOp::Compact);
+        let (next, _) = self.publish_head(b, &r, etag, Some(&sealed), &mv, |next| {
             next.root = new_root;
             next.version = r.version + 1;
         })?;

@@ -9,6 +9,7 @@ use serde::Serialize;
 use crate::checkout::{CheckoutState, DbFiles};
 use crate::error::{CoreError, CoreResult};
 use crate::format::Locator;
+use crate::history::{HeadMove, HeadOp};
 use crate::names::{BranchName, BranchRef, CheckpointName, Target};
 use crate::refs::{
     checkpoint_key, checkpoints_prefix, ref_key, Parent, Ref, SafetyKind, SafetyMark,
@@ -36,7 +37,12 @@ pub struct MoveReport {
     pub version: u64,
     /// Version number of the head that was replaced.
     pub abandoned_version: u64,
-    /// Where the replaced head was kept.
+    /// The number of this move in the branch's head history (`scion log`).
+    pub history_entry: u64,
+    /// The branch had been destroyed, and `restore` brought it back.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub revived: bool,
+    /// A branch that also names the replaced head (the history keeps it either way).
     pub safety_fork: Option<String>,
     /// The checkout was refreshed (path) or had uncheckpointed changes discarded.
     pub checkout: Option<String>,
@@ -44,6 +50,16 @@ pub struct MoveReport {
     /// What went wrong after the head moved (the move itself stands).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+}
+
+/// Where a head move goes, and how it is recorded.
+pub(crate) struct HeadTarget {
+    pub root: Locator,
+    /// For people: what the head now holds.
+    pub to: String,
+    pub mv: HeadMove,
+    /// Name the replaced head by a safety fork of this kind too.
+    pub safety: Option<SafetyKind>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -54,7 +70,8 @@ pub struct DestroyReport {
 }
 
 impl Scion {
-    /// Repoint `b` at one of its checkpoints (or `fork`/`init`).
+    /// Repoint `b` at one of its checkpoints (or `fork`/`init`). A protected branch needs
+    /// `force`: the move is undoable (`undo`), but an agent must not make it unasked.
     pub fn rollback(
         &self,
         b: &BranchRef,
@@ -66,19 +83,22 @@ impl Scion {
             checkpoint: Some(to.clone()),
         })?;
         let (r, etag) = self.read_ref(b)?;
-        if opts.no_backup && r.protected && !opts.force {
+        if r.protected && !opts.force {
             return Err(CoreError::Protected {
                 branch: b.to_string(),
-                action: "a rollback without a safety fork",
+                action: "rolling it back",
             });
         }
         self.move_head(
             b,
             r,
             etag,
-            target.root,
-            format!("{b}@{to}"),
-            SafetyKind::PreRollback,
+            HeadTarget {
+                root: target.root,
+                to: format!("{b}@{to}"),
+                mv: HeadMove::with_detail(HeadOp::Rollback, format!("{b}@{to}")),
+                safety: Some(SafetyKind::PreRollback),
+            },
             opts,
         )
     }
@@ -103,24 +123,31 @@ impl Scion {
             &target_ref,
             r,
             etag,
-            src.root,
-            source.to_string(),
-            SafetyKind::PrePromote,
+            HeadTarget {
+                root: src.root,
+                to: source.to_string(),
+                mv: HeadMove::with_detail(HeadOp::Promote, source.to_string()),
+                safety: Some(SafetyKind::PrePromote),
+            },
             opts,
         )
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn move_head(
+    /// Move `b`'s head (read as `r` with `etag`) to `target.root`, recorded in its history.
+    pub(crate) fn move_head(
         &self,
         b: &BranchRef,
         r: Ref,
         etag: scion_store::ETag,
-        root: Locator,
-        to: String,
-        kind: SafetyKind,
+        target: HeadTarget,
         opts: &MoveOptions,
     ) -> CoreResult<MoveReport> {
+        let HeadTarget {
+            root,
+            to,
+            mv,
+            safety,
+        } = target;
         self.check_not_leased(b, &r, opts.force)?;
         // The checkout must be safe to replace before anything moves.
         let path = self.checkout_path(b);
@@ -138,47 +165,31 @@ impl Scion {
             return Err(CoreError::CheckoutBusy { path });
         }
         let page_count = self.reader.root(&root)?.page_count;
-        // The abandoned head is kept as a safety fork. A new fork is created before the
-        // head moves (a move that then loses its race leaves a harmless fork of the head);
-        // an earlier safety fork is replaced only once the move is certain, so a move that
-        // loses its race never destroys an older backup.
+        // The abandoned head is in the history; a safety fork names it too, for people and
+        // scripts, under a name of its own (never one an earlier move used). It is made
+        // before the head moves: a move that then loses its race leaves a harmless fork.
         let ttl = opts.backup_ttl.unwrap_or(DEFAULT_BACKUP_TTL);
-        let mut pending_replace = None;
+        let mut warnings = Vec::new();
         let mut safety_fork = None;
-        if !opts.no_backup {
-            let (fork, mut keep) = self.safety_fork_ref(b, &r, kind, ttl)?;
-            match self.create_ref(&fork, &mut keep) {
-                Ok(_) => safety_fork = Some(fork.to_string()),
-                Err(CoreError::BranchExists { .. }) => {
-                    // A branch of that name that is not a safety fork is never replaced:
-                    // refuse before anything moves.
-                    if self.read_ref_any(&fork)?.0.safety.is_none() {
-                        return Err(CoreError::BranchExists {
-                            branch: fork.to_string(),
-                        });
-                    }
-                    pending_replace = Some((fork, keep));
-                }
-                Err(e) => return Err(e),
+        if let Some(kind) = safety.filter(|_| !opts.no_backup) {
+            match self.create_safety_fork(b, &r, kind, ttl) {
+                Ok(fork) => safety_fork = Some(fork.to_string()),
+                // A store that fails the write fails the move, before anything moved.
+                Err(e) if !matches!(e, CoreError::BranchExists { .. }) => return Err(e),
+                Err(e) => warnings.push(format!(
+                    "no safety fork was made ({e}); the replaced head (version {}) is in the history: `scion log {b}`",
+                    r.version
+                )),
             }
         }
         let touched = self.store_time()?;
-        let (next, _) = self.publish_head(b, &r, etag, None, |next| {
+        let (next, _) = self.publish_head(b, &r, etag, None, &mv, |next| {
             next.root = root;
             next.version = r.version + 1;
             next.page_count = page_count;
             next.touched_at = touched;
         })?;
-        let mut warnings = Vec::new();
-        if let Some((fork, keep)) = pending_replace {
-            match self.replace_safety_fork(&fork, keep) {
-                Ok(()) => safety_fork = Some(fork.to_string()),
-                Err(e) => warnings.push(format!(
-                    "the replaced head (version {}) was not kept as a safety fork: {e}",
-                    r.version
-                )),
-            }
-        }
+        let history_entry = next.history.last().map_or(0, |e| e.seq);
         let mut checkout = None;
         let mut discarded_changes = false;
         if state != CheckoutState::None {
@@ -212,6 +223,8 @@ impl Scion {
             to,
             version: next.version,
             abandoned_version: r.version,
+            history_entry,
+            revived: false,
             safety_fork,
             checkout,
             discarded_changes,
@@ -219,15 +232,44 @@ impl Scion {
         })
     }
 
-    /// The safety fork that keeps `r`'s head as `<branch>-<suffix>`.
-    fn safety_fork_ref(
+    /// Make the safety fork that keeps `r`'s head: `<branch>-<suffix>-v<version>`, or with
+    /// `-2`, `-3`, ... after it when that name is taken. An existing branch is never
+    /// replaced.
+    fn create_safety_fork(
         &self,
         b: &BranchRef,
         r: &Ref,
         kind: SafetyKind,
         ttl: Duration,
+    ) -> CoreResult<BranchRef> {
+        let base = format!("{}-{}-v{}", b.branch, kind.suffix(), r.version);
+        let mut last = None;
+        for n in 1..=8 {
+            let name = if n == 1 {
+                base.clone()
+            } else {
+                format!("{base}-{n}")
+            };
+            let (fork, mut keep) = self.safety_fork_ref(b, &name, r, kind, ttl)?;
+            match self.create_ref(&fork, &mut keep) {
+                Ok(_) => return Ok(fork),
+                Err(e @ CoreError::BranchExists { .. }) => last = Some(e),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last.expect("at least one name was tried"))
+    }
+
+    /// The safety fork named `name` that keeps `r`'s head.
+    fn safety_fork_ref(
+        &self,
+        b: &BranchRef,
+        name: &str,
+        r: &Ref,
+        kind: SafetyKind,
+        ttl: Duration,
     ) -> CoreResult<(BranchRef, Ref)> {
-        let name = BranchName::new(&format!("{}-{}", b.branch, kind.suffix()))?;
+        let name = BranchName::new(name)?;
         let fork = BranchRef::new(b.db.clone(), name);
         let now = self.store_time()?;
         let keep = Ref {
@@ -256,31 +298,11 @@ impl Scion {
                 of: b.branch.to_string(),
             }),
             meta: Default::default(),
+            history: Vec::new(),
+            history_before: None,
             nonce: Default::default(),
         };
         Ok((fork, keep))
-    }
-
-    /// Replace an earlier safety fork (one rolling slot per kind). A branch of that name
-    /// that is not a safety fork, is leased by a live holder, or is being destroyed is
-    /// never replaced.
-    fn replace_safety_fork(&self, fork: &BranchRef, keep: Ref) -> CoreResult<()> {
-        self.update_ref_with(fork, true, |old| {
-            if old.safety.is_none() {
-                return Err(CoreError::BranchExists {
-                    branch: fork.to_string(),
-                });
-            }
-            if old.destroying_since.is_some() {
-                return Err(CoreError::BeingDestroyed {
-                    branch: fork.to_string(),
-                });
-            }
-            self.check_not_leased(fork, old, false)?;
-            *old = keep.clone();
-            Ok(())
-        })?;
-        Ok(())
     }
 
     /// Remove a branch: its ref, its checkpoints and its local checkout files. Its data
@@ -296,6 +318,12 @@ impl Scion {
                 return Err(CoreError::Protected {
                     branch: b.to_string(),
                     action: "destroying it",
+                });
+            }
+            if !force && self.holds_only_recent_head_of_protected(b, r)? {
+                return Err(CoreError::Protected {
+                    branch: b.to_string(),
+                    action: "destroying the only recent copy of a protected branch's head",
                 });
             }
             self.check_not_leased(b, r, force)?;
@@ -336,6 +364,12 @@ impl Scion {
         b: &BranchRef,
         claimed_etag: &scion_store::ETag,
     ) -> CoreResult<DestroyReport> {
+        // The history outlives the branch: `restore` brings it back while it lasts.
+        match self.read_ref_any(b) {
+            Ok((r, _)) => self.record_destroy(b, &r)?,
+            Err(CoreError::BranchNotFound { .. } | CoreError::DatabaseNotFound { .. }) => {}
+            Err(e) => return Err(e),
+        }
         let mut removed = self.delete_checkpoints(b)?;
         match self.backend.delete_if(&ref_key(b), claimed_etag) {
             Ok(()) | Err(StoreError::NotFound { .. }) | Err(StoreError::Conflict { .. }) => {}
@@ -375,6 +409,34 @@ impl Scion {
             }
         }
         Ok(n)
+    }
+
+    /// Whether `r` is a safety fork of a protected branch whose history (within the
+    /// store's retention) does not name `r`'s head: destroying it would leave that head to
+    /// the next `gc`. Stores written before the head history have such forks.
+    fn holds_only_recent_head_of_protected(&self, b: &BranchRef, r: &Ref) -> CoreResult<bool> {
+        let Some(mark) = &r.safety else {
+            return Ok(false);
+        };
+        let Ok(of_name) = BranchName::new(&mark.of) else {
+            return Ok(false);
+        };
+        let of = BranchRef::new(b.db.clone(), of_name);
+        let of_ref = match self.read_ref_any(&of) {
+            Ok((of_ref, _)) => of_ref,
+            Err(CoreError::BranchNotFound { .. } | CoreError::DatabaseNotFound { .. }) => {
+                return Ok(false)
+            }
+            Err(e) => return Err(e),
+        };
+        if !of_ref.protected || of_ref.root == r.root {
+            return Ok(false);
+        }
+        let cutoff = self.store_time()?.saturating_sub(self.history_retention()?);
+        let history = self.head_history(&of, None)?;
+        let kept =
+            crate::ops::history::young_roots(&history.entries, cutoff).any(|root| root == r.root);
+        Ok(!kept)
     }
 
     pub fn set_protected(&self, b: &BranchRef, protected: bool) -> CoreResult<()> {

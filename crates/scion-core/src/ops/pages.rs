@@ -11,6 +11,7 @@ use serde::Serialize;
 use crate::commit::Commit;
 use crate::error::{CoreError, CoreResult};
 use crate::format::{page_contribution, page_hash, Locator, RootRecord};
+use crate::history::{HeadMove, HeadOp};
 use crate::names::{BranchRef, CheckpointName};
 use crate::ops::spill::SpilledPages;
 use crate::ops::MAX_DELTA_PAGES;
@@ -257,7 +258,8 @@ impl Scion {
         let (root, page_count) = (sealed.root, sealed.record.page_count);
         let touched = self.store_time()?;
         let meta = meta(&root);
-        let (r, etag) = self.publish_head(b, base, etag, Some(&sealed), |next| {
+        let mv = HeadMove::new(HeadOp::Commit);
+        let (r, etag) = self.publish_head(b, base, etag, Some(&sealed), &mv, |next| {
             next.root = root;
             next.version = version;
             next.page_size = changes.page_size;

@@ -57,6 +57,8 @@ pub struct StatusReport {
     pub clone_capability: CloneCapability,
     /// How the store keeps full page frames (chosen at `init`).
     pub page_compression: crate::PageCompression,
+    /// How long `gc` keeps every head the head history names (`scion config`).
+    pub history_retention_secs: u64,
     pub space: StoreSize,
     /// The local copies of a remote store's segments (absent for a local store).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -174,6 +176,7 @@ impl Scion {
             clone_policy: self.options.clone_policy,
             clone_capability: probe_clone(&self.options.checkouts_dir)?,
             page_compression: self.page_compression(),
+            history_retention_secs: self.history_retention()?.as_secs(),
             space: self.store_size()?,
             segment_cache: self.backend.local_cache().map(|c| SegmentCacheStatus {
                 dir: c.dir.display().to_string(),

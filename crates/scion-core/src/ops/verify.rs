@@ -77,6 +77,7 @@ impl Scion {
         }
 
         let mut roots: Vec<(String, Locator)> = Vec::new();
+        let mut refs = Vec::new();
         for m in self.backend.list("refs/")? {
             let r = match self.backend.get(&m.key) {
                 Ok((bytes, _)) => Ref::decode(&bytes, &m.key),
@@ -89,6 +90,7 @@ impl Scion {
                     roots.push((format!("{} (head)", m.key), r.root));
                     roots.push((format!("{} (fork point)", m.key), r.fork_root));
                     roots.push((format!("{} (created version)", m.key), r.init_root));
+                    refs.push(r);
                 }
                 Err(e) => problem(&m.key, e.to_string()),
             }
@@ -104,6 +106,20 @@ impl Scion {
                 Ok(c) => roots.push((m.key.clone(), c.root)),
                 Err(e) => problem(&m.key, e.to_string()),
             }
+        }
+
+        // Heads the history keeps from gc must read back too: `undo` and `restore` need them.
+        match self
+            .history_retention()
+            .and_then(|retention| self.history_marks(&refs, retention))
+        {
+            Ok(marks) => roots.extend(
+                marks
+                    .roots
+                    .into_iter()
+                    .map(|root| ("head history".to_string(), root)),
+            ),
+            Err(e) => problem("history/", e.to_string()),
         }
 
         let mut seen_roots = HashSet::new();
@@ -190,10 +206,13 @@ pub(crate) struct TempFile {
 /// Temp files under `dir` (recursively).
 impl Scion {
     /// Temp files in the checkout trees (writable and read-only, and the segment cache
-    /// inside the first).
+    /// inside the first), and those a local store writes before publishing an object.
     pub(crate) fn temp_leftovers(&self) -> CoreResult<Vec<TempFile>> {
         let mut all = temp_leftovers(&self.options.checkouts_dir)?;
         all.extend(temp_leftovers(&self.read_only_root())?);
+        if let Some(store) = &self.options.store_dir {
+            all.extend(temp_leftovers(&store.join(scion_store::local::TMP_DIR))?);
+        }
         Ok(all)
     }
 }

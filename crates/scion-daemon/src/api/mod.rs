@@ -2,6 +2,7 @@
 
 mod branches;
 mod events;
+mod history;
 mod sessions;
 
 use std::sync::Arc;
@@ -198,6 +199,9 @@ pub fn router(shared: Arc<Shared>, access: Access, stop: watch::Receiver<bool>) 
         )
         .route("/v1/branches/{branch}/rollback", post(branches::rollback))
         .route("/v1/branches/{branch}/promote", post(branches::promote))
+        .route("/v1/branches/{branch}/history", get(history::history))
+        .route("/v1/branches/{branch}/undo", post(history::undo))
+        .route("/v1/branches/{branch}/restore", post(history::restore))
         .route("/v1/branches/{branch}/touch", post(branches::touch))
         .route("/v1/branches/{branch}/protect", post(branches::protect))
         .route("/v1/diff", get(branches::diff))

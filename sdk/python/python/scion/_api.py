@@ -27,6 +27,7 @@ from ._types import (
     Diff,
     ExportResult,
     GcResult,
+    HeadHistory,
     MoveResult,
     checkpoints_from_json,
     ttl_text,
@@ -182,8 +183,10 @@ class Branch:
         backup_ttl: Optional[TTL] = None,
     ) -> MoveResult:
         """Move the head back to checkpoint ``to`` (``fork`` and ``init`` name the fork
-        point and the created version). The replaced head is kept on a safety fork unless
-        ``backup`` is false; changes not yet checkpointed are refused unless ``force``."""
+        point and the created version). The move is recorded in the head history
+        (:meth:`undo` takes it back), and the replaced head is also kept on a safety fork
+        unless ``backup`` is false. A protected branch (main) and changes not yet
+        checkpointed are refused unless ``force``."""
         body = self._move_body(force, backup, backup_ttl)
         body["to"] = to
         return MoveResult.from_json(self._api.call("POST", self._path("/rollback"), body))
@@ -204,6 +207,24 @@ class Branch:
         body = self._move_body(force, backup, backup_ttl)
         body["onto"] = onto
         return MoveResult.from_json(self._api.call("POST", self._path("/promote"), body))
+
+    def history(self, *, limit: int = 50) -> HeadHistory:
+        """Every move of the head, newest first: commits, rollbacks, promotes, undos,
+        restores (and the destroy of a destroyed branch, while its history lasts)."""
+        return HeadHistory.from_json(self._api.call("GET", self._path(f"/history?limit={int(limit)}")))
+
+    def undo(self, *, force: bool = False) -> MoveResult:
+        """Take back the latest head move not undone yet (repeat to go further back). A
+        protected branch needs ``force``."""
+        return MoveResult.from_json(self._api.call("POST", self._path("/undo"), {"force": force}))
+
+    def restore(self, to: Optional[int] = None, *, force: bool = False) -> MoveResult:
+        """Put the head where history entry ``to`` left it, or bring a destroyed branch back
+        (by default as it was when destroyed). A protected branch needs ``force``."""
+        body: Dict[str, Any] = {"force": force}
+        if to is not None:
+            body["to"] = int(to)
+        return MoveResult.from_json(self._api.call("POST", self._path("/restore"), body))
 
     @staticmethod
     def _move_body(force: bool, backup: bool, backup_ttl: Optional[TTL]) -> Dict[str, Any]:

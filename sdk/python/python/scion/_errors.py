@@ -237,6 +237,14 @@ class InvalidDuration(InvalidInput):
     """Error code ``invalid_duration``."""
 
 
+class NothingToUndo(Refused):
+    """Error code ``nothing_to_undo``."""
+
+
+class HistoryEntryNotFound(NotFound):
+    """Error code ``history_entry_not_found``."""
+
+
 class SegmentCollision(Transient):
     """Error code ``segment_collision``."""
 
@@ -363,6 +371,8 @@ _BY_CODE: Dict[str, Type[Error]] = {
     "no_such_table": NoSuchTable,
     "invalid_duration": InvalidDuration,
     "invalid_input": InvalidInput,
+    "nothing_to_undo": NothingToUndo,
+    "history_entry_not_found": HistoryEntryNotFound,
     "segment_collision": SegmentCollision,
     "commit_expired": CommitExpired,
     "commit_lost": CommitLost,

@@ -106,10 +106,13 @@ class MoveResult:
     version: int
     abandoned_version: int
     safety_fork: Optional[str]
-    """Where the replaced head was kept (``db@branch``), unless that was turned off."""
+    """A branch that also names the replaced head (``db@branch``), unless turned off or
+    the move was an undo or a restore; the head history keeps it either way."""
     checkout: Optional[str]
     discarded_changes: bool
     warnings: Tuple[str, ...]
+    history_entry: int = 0
+    """The number of this move in the branch's head history (:meth:`Branch.history`)."""
 
     @classmethod
     def from_json(cls, v: Mapping[str, Any]) -> "MoveResult":
@@ -117,10 +120,65 @@ class MoveResult:
             branch=str(v["branch"]),
             version=int(v["version"]),
             abandoned_version=int(v["abandoned_version"]),
+            history_entry=int(v.get("history_entry", 0)),
             safety_fork=v.get("safety_fork"),
             checkout=v.get("checkout"),
             discarded_changes=bool(v.get("discarded_changes", False)),
             warnings=tuple(v.get("warnings", ())),
+        )
+
+
+@dataclass(frozen=True)
+class HeadEntry:
+    """One move of a branch head."""
+
+    seq: int
+    """Its number: :meth:`Branch.restore` takes it."""
+    op: str
+    """``commit``, ``rollback``, ``promote``, ``compact``, ``undo``, ``restore`` or ``destroy``."""
+    old_version: int
+    new_version: int
+    at: str
+    """The store's clock when the move was published (RFC 3339)."""
+    holder: str
+    detail: Optional[str]
+    undoes: Optional[int]
+    destroyed: bool
+    """The move destroyed the branch."""
+
+    @classmethod
+    def from_json(cls, v: Mapping[str, Any]) -> "HeadEntry":
+        return cls(
+            seq=int(v["seq"]),
+            op=str(v["op"]),
+            old_version=int(v["old_version"]),
+            new_version=int(v["new_version"]),
+            at=str(v["at"]),
+            holder=str(v["holder"]),
+            detail=v.get("detail"),
+            undoes=v.get("undoes"),
+            destroyed=v.get("new") is None,
+        )
+
+
+@dataclass(frozen=True)
+class HeadHistory:
+    """A branch's head history, newest entry first."""
+
+    branch: str
+    live: bool
+    """False when the branch was destroyed (:meth:`Branch.restore` brings it back)."""
+    entries: Tuple[HeadEntry, ...]
+    more: bool
+    """Older entries exist beyond the limit asked for."""
+
+    @classmethod
+    def from_json(cls, v: Mapping[str, Any]) -> "HeadHistory":
+        return cls(
+            branch=str(v["branch"]),
+            live=bool(v["live"]),
+            entries=tuple(HeadEntry.from_json(e) for e in v.get("entries", ())),
+            more=bool(v.get("more", False)),
         )
 
 

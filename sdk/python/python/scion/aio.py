@@ -18,7 +18,17 @@ from typing import Any, AsyncIterator, Dict, List, Mapping, Optional, Union
 
 from . import _api, _client, _store
 from ._api import KEEP, PathLike
-from ._types import TTL, BranchInfo, Checkpoint, CheckpointResult, Diff, ExportResult, GcResult, MoveResult
+from ._types import (
+    TTL,
+    BranchInfo,
+    Checkpoint,
+    CheckpointResult,
+    Diff,
+    ExportResult,
+    GcResult,
+    HeadHistory,
+    MoveResult,
+)
 
 __all__ = ["AsyncBranch", "AsyncClient", "AsyncSession", "AsyncStore", "connect", "open_store"]
 
@@ -84,6 +94,15 @@ class AsyncBranch:
 
     async def rollback(self, to: str, **kwargs: Any) -> MoveResult:
         return await asyncio.to_thread(self.sync.rollback, to, **kwargs)
+
+    async def history(self, *, limit: int = 50) -> HeadHistory:
+        return await asyncio.to_thread(self.sync.history, limit=limit)
+
+    async def undo(self, *, force: bool = False) -> MoveResult:
+        return await asyncio.to_thread(self.sync.undo, force=force)
+
+    async def restore(self, to: Optional[int] = None, *, force: bool = False) -> MoveResult:
+        return await asyncio.to_thread(self.sync.restore, to, force=force)
 
     async def promote(self, onto: Union[str, "AsyncBranch", _api.Branch] = "main", **kwargs: Any) -> MoveResult:
         target = onto.sync if isinstance(onto, AsyncBranch) else onto

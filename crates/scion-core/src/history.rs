@@ -1,0 +1,277 @@
+//! The head history of a branch: every move of its head (commit, rollback, promote,
+//! compact, undo, restore, destroy) as an entry with the head before and after, the
+//! operation, the store's clock and the holder, in the manner of git's reflog and jj's
+//! operation log.
+//!
+//! The newest entries travel inside the ref, so recording one costs no store write of its
+//! own. When a ref holds more than [`INLINE_MAX`] entries, the ref update that adds one
+//! first writes the older entries, all but [`INLINE_KEEP`], into an immutable history
+//! object (`history/{db}/{branch}/{newest ms}-{last seq}-{nonce}`, create-only), and the
+//! ref names it; each object names the one before it. Destroying a branch writes its last
+//! entries and a `destroy` entry into one more object, so a destroyed branch can be
+//! restored by name. `gc` keeps every version an entry younger than the store's history
+//! retention names, and deletes history objects whose newest entry is older.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::clock::StoreTime;
+use crate::error::{CoreError, CoreResult};
+use crate::format::Locator;
+use crate::names::{BranchName, BranchRef, DbName};
+use crate::refs::{random_hex, Parent};
+
+/// History object schema this binary writes and the newest it reads.
+pub const HISTORY_SCHEMA: u32 = 1;
+/// A ref carries at most this many entries before older ones spill into an object.
+pub const INLINE_MAX: usize = 16;
+/// Entries left in the ref after a spill.
+pub const INLINE_KEEP: usize = 4;
+/// How long a head named by the history is kept from `gc`, unless the store says otherwise.
+pub const DEFAULT_HISTORY_RETENTION: Duration = Duration::from_secs(7 * 86_400);
+
+/// What moved a head.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HeadOp {
+    /// New pages: a checkpoint of a checkout, a session flush, a write through the VFS.
+    Commit,
+    Rollback,
+    Promote,
+    /// The same data rewritten into fresh segments.
+    Compact,
+    Undo,
+    Restore,
+    Destroy,
+}
+
+impl HeadOp {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HeadOp::Commit => "commit",
+            HeadOp::Rollback => "rollback",
+            HeadOp::Promote => "promote",
+            HeadOp::Compact => "compact",
+            HeadOp::Undo => "undo",
+            HeadOp::Restore => "restore",
+            HeadOp::Destroy => "destroy",
+        }
+    }
+}
+
+impl std::fmt::Display for HeadOp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+/// One move of a head.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeadEntry {
+    /// Numbers the branch's moves from 1, in order; `restore --to` names one by it.
+    pub seq: u64,
+    pub op: HeadOp,
+    /// The head before; none when the move brought a destroyed branch back.
+    #[serde(with = "optional_locator")]
+    pub old: Option<Locator>,
+    pub old_version: u64,
+    /// The head after; none for a destroy.
+    #[serde(with = "optional_locator")]
+    pub new: Option<Locator>,
+    pub new_version: u64,
+    /// The store's clock when the move was published.
+    pub at: StoreTime,
+    /// The lease holder that made the move, or the process.
+    pub holder: String,
+    /// For people: the checkpoint or branch moved to, the checkpoint a commit named.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    /// For an undo: the entry it undid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub undoes: Option<u64>,
+}
+
+impl HeadEntry {
+    /// The versions this entry keeps from `gc` while it is younger than the retention.
+    pub fn roots(&self) -> impl Iterator<Item = Locator> {
+        self.old.into_iter().chain(self.new)
+    }
+}
+
+/// What a caller of the publish path says about the move it makes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeadMove {
+    pub op: HeadOp,
+    pub detail: Option<String>,
+    pub undoes: Option<u64>,
+}
+
+impl HeadMove {
+    pub fn new(op: HeadOp) -> Self {
+        HeadMove {
+            op,
+            detail: None,
+            undoes: None,
+        }
+    }
+
+    pub fn with_detail(op: HeadOp, detail: impl Into<String>) -> Self {
+        HeadMove {
+            op,
+            detail: Some(detail.into()),
+            undoes: None,
+        }
+    }
+}
+
+/// What a destroyed branch was, beyond its head: enough to bring it back as it was.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DestroyedBranch {
+    #[serde(with = "crate::refs::locator_text")]
+    pub fork_root: Locator,
+    pub fork_version: u64,
+    #[serde(with = "crate::refs::locator_text")]
+    pub init_root: Locator,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<Parent>,
+    #[serde(default)]
+    pub protected: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_secs: Option<u64>,
+    /// What users had attached to the branch (scion's own entries are not kept).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub meta: BTreeMap<String, String>,
+}
+
+/// An immutable object holding older entries of one branch's history.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HistoryObject {
+    pub schema: u32,
+    /// `db@branch`, for people reading the store.
+    pub branch: String,
+    /// The object holding the entries before these.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous: Option<String>,
+    /// Oldest first.
+    pub entries: Vec<HeadEntry>,
+    /// Set by a destroy: the branch as it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub destroyed: Option<DestroyedBranch>,
+}
+
+impl HistoryObject {
+    pub fn decode(bytes: &[u8], key: &str) -> CoreResult<Self> {
+        let o: HistoryObject = crate::refs::decode_versioned(bytes, key, HISTORY_SCHEMA)?;
+        if o.entries.is_empty() {
+            return Err(CoreError::corrupt(key, "a history object with no entries"));
+        }
+        Ok(o)
+    }
+
+    pub fn encode(&self) -> Vec<u8> {
+        serde_json::to_vec(self).expect("history objects always serialize")
+    }
+
+    /// The key this object is written under: sorted by its newest entry's time, so `gc`
+    /// can tell an expired object from its name, and a listing finds the newest last.
+    pub fn key(&self, b: &BranchRef) -> String {
+        let last = self.entries.last().expect("a history object has entries");
+        format!(
+            "{}{:013}-{:010}-{}",
+            history_prefix(&b.db, &b.branch),
+            crate::clock::unix_ms(last.at.as_system_time()),
+            last.seq,
+            random_hex(4)
+        )
+    }
+}
+
+/// Where a branch's history objects live.
+pub fn history_prefix(db: &DbName, branch: &BranchName) -> String {
+    format!("history/{db}/{branch}/")
+}
+
+pub const HISTORY_ROOT: &str = "history/";
+
+/// The time (unix ms) of the newest entry of the object at `key`, read from its name.
+pub fn newest_ms_of_key(key: &str) -> Option<u64> {
+    let name = key.rsplit('/').next()?;
+    name.split('-').next()?.parse().ok()
+}
+
+mod optional_locator {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use crate::format::Locator;
+
+    pub fn serialize<S: Serializer>(l: &Option<Locator>, s: S) -> Result<S::Ok, S::Error> {
+        match l {
+            Some(l) => s.collect_str(l),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Locator>, D::Error> {
+        let s = Option::<String>::deserialize(d)?;
+        s.map(|s| s.parse().map_err(serde::de::Error::custom))
+            .transpose()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::SegmentId;
+
+    fn entry(seq: u64, op: HeadOp) -> HeadEntry {
+        HeadEntry {
+            seq,
+            op,
+            old: Some(Locator {
+                segment: SegmentId(1),
+                offset: 2,
+                len: 3,
+            }),
+            old_version: seq,
+            new: None,
+            new_version: seq + 1,
+            at: StoreTime::from_store_clock(std::time::UNIX_EPOCH + Duration::from_secs(5)),
+            holder: "h".into(),
+            detail: None,
+            undoes: None,
+        }
+    }
+
+    #[test]
+    fn history_keys_sort_by_their_newest_entry_and_name_its_time() {
+        let b: BranchRef = "shop@main".parse().unwrap();
+        let o = HistoryObject {
+            schema: HISTORY_SCHEMA,
+            branch: b.to_string(),
+            previous: None,
+            entries: vec![entry(1, HeadOp::Commit), entry(2, HeadOp::Destroy)],
+            destroyed: None,
+        };
+        let key = o.key(&b);
+        assert!(
+            key.starts_with("history/shop/main/0000000005000-0000000002-"),
+            "{key}"
+        );
+        assert_eq!(newest_ms_of_key(&key), Some(5000));
+        let back = HistoryObject::decode(&o.encode(), &key).unwrap();
+        assert_eq!(back, o);
+    }
+
+    #[test]
+    fn a_history_object_without_entries_or_from_a_newer_binary_is_refused() {
+        let empty = br#"{"schema":1,"branch":"a@b","entries":[]}"#;
+        assert!(HistoryObject::decode(empty, "k").is_err());
+        let newer = br#"{"schema":2,"branch":"a@b","entries":[]}"#;
+        assert!(matches!(
+            HistoryObject::decode(newer, "k"),
+            Err(CoreError::FormatTooNew { .. })
+        ));
+    }
+}
