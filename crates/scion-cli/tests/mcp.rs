@@ -40,7 +40,9 @@ fn ok(r: &CallToolResult) -> &Value {
 
 fn refused(r: &CallToolResult) -> String {
     assert_eq!(r.is_error, Some(true), "expected a refusal: {r:?}");
-    r.structured_content.as_ref().unwrap()["code"]
+    r.structured_content
+        .as_ref()
+        .unwrap_or_else(|| panic!("a refusal without structured content: {r:?}"))["code"]
         .as_str()
         .unwrap()
         .to_string()
@@ -150,13 +152,13 @@ async fn every_tool_answers_a_real_mcp_client_and_unsafe_calls_are_refused() {
         json!({"database": "shop", "sql": "DELETE FROM items", "targets": ["main"]}),
     )
     .await;
-    assert!(
-        ok(&w)["results"][0]["error"]
-            .as_str()
-            .unwrap()
-            .contains("not authorized"),
-        "{w:?}"
-    );
+    // A write is a refusal of the tool, saying which tool writes.
+    assert_eq!(refused(&w), "read_only_tool");
+    let hint = w.structured_content.as_ref().unwrap()["hint"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(hint.contains("scion_checkout"), "{hint}");
     let capped = call(&c, "scion_query", json!({"database": "shop", "sql": "SELECT * FROM items", "targets": ["main"], "max_rows": 3})).await;
     assert_eq!(ok(&capped)["results"][0]["truncated"], true);
     let d = call(
@@ -216,20 +218,22 @@ async fn every_tool_answers_a_real_mcp_client_and_unsafe_calls_are_refused() {
         ),
         "force_not_allowed"
     );
-    // A misspelt argument is an error, not a silent no-op.
-    let bad = c
-        .call_tool(
-            CallToolRequestParams::new("scion_destroy").with_arguments(
-                json!({"database": "shop", "branch": "try-2", "forse": true})
-                    .as_object()
-                    .unwrap()
-                    .clone(),
-            ),
-        )
-        .await;
+    // A misspelt argument is a structured refusal that names the valid fields.
+    let bad = call(
+        &c,
+        "scion_destroy",
+        json!({"database": "shop", "branch": "try-2", "forse": true}),
+    )
+    .await;
+    assert_eq!(refused(&bad), "invalid_arguments");
+    let body = bad.structured_content.as_ref().unwrap();
     assert!(
-        bad.is_err() || bad.as_ref().unwrap().is_error == Some(true),
-        "{bad:?}"
+        body["message"].as_str().unwrap().contains("forse"),
+        "{body}"
+    );
+    assert_eq!(
+        body["hint"],
+        "scion_destroy takes branch, database, force (required: database, branch)"
     );
     let gone = call(
         &c,
@@ -248,6 +252,16 @@ async fn every_tool_answers_a_real_mcp_client_and_unsafe_calls_are_refused() {
     .await;
     let sid = ok(&so)["session_id"].as_str().unwrap().to_string();
     let spath = ok(&so)["path"].as_str().unwrap().to_string();
+    // Every tool answers a branch the same way, and takes what any tool answered.
+    assert_eq!(ok(&so)["branch"], "s1");
+    assert_eq!(ok(&so)["ref"], "shop@s1");
+    let d = call(
+        &c,
+        "scion_diff",
+        json!({"database": "shop", "left": "main", "right": ok(&so)["ref"].clone()}),
+    )
+    .await;
+    ok(&d);
     rusqlite::Connection::open(&spath)
         .unwrap()
         .execute("INSERT INTO items(name, qty) VALUES ('agent', 1)", [])

@@ -9,6 +9,7 @@ mod args;
 #[macro_use]
 mod policy;
 pub mod query;
+mod shapes;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -436,6 +437,13 @@ impl ScionMcp {
                 tokio::task::spawn_blocking(move || query::run(&path, &t, &sql, &params, limits))
                     .await
                     .map_err(|e| rmcp::ErrorData::internal_error(e.to_string(), None))?;
+            if rows.wrote {
+                return refuse(
+                    "read_only_tool",
+                    format!("scion_query only reads, and this statement does more than read {target}: {}", a.sql),
+                    "to change a branch, take its file with scion_checkout (or open a session with scion_session_open) and write to it with any SQLite client",
+                );
+            }
             if columns.is_empty() {
                 columns = cols;
             }
@@ -546,6 +554,48 @@ impl ScionMcp {
 
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for ScionMcp {
+    /// Every call goes through one door: branch names normalized on the way in and out
+    /// (`shapes`), and arguments a tool cannot read answered as a refusal naming its
+    /// fields rather than as a protocol error.
+    async fn call_tool(
+        &self,
+        mut request: rmcp::model::CallToolRequestParams,
+        context: rmcp::service::RequestContext<rmcp::RoleServer>,
+    ) -> Result<rmcp::model::CallToolResponse, rmcp::ErrorData> {
+        if let Some(args) = request.arguments.as_mut() {
+            shapes::normalize_arguments(args);
+        }
+        let name = request.name.clone();
+        let tcc = rmcp::handler::server::tool::ToolCallContext::new(self, request, context);
+        let unreadable = |message: &str| {
+            let tool = self.tool_router.get(&name)?;
+            let failure = shapes::bad_arguments(&name, message, &tool.input_schema);
+            Some(failed(failure).map(Into::into))
+        };
+        match self.tool_router.call(tcc).await {
+            Ok(rmcp::model::CallToolResponse::Complete(mut r)) => {
+                // The router answers arguments it could not read as a bare error text.
+                if r.is_error == Some(true) && r.structured_content.is_none() {
+                    if let Some(rmcp::model::ContentBlock::Text(t)) = r.content.first() {
+                        if t.text.starts_with("failed to deserialize parameters") {
+                            if let Some(answer) = unreadable(&t.text) {
+                                return answer;
+                            }
+                        }
+                    }
+                }
+                if let Some(v) = r.structured_content.as_mut() {
+                    shapes::normalize_answer(v);
+                }
+                Ok(rmcp::model::CallToolResponse::Complete(r))
+            }
+            Err(e) if e.code == rmcp::model::ErrorCode::INVALID_PARAMS => {
+                unreadable(&e.message).unwrap_or(Err(e))
+            }
+            other => other,
+        }
+    }
+
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("scion", env!("CARGO_PKG_VERSION")))

@@ -18,6 +18,9 @@ pub struct TargetRows {
     pub truncated: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The statement would have written (the authorizer or SQLite refused it).
+    #[serde(skip)]
+    pub wrote: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -70,6 +73,7 @@ pub fn run(
         row_count: 0,
         truncated: false,
         error: None,
+        wrote: false,
     };
     let result = (|| -> rusqlite::Result<Vec<String>> {
         let uri = format!("file:{}?mode=ro&immutable=1", path.display());
@@ -119,6 +123,13 @@ pub fn run(
     match result {
         Ok(cols) => (cols, out),
         Err(e) => {
+            out.wrote = matches!(
+                e.sqlite_error_code(),
+                Some(
+                    rusqlite::ErrorCode::AuthorizationForStatementDenied
+                        | rusqlite::ErrorCode::ReadOnly
+                )
+            );
             out.error = Some(e.to_string());
             (Vec::new(), out)
         }
