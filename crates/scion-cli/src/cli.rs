@@ -325,15 +325,19 @@ pub enum Command {
     #[command(subcommand)]
     Session(crate::cli_daemon::SessionCommand),
 
-    /// Follow the daemon's events (sessions opened, flushes, forks, reaps, ...), one JSON
-    /// object a line.
+    /// The daemon's events (sessions opened, flushes, forks, rollbacks, undos, reaps, ...),
+    /// one a line: those kept so far, then exit; with --follow, then live ones too.
     #[command(after_help = "Examples:
-  scion events
-  scion events --since 0")]
+  scion events                 # everything kept so far
+  scion events --since 42      # what came after event 42
+  scion events --follow        # and keep following, as journalctl -f")]
     Events {
-        /// Replay the events after this id first (0: every event still kept).
+        /// Only the events after this id (default 0: every event still kept).
         #[arg(long)]
         since: Option<u64>,
+        /// Keep the stream open and print live events as they happen (Ctrl-C ends it).
+        #[arg(long, short = 'f')]
+        follow: bool,
         #[command(flatten)]
         socket: crate::cli_daemon::SocketArg,
     },

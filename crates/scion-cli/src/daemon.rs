@@ -211,9 +211,10 @@ pub fn session(cli: &Cli, cmd: &SessionCommand) -> Result<()> {
     Ok(())
 }
 
-pub fn events(cli: &Cli, since: Option<u64>, socket: &SocketArg) -> Result<()> {
+pub fn events(cli: &Cli, since: Option<u64>, follow: bool, socket: &SocketArg) -> Result<()> {
     use std::io::Write;
-    client(cli, socket)?.events(since, |e| {
+    // Without --since: every event still kept (and, with --follow, what comes next).
+    client(cli, socket)?.events(Some(since.unwrap_or(0)), follow, |e| {
         let line = if cli.json {
             e.data
         } else {

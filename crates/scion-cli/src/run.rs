@@ -176,7 +176,11 @@ fn run_command(cli: &Cli, open: &dyn Fn(&Cli, bool) -> Result<Scion>) -> Result<
             crate::cli_vfs::shell(s, args)?
         }
         Command::Session(cmd) => crate::daemon::session(cli, cmd)?,
-        Command::Events { since, socket } => crate::daemon::events(cli, *since, socket)?,
+        Command::Events {
+            since,
+            follow,
+            socket,
+        } => crate::daemon::events(cli, *since, *follow, socket)?,
         Command::Config {
             page_compression,
             history_retention,

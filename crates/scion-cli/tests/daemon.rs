@@ -354,7 +354,7 @@ fn events_come_in_order_and_replay_from_last_event_id() {
         .unwrap();
     let mut seen = Vec::new();
     s.client()
-        .events(Some(0), |e| {
+        .events(Some(0), true, |e| {
             seen.push((e.id.unwrap(), e.event));
             seen.len() < 3
         })
@@ -369,7 +369,7 @@ fn events_come_in_order_and_replay_from_last_event_id() {
         move || {
             let mut got = Vec::new();
             scion_daemon::client::DaemonClient::new(socket)
-                .events(Some(first), |e| {
+                .events(Some(first), true, |e| {
                     got.push(e.event);
                     got.len() < 3
                 })
@@ -572,4 +572,38 @@ fn the_default_socket_is_in_a_directory_no_other_user_can_squat() {
     assert!(listed.status.success(), "{listed:?}");
     let sockets: Vec<_> = std::fs::read_dir(&run).unwrap().flatten().collect();
     assert_eq!(sockets.len(), 1, "{sockets:?}");
+}
+
+/// `scion events` prints what the daemon kept and exits; `--follow` keeps the stream open.
+#[test]
+fn events_print_what_is_kept_and_exit_unless_followed() {
+    let (_d, s) = served(5, &[]);
+    s.post("/v1/branches", json!({"source": "shop", "name": "e1"}))
+        .unwrap();
+    let out = s
+        .cmd(&["events"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let out = out.wait_with_output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "it ended by itself"
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.lines().any(|l| l.contains(" forked ")), "{text}");
+    let mut follow = s
+        .cmd(&["events", "--follow"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        follow.try_wait().unwrap().is_none(),
+        "--follow keeps the stream open"
+    );
+    follow.kill().unwrap();
+    let _ = follow.wait();
 }

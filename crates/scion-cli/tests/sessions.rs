@@ -137,7 +137,7 @@ fn ephemeral_owner_bound_and_idle_sessions_end_by_themselves() {
     }
     let mut reasons = std::collections::BTreeMap::new();
     s.client()
-        .events(Some(0), |e| {
+        .events(Some(0), true, |e| {
             if e.event == "session_closed" {
                 let v: serde_json::Value = serde_json::from_str(&e.data).unwrap();
                 reasons.insert(
@@ -194,7 +194,7 @@ fn a_session_whose_lease_is_broken_is_fenced_and_says_why() {
     assert!(info["fenced_reason"].as_str().unwrap().contains("changed"));
     let mut fenced = false;
     s.client()
-        .events(Some(0), |e| {
+        .events(Some(0), true, |e| {
             fenced = e.event == "fenced";
             !fenced
         })
@@ -237,7 +237,7 @@ fn the_janitor_reaps_expired_branches_but_never_one_with_a_session() {
     let started = Instant::now();
     let mut reaped = Vec::new();
     s.client()
-        .events(Some(0), |e| {
+        .events(Some(0), true, |e| {
             if e.event == "reaped" {
                 let v: serde_json::Value = serde_json::from_str(&e.data).unwrap();
                 reaped.push(v["data"]["branch"].as_str().unwrap().to_string());

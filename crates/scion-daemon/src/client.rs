@@ -159,17 +159,26 @@ impl DaemonClient {
         })
     }
 
-    /// Follow `/v1/events` (after event `since`, or from now), handing each event to
-    /// `on_event` until it returns `false` or the daemon ends the stream.
+    /// Read `/v1/events` (after event `since`, or from now), handing each event to
+    /// `on_event` until it returns `false` or the stream ends: after the events kept so far
+    /// unless `follow`, else when the daemon ends it.
     pub fn events(
         &self,
         since: Option<u64>,
+        follow: bool,
         mut on_event: impl FnMut(SseEvent) -> bool,
     ) -> Result<(), ClientError> {
-        let path = match since {
+        let mut path = match since {
             Some(id) => format!("/v1/events?since={id}"),
-            None => "/v1/events".to_string(),
+            None => "/v1/events?".to_string(),
         };
+        if !follow {
+            path.push_str(if since.is_some() {
+                "&follow=false"
+            } else {
+                "follow=false"
+            });
+        }
         let req = Self::build("GET", &path, None, &[("accept", "text/event-stream")])?;
         Self::runtime()?.block_on(async {
             let mut sender = self.connect().await?;

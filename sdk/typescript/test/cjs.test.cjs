@@ -4,8 +4,7 @@ const { ScionClient, ScionError, BranchNotFoundError } = require("../dist/cjs/in
 const { startDaemon } = require("../dist/cjs/testkit.js");
 
 (async () => {
-  require("node:fs").existsSync(process.env.SCION_BIN ?? `${__dirname}/../../../target/debug/scion`) || process.exit(1);
-  process.env.SCION_BIN ??= `${__dirname}/../../../target/debug/scion`;
+  require("./scion-bin.cjs");
   const d = await startDaemon();
   try {
     assert.ok(d.client instanceof ScionClient);

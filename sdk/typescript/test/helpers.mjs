@@ -1,10 +1,6 @@
-// The scion binary the tests run: SCION_BIN, else the workspace's debug build.
-import { existsSync } from "node:fs";
-import { fileURLToPath } from "node:url";
+// The scion binary the tests run: SCION_BIN, else `scion` on PATH, else the workspace's
+// build (see scion-bin.cjs).
+import { createRequire } from "node:module";
 
-const built = fileURLToPath(new URL("../../../target/debug/scion", import.meta.url));
-export const SCION = process.env.SCION_BIN ?? built;
-if (!existsSync(SCION)) {
-  throw new Error(`no scion binary at ${SCION}: build it with cargo build -p scion-cli, or set SCION_BIN`);
-}
-process.env.SCION_BIN = SCION;
+const require = createRequire(import.meta.url);
+export const SCION = require("./scion-bin.cjs").SCION;

@@ -1,6 +1,5 @@
 // The test kit under jest (CommonJS build): isolation between tests, cleanup after a throw.
-require("node:fs").existsSync(process.env.SCION_BIN ?? `${__dirname}/../../../target/debug/scion`);
-process.env.SCION_BIN ??= `${__dirname}/../../../target/debug/scion`;
+require("./scion-bin.cjs");
 const Database = require("better-sqlite3");
 const { useScion } = require("../dist/cjs/jest.js");
 

@@ -21,6 +21,9 @@ use crate::state::Shared;
 #[serde(deny_unknown_fields)]
 pub struct EventsQuery {
     since: Option<u64>,
+    /// False: the stream ends after the events kept so far (default true: it stays open
+    /// for live events).
+    follow: Option<bool>,
 }
 
 fn sse(e: &Event) -> SseEvent {
@@ -35,6 +38,7 @@ struct Cursor {
     live: broadcast::Receiver<Event>,
     last: u64,
     stop: watch::Receiver<bool>,
+    follow: bool,
 }
 
 pub async fn stream(
@@ -55,6 +59,7 @@ pub async fn stream(
         live,
         last: after,
         stop,
+        follow: q.follow.unwrap_or(true),
     };
     Ok(Sse::new(events(cursor))
         .keep_alive(KeepAlive::default())
@@ -66,6 +71,9 @@ fn events(cursor: Cursor) -> impl Stream<Item = Result<SseEvent, Infallible>> {
         if let Some(e) = c.past.next() {
             c.last = e.id;
             return Some((Ok(sse(&e)), c));
+        }
+        if !c.follow {
+            return None;
         }
         loop {
             if *c.stop.borrow() {
