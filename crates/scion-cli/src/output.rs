@@ -72,8 +72,8 @@ impl Printer {
                 )
             }
             _ => println!(
-                "{verb}: {} now holds what {} holds (its version {})",
-                r.branch, r.to, r.version
+                "{verb}: {} now holds what {} holds (version {} there), as version {}",
+                r.branch, r.to, r.to_version, r.version
             ),
         }
         if r.revived {
@@ -376,7 +376,11 @@ impl Printer {
             .max(4);
         println!("{:w$}  {:>7}  CREATED", "NAME", "VERSION");
         for (n, v) in reserved {
-            println!("{:w$}  {:>7}  (reserved)", n.as_str(), v);
+            let what = match n.as_str() {
+                "fork" => "built in: where this branch was forked",
+                _ => "built in: the version `scion create` made",
+            };
+            println!("{:w$}  {:>7}  ({what})", n.as_str(), v);
         }
         for (n, c) in list {
             println!("{:w$}  {:>7}  {}", n.as_str(), c.version, c.created_at);

@@ -101,6 +101,42 @@ fn counts_by_primary_key_and_rowid() {
     assert_eq!(only.tables.len(), 1);
 }
 
+/// SQLite stores a whole-number REAL as an integer in its records; the diff shows it as the
+/// real SQLite reads back (1.0, not 1), and leaves integer columns alone.
+#[test]
+fn whole_reals_show_as_reals() {
+    let e = setup(20);
+    change_and_checkpoint(
+        &e,
+        "UPDATE items SET price = 2.0 WHERE id = 3; UPDATE tags SET weight = 7 WHERE name = 'a';",
+    );
+    let r = e
+        .scion
+        .diff(
+            &"shop".parse().unwrap(),
+            &"shop@t".parse().unwrap(),
+            &DiffOptions {
+                rows: Some(10),
+                ..DiffOptions::default()
+            },
+        )
+        .unwrap();
+    let rows = |table: &str| {
+        r.tables
+            .iter()
+            .find(|t| t.table == table)
+            .unwrap()
+            .rows
+            .clone()
+            .unwrap()
+    };
+    let price = &rows("items").changed[0];
+    assert_eq!(price.before.as_ref().unwrap()["price"].to_string(), "3.0");
+    assert_eq!(price.after.as_ref().unwrap()["price"].to_string(), "2.0");
+    let weight = &rows("tags").changed[0];
+    assert_eq!(weight.after.as_ref().unwrap()["weight"].to_string(), "7");
+}
+
 #[test]
 fn a_diff_of_a_few_changed_pages_reads_a_few_pages() {
     let e = setup(60_000);
@@ -301,7 +337,8 @@ fn diff_rows_lists_keys_and_values_before_and_after() {
         ten.before.as_ref().unwrap()["price"],
         serde_json::json!(13.5)
     );
-    assert_eq!(ten.after.as_ref().unwrap()["price"], serde_json::json!(-1));
+    // A REAL column reads back as a real, whole or not (as SQLite returns it).
+    assert_eq!(ten.after.as_ref().unwrap()["price"], serde_json::json!(-1.0));
     assert_eq!(
         ten.after.as_ref().unwrap()["id"],
         serde_json::json!(10),

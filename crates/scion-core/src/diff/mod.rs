@@ -84,6 +84,9 @@ pub(crate) struct TableShape {
     pub key: Vec<usize>,
     /// Record position of an INTEGER PRIMARY KEY column (stored as NULL, value = rowid).
     pub rowid_alias: Option<usize>,
+    /// By record position: the column has REAL affinity, so a whole number SQLite stored
+    /// as an integer (to save space) is the real it reads back as.
+    pub real: Vec<bool>,
 }
 
 /// A row: its values in record order, and its rowid where the table has one.
@@ -309,6 +312,7 @@ fn read_schema(v: &mut VersionPages<'_>) -> CoreResult<Vec<SchemaRow>> {
         columns: vec![],
         key: vec![],
         rowid_alias: None,
+        real: vec![],
     };
     let rows = collect_rows(v, 1, &empty, true, &shape)?;
     Ok(rows
@@ -362,6 +366,7 @@ fn table_shape(s: &SchemaRow) -> CoreResult<Option<TableShape>> {
         .collect();
     pk.sort();
     let mut columns: Vec<String> = cols.iter().map(|c| c.0.clone()).collect();
+    let mut real: Vec<bool> = cols.iter().map(|c| real_affinity(&c.1)).collect();
     let mut key: Vec<usize> = pk.iter().map(|(_, i)| *i).collect();
     let mut rowid_alias = None;
     if without_rowid {
@@ -369,6 +374,7 @@ fn table_shape(s: &SchemaRow) -> CoreResult<Option<TableShape>> {
         let mut order: Vec<usize> = key.clone();
         order.extend((0..cols.len()).filter(|i| !key.contains(i)));
         columns = order.iter().map(|i| cols[*i].0.clone()).collect();
+        real = order.iter().map(|i| real_affinity(&cols[*i].1)).collect();
         key = (0..pk.len()).collect();
     } else if pk.len() == 1 && cols[pk[0].1].1.eq_ignore_ascii_case("INTEGER") {
         rowid_alias = Some(pk[0].1);
@@ -378,7 +384,21 @@ fn table_shape(s: &SchemaRow) -> CoreResult<Option<TableShape>> {
         columns,
         key,
         rowid_alias,
+        real,
     }))
+}
+
+/// SQLite's rule for a declared type's affinity, as far as REAL goes: the first rule that
+/// matches wins (INT, then CHAR/CLOB/TEXT, then BLOB, then REAL/FLOA/DOUB).
+fn real_affinity(declared: &str) -> bool {
+    let t = declared.to_ascii_uppercase();
+    if t.contains("INT") || t.contains("CHAR") || t.contains("CLOB") || t.contains("TEXT") {
+        return false;
+    }
+    if t.contains("BLOB") || t.is_empty() {
+        return false;
+    }
+    t.contains("REAL") || t.contains("FLOA") || t.contains("DOUB")
 }
 
 /// Rows of the b-tree at `root`: from every page when `full`, otherwise only from pages

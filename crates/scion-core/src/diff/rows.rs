@@ -92,7 +92,13 @@ fn column(shape: &TableShape, row: &Row, i: usize) -> Json {
             return Json::from(id);
         }
     }
-    row.values.get(i).map(json).unwrap_or(Json::Null)
+    match row.values.get(i) {
+        Some(Value::Integer(n)) if shape.real.get(i) == Some(&true) => {
+            json(&Value::Real(*n as f64))
+        }
+        Some(v) => json(v),
+        None => Json::Null,
+    }
 }
 
 fn key_of(shape: &TableShape, row: &Row) -> Map<String, Json> {

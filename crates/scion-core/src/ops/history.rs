@@ -316,6 +316,7 @@ impl Scion {
             etag,
             HeadTarget {
                 root: old,
+                version: target.old_version,
                 to: format!("the head before move #{} ({})", target.seq, target.op),
                 mv: HeadMove {
                     op: HeadOp::Undo,
@@ -371,6 +372,7 @@ impl Scion {
             etag,
             HeadTarget {
                 root,
+                version: entry.new_version,
                 to: format!("the head move #{seq} ({}) left", entry.op),
                 mv: HeadMove::with_detail(HeadOp::Restore, format!("#{seq}")),
                 safety: None,
@@ -388,14 +390,25 @@ impl Scion {
     ) -> CoreResult<MoveReport> {
         let destroyed = object.destroyed.clone().expect("a destroy record");
         let last = object.entries.last().expect("entries").clone();
-        let (root, seq) = match to {
-            None => (last.old.expect("a destroy entry names the head"), last.seq),
+        let (root, seq, to_version) = match to {
+            None => (
+                last.old.expect("a destroy entry names the head"),
+                last.seq,
+                last.old_version,
+            ),
             Some(seq) => {
                 let entry = HistoryWalk::from_object(self, object)
                     .find(seq)?
                     .ok_or_else(|| history_entry_not_found(b, seq))?;
                 // The destroy entry itself means the head it removed.
-                (entry.new.or(entry.old).expect("an entry names a head"), seq)
+                match entry.new {
+                    Some(new) => (new, seq, entry.new_version),
+                    None => (
+                        entry.old.expect("an entry names a head"),
+                        seq,
+                        entry.old_version,
+                    ),
+                }
             }
         };
         let record = self.reader.root(&root)?;
@@ -444,6 +457,7 @@ impl Scion {
         Ok(MoveReport {
             branch: b.to_string(),
             to,
+            to_version,
             revived: true,
             version,
             abandoned_version: last.old_version,

@@ -34,6 +34,9 @@ pub struct MoveReport {
     pub branch: String,
     /// The version the head now holds, and where it came from.
     pub to: String,
+    /// The number `to` had where it came from (a checkpoint's, the source branch's).
+    pub to_version: u64,
+    /// The head's number now: every move adds one.
     pub version: u64,
     /// Version number of the head that was replaced.
     pub abandoned_version: u64,
@@ -55,6 +58,8 @@ pub struct MoveReport {
 /// Where a head move goes, and how it is recorded.
 pub(crate) struct HeadTarget {
     pub root: Locator,
+    /// The number the version had where it came from.
+    pub version: u64,
     /// For people: what the head now holds.
     pub to: String,
     pub mv: HeadMove,
@@ -95,6 +100,7 @@ impl Scion {
             etag,
             HeadTarget {
                 root: target.root,
+                version: target.version,
                 to: format!("{b}@{to}"),
                 mv: HeadMove::with_detail(HeadOp::Rollback, format!("{b}@{to}")),
                 safety: Some(SafetyKind::PreRollback),
@@ -125,6 +131,7 @@ impl Scion {
             etag,
             HeadTarget {
                 root: src.root,
+                version: src.version,
                 to: source.to_string(),
                 mv: HeadMove::with_detail(HeadOp::Promote, source.to_string()),
                 safety: Some(SafetyKind::PrePromote),
@@ -144,6 +151,7 @@ impl Scion {
     ) -> CoreResult<MoveReport> {
         let HeadTarget {
             root,
+            version: to_version,
             to,
             mv,
             safety,
@@ -221,6 +229,7 @@ impl Scion {
         Ok(MoveReport {
             branch: b.to_string(),
             to,
+            to_version,
             version: next.version,
             abandoned_version: r.version,
             history_entry,
