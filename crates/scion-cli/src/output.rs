@@ -200,6 +200,11 @@ impl Printer {
         if self.json {
             return self.emit(r);
         }
+        for b in &r.unsaved_checkouts {
+            eprintln!(
+                "note: the checkout of {b} holds changes not checkpointed, which this diff of committed versions leaves out; `scion checkpoint {b} <name>` commits them"
+            );
+        }
         if let Some(sql) = &r.sql {
             print!("{sql}");
             return;
@@ -212,7 +217,10 @@ impl Printer {
             plural(r.pages_read, "page")
         );
         if r.schema_changes.is_empty() && r.tables.is_empty() {
-            println!("no differences");
+            match r.unsaved_checkouts.is_empty() {
+                true => println!("no differences"),
+                false => println!("no differences between the committed versions"),
+            }
         }
         for c in &r.schema_changes {
             let mark = match c.change.as_str() {

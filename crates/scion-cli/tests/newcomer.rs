@@ -153,6 +153,90 @@ fn hints_name_the_command_that_refused() {
     insta::assert_snapshot!(transcript);
 }
 
+/// A checkout both stale and dirty (changes written on a head the branch has left): every
+/// command that refuses it gives a hint that works in that state, and following the hints
+/// keeps the changes and brings the head.
+#[test]
+fn the_hints_for_a_stale_and_dirty_checkout_lead_somewhere() {
+    let s = Session::new();
+    seed(&s.path("shop.db"), 50);
+    s.ok(&["init"]);
+    s.ok(&["create", "shop", "--from", "shop.db"]);
+    s.ok(&["fork", "shop", "try"]);
+    s.ok(&["fork", "shop", "next"]);
+    let next = s.ok(&["checkout", "shop@next"]);
+    sqlite(Path::new(next.trim()), "DELETE FROM items WHERE id <= 10");
+    s.ok(&["checkpoint", "shop@next", "smaller"]);
+    let path = s.ok(&["checkout", "shop@try"]).trim().to_string();
+    // An app holds the file open while the head moves (so it is left stale), then writes.
+    let app = rusqlite::Connection::open(&path).unwrap();
+    app.query_row("SELECT count(*) FROM items", [], |r| r.get::<_, i64>(0))
+        .unwrap();
+    s.ok(&["promote", "shop@next", "--onto", "try", "--force"]);
+    app.execute("INSERT INTO items(name, price) VALUES ('kept', 1)", [])
+        .unwrap();
+    drop(app);
+    let hint = |args: &[&str], code: &str| -> String {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        let r = s.run(&all);
+        assert_eq!(r.code, 6, "{args:?}: {}", r.stderr);
+        let v: serde_json::Value = serde_json::from_str(r.stderr.trim()).unwrap();
+        assert_eq!(v["error"]["code"], code, "{args:?}: {}", r.stderr);
+        v["error"]["hint"].as_str().unwrap().to_string()
+    };
+    for (args, then) in [
+        (
+            &["checkout", "shop@try"][..],
+            "`scion checkout shop@try --force`",
+        ),
+        (
+            &["checkpoint", "shop@try", "x"],
+            "`scion checkout shop@try --force`",
+        ),
+        (
+            &["destroy", "shop@try"],
+            "repeat `scion destroy` with --force",
+        ),
+        (
+            &["rollback", "shop@try", "--to", "fork"],
+            "repeat `scion rollback` with --force",
+        ),
+    ] {
+        let h = hint(args, "stale_checkout");
+        assert!(
+            h.contains(".backup kept.db") && h.contains(then),
+            "{args:?}: {h}"
+        );
+    }
+    // The hint, followed: the changes are kept, then the head comes.
+    let out = std::process::Command::new("sqlite3")
+        .arg(&path)
+        .arg(format!(".backup {}", s.path("kept.db").display()))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    s.ok(&[
+        "create",
+        "kept",
+        "--from",
+        s.path("kept.db").to_str().unwrap(),
+    ]);
+    assert_eq!(
+        s.ok(&[
+            "sql",
+            "kept",
+            "SELECT count(*) FROM items WHERE name = 'kept'"
+        ]),
+        "count(*)\n1\n"
+    );
+    s.ok(&["checkout", "shop@try", "--force"]);
+    assert_eq!(
+        s.ok(&["sql", "shop@try", "SELECT count(*) FROM items"]),
+        "count(*)\n40\n"
+    );
+}
+
 #[test]
 fn promote_force_onto_an_open_branch_moves_the_head_and_leaves_the_file_stale() {
     let s = Session::new();
@@ -307,4 +391,38 @@ fn diff_rows_gives_the_rows_as_data() {
     insta::assert_snapshot!(format!("{json}\n{human}"));
     let r = s.run(&["diff", "shop", "shop@try-1", "--rows", "--sql"]);
     assert_eq!(r.code, 2, "--rows and --sql do not go together");
+}
+
+/// `diff` compares committed versions; a checkout holding changes not checkpointed says so
+/// instead of an unqualified "no differences".
+#[test]
+fn diff_says_what_a_dirty_checkout_holds_that_it_leaves_out() {
+    let s = Session::new();
+    seed(&s.path("shop.db"), 20);
+    s.ok(&["init"]);
+    s.ok(&["create", "shop", "--from", "shop.db"]);
+    s.ok(&["fork", "shop", "dd"]);
+    let p = s.ok(&["checkout", "shop@dd"]);
+    sqlite(Path::new(p.trim()), "DELETE FROM items");
+    let r = s.run(&["diff", "shop", "shop@dd"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stdout
+            .contains("no differences between the committed versions"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stderr
+            .contains("the checkout of shop@dd holds changes not checkpointed")
+            && r.stderr.contains("scion checkpoint shop@dd <name>"),
+        "{}",
+        r.stderr
+    );
+    let v = s.json(&["diff", "shop", "shop@dd"]);
+    assert_eq!(v["unsaved_checkouts"], serde_json::json!(["shop@dd"]));
+    s.ok(&["checkpoint", "shop@dd", "emptied"]);
+    let v = s.json(&["diff", "shop", "shop@dd"]);
+    assert!(v.get("unsaved_checkouts").is_none(), "{v}");
+    assert_eq!(v["tables"][0]["removed"], 20);
 }

@@ -83,7 +83,14 @@ pub fn describe(e: &CoreError, context: Context) -> Described {
         Conflict { .. } => d(Exit::Conflict, "conflict", Some("read the branch again and retry if it still makes sense".into())),
         DirtyCheckout { branch, .. } => d(Exit::Refused, "dirty_checkout", Some(unsaved_hint(branch, context, &format!("keep the changes with `scion checkpoint {branch} <name>`, or discard them with `scion checkout {branch} --force`")))),
         UnknownCheckout { branch, .. } => d(Exit::Refused, "unknown_checkout", Some(unsaved_hint(branch, context, &format!("move the file away to keep it, or replace it with `scion checkout {branch} --force`")))),
-        StaleCheckout { branch, .. } => d(Exit::Refused, "stale_checkout", Some(format!("export the file to keep its changes, then `scion checkout {branch} --force`"))),
+        StaleCheckout { branch, path } => d(Exit::Refused, "stale_checkout", Some(format!(
+            "its changes were made on an older head and cannot be checkpointed; to keep them, copy the file with its WAL (`sqlite3 '{}' '.backup kept.db'`; `scion create <db> --from kept.db` makes a database of it), then {}",
+            path.display(),
+            match context.discarding_command() {
+                Some(cmd) => format!("repeat `scion {cmd}` with --force"),
+                None => format!("`scion checkout {branch} --force` brings the head"),
+            }
+        ))),
         CheckoutBusy { .. } => d(Exit::Refused, "checkout_busy", Some("close the connections that have it open and retry".into())),
         NotSqlite { .. } => d(Exit::InvalidInput, "not_sqlite", None),
         JournalLeftovers { .. } => d(Exit::Refused, "journal_leftovers", Some("they may belong to another database that was deleted; remove them, or pass --force to have them removed".into())),

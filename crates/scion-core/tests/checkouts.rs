@@ -426,7 +426,9 @@ fn a_dirty_checkout_of_a_head_that_moved_is_refused() {
             scion_store::PutMode::Update(etag),
         )
         .unwrap();
+    // Changes made on a head the branch has left cannot be checkpointed: a stale checkout,
+    // whose hint says how to keep the file.
     let err = e.scion.checkout(&b, false).unwrap_err();
-    assert!(matches!(err, CoreError::DirtyCheckout { .. }), "{err}");
+    assert!(matches!(err, CoreError::StaleCheckout { .. }), "{err}");
     assert!(dump(&path).contains("mine"), "refusal left the file alone");
 }

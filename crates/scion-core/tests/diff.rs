@@ -338,7 +338,10 @@ fn diff_rows_lists_keys_and_values_before_and_after() {
         serde_json::json!(13.5)
     );
     // A REAL column reads back as a real, whole or not (as SQLite returns it).
-    assert_eq!(ten.after.as_ref().unwrap()["price"], serde_json::json!(-1.0));
+    assert_eq!(
+        ten.after.as_ref().unwrap()["price"],
+        serde_json::json!(-1.0)
+    );
     assert_eq!(
         ten.after.as_ref().unwrap()["id"],
         serde_json::json!(10),

@@ -91,8 +91,15 @@ pub struct CheckoutReport {
 
 /// Refuse an operation that would strand or delete a checkout holding changes never
 /// checkpointed (dirty) or changes scion cannot account for (unknown).
-pub(crate) fn refuse_unsaved(state: CheckoutState, path: &Path, b: &BranchRef) -> CoreResult<()> {
-    match state {
+/// Refuse a checkout holding changes never checkpointed. Changes made on an older head
+/// than the branch's cannot be checkpointed any more: they are a stale checkout, whose hint
+/// says how to keep the file.
+pub(crate) fn refuse_unsaved(judged: &Inspection, path: &Path, b: &BranchRef) -> CoreResult<()> {
+    match judged.state {
+        CheckoutState::Dirty if !judged.current => Err(CoreError::StaleCheckout {
+            path: path.to_path_buf(),
+            branch: b.to_string(),
+        }),
         CheckoutState::Dirty => Err(CoreError::DirtyCheckout {
             path: path.to_path_buf(),
             branch: b.to_string(),
@@ -413,7 +420,7 @@ impl Scion {
             let discarded = match inspection.state {
                 CheckoutState::None | CheckoutState::Stale => None,
                 CheckoutState::Dirty | CheckoutState::Unknown if !force => {
-                    refuse_unsaved(inspection.state, files.db(), b)?;
+                    refuse_unsaved(&inspection, files.db(), b)?;
                     None
                 }
                 other => Some(other),

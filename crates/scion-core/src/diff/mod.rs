@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-use crate::checkout::CleanFile;
+use crate::checkout::{CheckoutState, CleanFile};
 use crate::format::RootRecord;
 pub use btree::Value;
 use btree::{decode_record, parse_page, PageKind};
@@ -20,7 +20,7 @@ pub use rows::{RowChange, RowChanges};
 
 use crate::error::{CoreError, CoreResult};
 use crate::names::Target;
-use crate::Scion;
+use crate::{ResolvedVersion, Scion};
 
 #[derive(Debug, Clone, Default)]
 pub struct DiffOptions {
@@ -64,6 +64,10 @@ pub struct DiffReport {
     /// Pages actually read to compute the diff.
     pub pages_read: u64,
     pub sql: Option<String>,
+    /// Sides that are branch heads whose checkout file holds changes not checkpointed: the
+    /// diff compares committed versions, so those changes are not in it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unsaved_checkouts: Vec<String>,
 }
 
 /// One object of `sqlite_schema`.
@@ -115,11 +119,36 @@ impl Scion {
         opts: &DiffOptions,
     ) -> CoreResult<DiffReport> {
         let (lv, rv) = (self.resolve(left)?, self.resolve(right)?);
+        let mut unsaved = Vec::new();
+        for (t, v) in [(left, &lv), (right, &rv)] {
+            if t.checkpoint.is_none()
+                && matches!(
+                    self.checkout_state(&t.branch, &v.root)?,
+                    CheckoutState::Dirty | CheckoutState::Unknown
+                )
+                && !unsaved.contains(&t.branch.to_string())
+            {
+                unsaved.push(t.branch.to_string());
+            }
+        }
+        let mut report = self.diff_committed(left, right, opts, &lv, &rv)?;
+        report.unsaved_checkouts = unsaved;
+        Ok(report)
+    }
+
+    fn diff_committed(
+        &self,
+        left: &Target,
+        right: &Target,
+        opts: &DiffOptions,
+        lv: &ResolvedVersion,
+        rv: &ResolvedVersion,
+    ) -> CoreResult<DiffReport> {
         let (lr, rr) = (self.reader.root(&lv.root)?, self.reader.root(&rv.root)?);
         let changed = changed_pages(&self.reader, &lr, &rr)?;
         // A clean checkout of either side is read locally instead of from the store; it is
         // checked again afterwards, and a diff that raced a write is redone from the store.
-        let (local_a, local_b) = (self.clean_file(left, &lv), self.clean_file(right, &rv));
+        let (local_a, local_b) = (self.clean_file(left, lv), self.clean_file(right, rv));
         if local_a.is_some() || local_b.is_some() {
             let open = |c: &Option<CleanFile>| c.as_ref().and_then(|c| c.open());
             let report = self.diff_pages(
@@ -301,6 +330,7 @@ impl Scion {
             pages_differing: changed.len(),
             pages_read: a.pages_read + b.pages_read,
             sql: opts.sql.then(|| script.finish()),
+            unsaved_checkouts: Vec::new(),
         })
     }
 }

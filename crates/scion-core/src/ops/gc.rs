@@ -379,9 +379,10 @@ impl Scion {
         // Compaction moves the head: changes never checkpointed would be stranded in a
         // file made from the old version, as with promote.
         let path = self.checkout_path(b);
-        let state = self.inspect(&path, &r.root)?.state;
+        let judged = self.inspect(&path, &r.root)?;
+        let state = judged.state;
         if !force {
-            crate::checkout::refuse_unsaved(state, &path, b)?;
+            crate::checkout::refuse_unsaved(&judged, &path, b)?;
         }
         let root = self.reader.root(&r.root)?;
         let leaves = pagemap::leaves(&self.reader, root.node, root.depth, root.fanout_bits)?;

@@ -161,11 +161,8 @@ impl Scion {
         let path = self.checkout_path(b);
         let judged = self.inspect(&path, &r.root)?;
         let state = judged.state;
-        if matches!(state, CheckoutState::Dirty | CheckoutState::Unknown) && !opts.force {
-            return Err(CoreError::DirtyCheckout {
-                path,
-                branch: b.to_string(),
-            });
+        if !opts.force {
+            crate::checkout::refuse_unsaved(&judged, &path, b)?;
         }
         // An open checkout is never rewritten under its connections (invariant 7). With
         // force the head moves anyway and the file is left stale for the next checkout.
@@ -212,7 +209,11 @@ impl Scion {
                     );
                     checkout = Some(report.path.display().to_string());
                 }
-                Err(e @ (CoreError::DirtyCheckout { .. } | CoreError::UnknownCheckout { .. })) => {
+                Err(
+                    e @ (CoreError::DirtyCheckout { .. }
+                    | CoreError::StaleCheckout { .. }
+                    | CoreError::UnknownCheckout { .. }),
+                ) => {
                     warnings.push(format!(
                         "the checkout was left as it is, with changes made while the head moved ({e}); export them, then `scion checkout {b} --force`"
                     ));
@@ -341,7 +342,7 @@ impl Scion {
                 if path.exists() && sqlite_io::in_use(&path)? {
                     return Err(CoreError::CheckoutBusy { path });
                 }
-                crate::checkout::refuse_unsaved(self.inspect(&path, &r.root)?.state, &path, b)?;
+                crate::checkout::refuse_unsaved(&self.inspect(&path, &r.root)?, &path, b)?;
             }
             // Claim first: from here on no operation moves or reads this branch.
             r.destroying_since = Some(now);
