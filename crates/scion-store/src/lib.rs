@@ -15,6 +15,7 @@ mod key;
 pub mod local;
 pub mod memory;
 pub mod observed;
+pub mod powerloss;
 pub mod probe;
 pub mod range_lock;
 #[cfg(feature = "s3")]

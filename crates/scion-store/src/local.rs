@@ -21,6 +21,7 @@ use std::time::SystemTime;
 use crate::backend::{content_etag, read_file_range};
 use crate::changes::{ChangeBoard, Writing};
 use crate::key::validate_prefix;
+use crate::powerloss::{FsLog, FsOp};
 use crate::{validate_key, Backend, ETag, ObjectMeta, PutMode, StoreError, StoreResult};
 
 /// Where a local store writes objects before it publishes them (`{random}.tmp`); a crash
@@ -36,33 +37,6 @@ fn vanished(e: &io::Error) -> bool {
     e.kind() == io::ErrorKind::NotFound
 }
 
-/// Create `dir` and its parents, each level's entry made durable in its parent (an
-/// object renamed into a directory whose own entry a power loss drops is lost with it).
-/// False (try again) when a concurrent delete removed a directory half way.
-fn make_dirs(dir: &Path) -> io::Result<bool> {
-    let mut missing = Vec::new();
-    let mut level = dir;
-    while !level.is_dir() {
-        missing.push(level);
-        match level.parent() {
-            Some(p) => level = p,
-            None => break,
-        }
-    }
-    for level in missing.into_iter().rev() {
-        match fs::create_dir(level) {
-            // Made by another writer meanwhile: its entry is synced all the same, since
-            // that writer may not have got so far yet.
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-            Err(e) if vanished(&e) => return Ok(false),
-            Err(e) => return Err(e),
-        }
-        sync_parent(level)?;
-    }
-    Ok(true)
-}
-
 #[derive(Debug, Clone)]
 pub struct LocalBackend {
     root: PathBuf,
@@ -71,6 +45,8 @@ pub struct LocalBackend {
     segments: std::sync::Arc<std::sync::Mutex<OpenSegments>>,
     /// Writes of refs and checkpoints announced to this host's readers (`change_stamp`).
     board: Option<std::sync::Arc<ChangeBoard>>,
+    /// Where the operations that decide durability are recorded, for the power-loss model.
+    fs_log: Option<FsLog>,
 }
 
 type OpenSegments = std::collections::HashMap<String, std::sync::Arc<File>>;
@@ -89,7 +65,75 @@ impl LocalBackend {
             root,
             segments: Default::default(),
             board,
+            fs_log: None,
         })
+    }
+
+    /// Record every operation that decides what a power loss keeps into `log`
+    /// ([`crate::powerloss`]).
+    pub fn with_fs_log(mut self, log: FsLog) -> Self {
+        self.fs_log = Some(log);
+        self
+    }
+
+    fn record(&self, op: impl FnOnce(&dyn Fn(&Path) -> String) -> FsOp) {
+        if let Some(log) = &self.fs_log {
+            let rel = |p: &Path| {
+                p.strip_prefix(&self.root)
+                    .unwrap_or(p)
+                    .to_string_lossy()
+                    .into_owned()
+            };
+            log.push(op(&rel));
+        }
+    }
+
+    /// Create `dir` and its parents, each level's entry made durable in its parent (an
+    /// object renamed into a directory whose own entry a power loss drops is lost with it).
+    /// False (try again) when a concurrent delete removed a directory half way.
+    fn make_dirs(&self, dir: &Path) -> io::Result<bool> {
+        let mut missing = Vec::new();
+        let mut level = dir;
+        while !level.is_dir() {
+            missing.push(level);
+            match level.parent() {
+                Some(p) => level = p,
+                None => break,
+            }
+        }
+        for level in missing.into_iter().rev() {
+            match fs::create_dir(level) {
+                Ok(()) => self.record(|rel| FsOp::Mkdir(rel(level))),
+                // Made by another writer meanwhile: its entry is synced all the same, since
+                // that writer may not have got so far yet.
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                Err(e) if vanished(&e) => return Ok(false),
+                Err(e) => return Err(e),
+            }
+            self.sync_parent(level)?;
+        }
+        Ok(true)
+    }
+
+    /// Make a directory entry durable. A directory already removed again (its object deleted
+    /// by someone else since) has nothing left to make durable.
+    fn sync_parent(&self, path: &Path) -> io::Result<()> {
+        let parent = path.parent().unwrap_or(Path::new("."));
+        match File::open(parent) {
+            Ok(d) => {
+                d.sync_all()?;
+                self.record(|rel| FsOp::FsyncDir(rel(parent)));
+                Ok(())
+            }
+            Err(e) if vanished(&e) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn remove_recorded(&self, path: &Path) -> io::Result<()> {
+        fs::remove_file(path)?;
+        self.record(|rel| FsOp::Unlink(rel(path)));
+        Ok(())
     }
 
     pub fn root(&self) -> &Path {
@@ -171,7 +215,7 @@ impl LocalBackend {
         let path = self.lock_path(key);
         for _ in 0..VANISHED_RETRIES {
             let parent = path.parent().expect("lock paths have a parent");
-            if !make_dirs(parent).map_err(|e| StoreError::io(key, e))? {
+            if !self.make_dirs(parent).map_err(|e| StoreError::io(key, e))? {
                 continue;
             }
             let file = match OpenOptions::new()
@@ -217,6 +261,7 @@ impl LocalBackend {
             if fs::remove_dir(&dir).is_err() {
                 break;
             }
+            self.record(|rel| FsOp::Rmdir(rel(&dir)));
         }
     }
 
@@ -229,10 +274,13 @@ impl LocalBackend {
         let result = (|| {
             let mut f = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
             f.write_all(data)?;
-            f.sync_all()
+            self.record(|rel| FsOp::WriteFile(rel(&tmp), data.to_vec()));
+            f.sync_all()?;
+            self.record(|rel| FsOp::FsyncFile(rel(&tmp)));
+            Ok(())
         })();
         if let Err(e) = result {
-            let _ = fs::remove_file(&tmp);
+            let _ = self.remove_recorded(&tmp);
             return Err(StoreError::io(key, e));
         }
         Ok(tmp)
@@ -256,7 +304,7 @@ impl LocalBackend {
     ) -> io::Result<PathBuf> {
         for _ in 0..VANISHED_RETRIES {
             let path = self.path(key);
-            if !make_dirs(path.parent().expect("validated keys have a parent"))? {
+            if !self.make_dirs(path.parent().expect("validated keys have a parent"))? {
                 continue;
             }
             match place(tmp, &path) {
@@ -275,18 +323,23 @@ impl LocalBackend {
         let path = match self.place(key, &tmp, |a, b| fs::rename(a, b)) {
             Ok(p) => p,
             Err(e) => {
-                let _ = fs::remove_file(&tmp);
+                let _ = self.remove_recorded(&tmp);
                 return Err(StoreError::io(key, e));
             }
         };
-        sync_parent(&path).map_err(|e| StoreError::io(key, e))?;
+        self.record(|rel| FsOp::Rename(rel(&tmp), rel(&path)));
+        self.sync_parent(&path)
+            .map_err(|e| StoreError::io(key, e))?;
         Ok(content_etag(data))
     }
 
     fn publish_create(&self, key: &str, data: &[u8]) -> StoreResult<ETag> {
         let tmp = self.write_temp(key, data)?;
         let linked = self.place(key, &tmp, |a, b| fs::hard_link(a, b));
-        let _ = fs::remove_file(&tmp);
+        if let Ok(path) = &linked {
+            self.record(|rel| FsOp::Link(rel(&tmp), rel(path)));
+        }
+        let _ = self.remove_recorded(&tmp);
         let path = match linked {
             Ok(p) => p,
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
@@ -296,19 +349,9 @@ impl LocalBackend {
             }
             Err(e) => return Err(StoreError::io(key, e)),
         };
-        sync_parent(&path).map_err(|e| StoreError::io(key, e))?;
+        self.sync_parent(&path)
+            .map_err(|e| StoreError::io(key, e))?;
         Ok(content_etag(data))
-    }
-}
-
-/// Make a directory entry durable. A directory already removed again (its object deleted
-/// by someone else since) has nothing left to make durable.
-fn sync_parent(path: &Path) -> io::Result<()> {
-    let parent = path.parent().unwrap_or(Path::new("."));
-    match File::open(parent) {
-        Ok(d) => d.sync_all(),
-        Err(e) if vanished(&e) => Ok(()),
-        Err(e) => Err(e),
     }
 }
 
@@ -412,8 +455,10 @@ impl Backend for LocalBackend {
         self.forget_segment(key);
         let guard = self.lock(key)?;
         let path = self.path(key);
-        match fs::remove_file(&path) {
-            Ok(()) => sync_parent(&path).map_err(|e| StoreError::io(key, e))?,
+        match self.remove_recorded(&path) {
+            Ok(()) => self
+                .sync_parent(&path)
+                .map_err(|e| StoreError::io(key, e))?,
             Err(e) if vanished(&e) => {}
             Err(e) => return Err(StoreError::io(key, e)),
         }
@@ -429,8 +474,10 @@ impl Backend for LocalBackend {
         match self.read_current(key)? {
             Some(cur) if &content_etag(&cur) == etag => {
                 let path = self.path(key);
-                fs::remove_file(&path).map_err(|e| StoreError::io(key, e))?;
-                sync_parent(&path).map_err(|e| StoreError::io(key, e))?;
+                self.remove_recorded(&path)
+                    .map_err(|e| StoreError::io(key, e))?;
+                self.sync_parent(&path)
+                    .map_err(|e| StoreError::io(key, e))?;
                 self.forget(key, guard);
                 Ok(())
             }
