@@ -218,3 +218,34 @@ fn invariant_10_cost_follows_change_not_size() {
         after.bytes_written - before.bytes_written
     );
 }
+
+/// A checkout whose file was touched but holds the same pages commits nothing, and takes no
+/// lease for it: the checkpoint's one write is its name.
+#[test]
+fn a_checkpoint_with_nothing_to_commit_writes_only_its_name() {
+    let e = env();
+    create_shop(&e, 2_000);
+    let c = Arc::new(CountingBackend::new(Arc::new(
+        LocalBackend::open(e.store_dir()).unwrap(),
+    )));
+    let s = e.reopen_with(c.clone());
+    s.fork(&br("shop"), &"f".parse().unwrap(), None).unwrap();
+    let path = s.checkout(&br("shop@f"), false).unwrap().path;
+    // Same bytes, new modification time: the fingerprint no longer proves it clean.
+    let later = std::time::SystemTime::now() + std::time::Duration::from_secs(5);
+    std::fs::File::options()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_modified(later)
+        .unwrap();
+    let before = c.counts();
+    let report = s
+        .checkpoint(&br("shop@f"), &"same".parse().unwrap())
+        .unwrap();
+    let after = c.counts();
+    assert!(!report.committed, "{report:?}");
+    assert_eq!(after.puts - before.puts, 1, "only the checkpoint's name");
+    let (r, _) = s.read_ref(&br("shop@f")).unwrap();
+    assert!(r.lease.is_none() && r.history.is_empty(), "{r:?}");
+}

@@ -13,9 +13,10 @@ use crate::names::{BranchRef, CheckpointName};
 use crate::ops::lease::OPERATION_LEASE;
 use crate::ops::MAX_DELTA_PAGES;
 use crate::pagemap::{depth_for, lookup, TreeUpdate};
-use crate::refs::Lease;
+use crate::refs::{Lease, Ref};
 use crate::writer::WriteStats;
 use crate::Scion;
+use scion_store::ETag;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct CheckpointReport {
@@ -92,26 +93,23 @@ impl Scion {
         if sidecar.proves_unmodified(&fingerprint) {
             return bind_head(WriteStats::default());
         }
-        // Moving the head: hold the branch's lease for the whole commit.
+        // Moving the head: hold the branch's lease from the first changed page to the
+        // publish. A file whose pages all hash as before takes no lease, so a checkpoint
+        // with nothing to commit writes only its name (it works on a full disk too, as far
+        // as the name goes).
         let held_before = self.holds_lease(&r)?;
-        let (r, etag) = if held_before {
-            (r, etag)
-        } else {
-            let now = self.store_time()?;
-            let mut leased = r.clone();
-            leased.epoch += 1;
-            leased.lease = Some(Lease {
-                holder: self.options.holder.clone(),
-                epoch: leased.epoch,
-                expires: now.saturating_add(OPERATION_LEASE),
-            });
-            let etag = self.write_ref(b, &mut leased, &etag)?;
-            (leased, etag)
-        };
-        let mut lease_guard = OperationLease {
+        let mut leased: Option<(Ref, ETag)> = held_before.then(|| (r.clone(), etag.clone()));
+        let lease_guard = OperationLease {
             scion: self,
             branch: b,
-            armed: !held_before,
+            armed: std::cell::Cell::new(false),
+        };
+        let lease_now = |leased: &mut Option<(Ref, ETag)>| -> CoreResult<()> {
+            if leased.is_none() {
+                *leased = Some(self.take_operation_lease(b, &r, &etag)?);
+                lease_guard.armed.set(true);
+            }
+            Ok(())
         };
         let old = self.reader.root(&r.root)?;
         let committed = super::with_fresh_ids(|| {
@@ -125,6 +123,7 @@ impl Scion {
                 Some(&sidecar),
                 &*self.options.progress,
                 |pgno, page, hash| {
+                    lease_now(&mut leased)?;
                     let zero = *zero.get_or_insert_with(|| page_hash(&vec![0u8; page.len()]));
                     if hash == zero {
                         changes.insert(pgno - 1, None);
@@ -154,6 +153,7 @@ impl Scion {
             if changes.is_empty() && same_shape {
                 return Ok((None, hashes));
             }
+            lease_now(&mut leased)?;
             let zero = page_hash(&vec![0u8; info.page_size as usize]);
             let db_checksum = hashes.iter().enumerate().fold(0u64, |acc, (i, h)| {
                 acc.wrapping_add(page_contribution(i as u32 + 1, *h, zero))
@@ -190,6 +190,7 @@ impl Scion {
             sidecar.store(&path)?;
             return bind_head(WriteStats::default());
         };
+        let (r, etag) = leased.expect("a commit with changes holds the lease");
         let version = r.version + 1;
         let (root, record, stats) = (sealed.root, sealed.record, sealed.stats);
         let new_sidecar = Sidecar {
@@ -223,7 +224,7 @@ impl Scion {
             }
             return Err(e);
         }
-        lease_guard.armed = false;
+        lease_guard.armed.set(false);
         new_sidecar.store(&path)?;
         Sidecar::load(&path, &root)?;
         self.bind_checkpoint_with_meta(b, name, root, version, meta)?;
@@ -248,16 +249,32 @@ impl Scion {
     }
 }
 
+impl Scion {
+    /// Take `b`'s lease (read as `r` with `etag`) for the length of one operation.
+    fn take_operation_lease(&self, b: &BranchRef, r: &Ref, etag: &ETag) -> CoreResult<(Ref, ETag)> {
+        let now = self.store_time()?;
+        let mut leased = r.clone();
+        leased.epoch += 1;
+        leased.lease = Some(Lease {
+            holder: self.options.holder.clone(),
+            epoch: leased.epoch,
+            expires: now.saturating_add(OPERATION_LEASE),
+        });
+        let etag = self.write_ref(b, &mut leased, etag)?;
+        Ok((leased, etag))
+    }
+}
+
 /// Releases the lease a checkpoint took for itself if the checkpoint stops early.
 struct OperationLease<'a> {
     scion: &'a Scion,
     branch: &'a BranchRef,
-    armed: bool,
+    armed: std::cell::Cell<bool>,
 }
 
 impl Drop for OperationLease<'_> {
     fn drop(&mut self) {
-        if !self.armed {
+        if !self.armed.get() {
             return;
         }
         let holder = self.scion.options.holder.clone();
