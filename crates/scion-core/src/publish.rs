@@ -169,4 +169,65 @@ mod tests {
             Err(CoreError::BranchNotFound { .. })
         ));
     }
+
+    /// On S3 (moto), whose delete is not conditional: a write racing the removal of a
+    /// ref this process made either lands first (and the ref stays) or is refused (and the
+    /// ref goes); a write that reported success is never deleted.
+    #[test]
+    fn a_write_racing_the_removal_of_an_own_ref_on_s3_is_never_deleted() {
+        let Ok(bucket) = std::env::var("SCION_S3_TEST_BUCKET") else {
+            panic!("S3 tests need ./scripts/test (it starts moto and sets SCION_S3_TEST_BUCKET)");
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        let loc =
+            scion_store::S3Location::parse(&format!("s3://{bucket}/own-ref-{nanos:x}")).unwrap();
+        let s3 = scion_store::S3Backend::attach(loc, &scion_store::S3Config::from_env().unwrap())
+            .unwrap();
+        let s = Scion::init(
+            Arc::new(s3),
+            "s3",
+            ScionOptions::new(dir.path().join("co"), ClonePolicy::Auto),
+        )
+        .unwrap();
+        s.create(&DbName::new("shop").unwrap(), None).unwrap();
+        let main: BranchRef = "shop".parse().unwrap();
+        let (mut kept, mut removed) = (0, 0);
+        for round in 0..24 {
+            let b: BranchRef = format!("shop@r{round}").parse().unwrap();
+            s.fork(&main, &format!("r{round}").parse().unwrap(), None)
+                .unwrap();
+            let (r, etag) = s.read_ref(&b).unwrap();
+            let wrote = std::thread::scope(|t| {
+                // Either side starts first by a few milliseconds, in turn.
+                let delay = std::time::Duration::from_millis(round % 6);
+                let (scion, branch) = (&s, &b);
+                let writer = t.spawn(move || {
+                    if round % 2 == 0 {
+                        std::thread::sleep(delay);
+                    }
+                    scion.touch(branch, None).is_ok()
+                });
+                if round % 2 == 1 {
+                    std::thread::sleep(delay);
+                }
+                s.remove_own_ref(&b, &r, &etag).unwrap();
+                writer.join().unwrap()
+            });
+            let exists = s.read_ref_any(&b).is_ok();
+            assert!(
+                !wrote || exists,
+                "round {round}: a write that landed was deleted"
+            );
+            if exists {
+                kept += 1;
+            } else {
+                removed += 1;
+            }
+        }
+        eprintln!("own-ref removal raced by a write: {kept} kept, {removed} removed");
+    }
 }
