@@ -230,9 +230,10 @@ fn extension(args: &ShellArgs) -> Result<PathBuf> {
     )
 }
 
-/// Replace this process with `sqlite3`, the extension loaded and the target open.
+/// Run `sqlite3` with the extension loaded and the target open, and end as it ends: a run
+/// that failed because of scion (a lease, a head that moved, damaged data) exits with that
+/// cause's code and hint, as `scion sql` does; any other failure with sqlite3's own code.
 pub fn shell(scion: scion_core::Scion, args: &ShellArgs) -> Result<()> {
-    use std::os::unix::process::CommandExt;
     let target: Target = args.target.parse()?;
     // As for `sql`: the engine says what is wrong with a target (sqlite3 would print
     // "unable to open database file" and go on with an in-memory database).
@@ -242,7 +243,13 @@ pub fn shell(scion: scion_core::Scion, args: &ShellArgs) -> Result<()> {
     // The extension's entry point is derived from its file name; load it without the
     // suffix as sqlite3 expects.
     let load = ext.with_extension("");
-    let err = std::process::Command::new(&args.sqlite3)
+    let failures = std::env::temp_dir().join(format!(
+        "scion-shell-{}-{}.failures",
+        std::process::id(),
+        scion_core::clock::unix_ms(std::time::SystemTime::now())
+    ));
+    let mut child = std::process::Command::new(&args.sqlite3);
+    child
         // SQLite's own messages for the VFS's refusals are generic ("database is locked");
         // the VFS logs why (who holds the branch, that the head moved), so show the log.
         .arg("-cmd")
@@ -253,12 +260,72 @@ pub fn shell(scion: scion_core::Scion, args: &ShellArgs) -> Result<()> {
         .arg(format!(".open {uri}"))
         .arg(":memory:")
         .args(&args.args)
-        .exec();
-    if err.kind() == std::io::ErrorKind::NotFound {
-        bail!(
+        .env("SCION_VFS_FAILURES", &failures);
+    // Ctrl-C is the shell's (it cancels a statement); this process only waits for it.
+    // SAFETY: setting a signal's disposition to "ignore" has no preconditions.
+    unsafe { libc::signal(libc::SIGINT, libc::SIG_IGN) };
+    let status = match child.status() {
+        Ok(status) => status,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => bail!(
             "no {} program to start: install the sqlite3 shell (Debian: apt-get install sqlite3), or pass --sqlite3 PATH; `scion sql` needs no shell",
             args.sqlite3.display()
-        );
+        ),
+        Err(err) => {
+            return Err(err).with_context(|| format!("starting {}", args.sqlite3.display()))
+        }
+    };
+    let last = std::fs::read_to_string(&failures)
+        .ok()
+        .and_then(|t| t.lines().last().map(str::to_string));
+    let _ = std::fs::remove_file(&failures);
+    if status.success() {
+        return Ok(());
     }
-    Err(err).with_context(|| format!("starting {}", args.sqlite3.display()))
+    let code = status.code().unwrap_or(1);
+    Err(match last.as_deref().and_then(shell_failure) {
+        Some(failure) => SqlFailure {
+            failure,
+            sqlite: format!("sqlite3 exited with {code}"),
+        }
+        .into(),
+        None => SqlFailure {
+            failure: scion_vfs::VfsFailure {
+                sqlite_code: 0,
+                message: format!("{} failed", args.sqlite3.display()),
+                described: scion_core::described::Described {
+                    exit: scion_core::described::Exit::Failure,
+                    code: "sqlite_error",
+                    hint: None,
+                },
+            },
+            sqlite: format!("exit {code}"),
+        }
+        .into(),
+    })
+}
+
+/// A line the extension wrote for a failure: `exit-code<TAB>error-code<TAB>message<TAB>hint`.
+fn shell_failure(line: &str) -> Option<scion_vfs::VfsFailure> {
+    use scion_core::described::{Described, Exit};
+    let mut parts = line.splitn(4, '\t');
+    let exit = match parts.next()?.parse::<u8>().ok()? {
+        3 => Exit::NotFound,
+        4 => Exit::AlreadyExists,
+        5 => Exit::Conflict,
+        6 => Exit::Refused,
+        7 => Exit::Corrupt,
+        8 => Exit::InvalidInput,
+        9 => Exit::Transient,
+        10 => Exit::Unsupported,
+        _ => Exit::Failure,
+    };
+    // Read once, as this process ends.
+    let code: &'static str = Box::leak(parts.next()?.to_string().into_boxed_str());
+    let message = parts.next().unwrap_or_default().to_string();
+    let hint = parts.next().filter(|h| !h.is_empty()).map(str::to_string);
+    Some(scion_vfs::VfsFailure {
+        sqlite_code: 0,
+        message,
+        described: Described { exit, code, hint },
+    })
 }

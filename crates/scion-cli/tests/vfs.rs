@@ -228,13 +228,37 @@ fn shell_errors_say_what_to_do() {
         "{}",
         missing.stderr
     );
+    for target in ["ghost", "shop@nobranch"] {
+        assert_eq!(
+            s.run(&["shell", target, "--", "SELECT 1"]).code,
+            3,
+            "{target}"
+        );
+    }
+    assert_eq!(missing.code, 1);
+    // A plain SQL error is sqlite3's own failure (1); the VFS's refusals exit with their
+    // cause's code, as from `scion sql`, with its hint.
+    let bad_sql = s.run(&["shell", "shop", "--", "SELEC 1"]);
+    assert_eq!(bad_sql.code, 1, "{}", bad_sql.stderr);
     s.ok(&["--holder", "agent-7", "lease", "acquire", "shop"]);
     let leased = s.run(&["shell", "shop", "--", "DELETE FROM items"]);
-    assert_ne!(leased.code, 0);
+    assert_eq!(leased.code, 6, "{}", leased.stderr);
     assert!(
         leased.stderr.contains("is leased by agent-7"),
         "{}",
         leased.stderr
+    );
+    let json = s.run(&["--json", "shell", "shop", "--", "DELETE FROM items"]);
+    let last = json.stderr.lines().last().unwrap_or_default();
+    let v: serde_json::Value =
+        serde_json::from_str(last).unwrap_or_else(|e| panic!("{e}: {}", json.stderr));
+    assert_eq!(v["error"]["code"], "lease_held");
+    assert!(v["error"]["hint"].as_str().is_some(), "{v}");
+    // Reads work while another holds the lease, and exit 0.
+    assert_eq!(
+        s.run(&["shell", "shop", "--", "SELECT count(*) FROM items"])
+            .code,
+        0
     );
 }
 

@@ -120,12 +120,42 @@ fn guarded(f: impl FnOnce() -> c_int) -> c_int {
 
 fn fail(e: VfsError) -> c_int {
     registered().api.log(e.code, &e.message);
-    registry::set_last_error(registry::VfsFailure {
+    let failure = registry::VfsFailure {
         sqlite_code: e.code,
         message: e.message,
         described: e.described,
-    });
+    };
+    report_failure(&failure);
+    registry::set_last_error(failure);
     e.code
+}
+
+/// Where a process that loaded the extension (`scion shell`'s `sqlite3`) wants its
+/// failures, one line each, `exit-code<TAB>error-code<TAB>message<TAB>hint`: the process
+/// that started it presents the last one as the cause of a failed run.
+const FAILURES_ENV: &str = "SCION_VFS_FAILURES";
+
+fn report_failure(f: &registry::VfsFailure) {
+    use std::io::Write;
+    static PATH: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
+    let Some(path) = PATH.get_or_init(|| std::env::var_os(FAILURES_ENV).map(Into::into)) else {
+        return;
+    };
+    let flat = |s: &str| s.replace(['\t', '\n'], " ");
+    let line = format!(
+        "{}\t{}\t{}\t{}\n",
+        f.described.exit as u8,
+        f.described.code,
+        flat(&f.message),
+        flat(f.described.hint.as_deref().unwrap_or(""))
+    );
+    if let Ok(mut file) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+    {
+        let _ = file.write_all(line.as_bytes());
+    }
 }
 
 /// # Safety
