@@ -106,7 +106,7 @@ pub fn describe(e: &CoreError, context: Context) -> Described {
         Protected { .. } => d(Exit::Refused, "protected", Some("protected branches need --force for this".into())),
         LeaseHeld { holder, branch, .. } => d(Exit::Refused, "lease_held", Some(match session_of(holder) {
             Some(id) => format!("{branch} is being captured by session {id} of `scion serve`: commit through it with `scion session flush {id}`, or close it first with `scion session close {id}`"),
-            None => "wait for the lease to expire, act as its holder (--holder / SCION_HOLDER), or break it with `scion lease release --force`".into(),
+            None => format!("wait for the lease to expire, act as its holder (--holder / SCION_HOLDER), or break it with `scion lease release {branch} --force`"),
         })),
         BeingDestroyed { .. } => d(Exit::NotFound, "being_destroyed", Some("`scion destroy` (or `scion gc`) finishes an interrupted destroy".into())),
         NoSuchTable { .. } => d(Exit::NotFound, "no_such_table", None),

@@ -66,6 +66,11 @@ def test_ephemeral_session_destroys_its_branch(daemon: scion.Client, tmp_path: P
     seed(daemon, tmp_path)
     s = daemon.open("shop@tmp", fork_from="main", ephemeral=True, ttl="1h")
     assert any(x["id"] == s.id for x in daemon.sessions())
+    # A session is named by its id or by its branch.
+    by_name = daemon.session("shop@tmp")
+    assert by_name.id == s.id and by_name.path == s.path
+    with pytest.raises(scion.SessionNotFound):
+        daemon.session("shop@nosuch")
     closed = s.close()
     assert closed["destroyed"] is True
     assert s.close()["id"] == s.id  # idempotent

@@ -269,6 +269,11 @@ class Client(Api):
     def sessions(self) -> List[Dict[str, Any]]:
         return list(self.call("GET", "/v1/sessions")["sessions"])
 
+    def session(self, name: str) -> "Session":
+        """The open session named by its id (``s-...``) or by the branch it captures
+        (``shop@ux``; ``shop`` is ``shop@main``)."""
+        return Session(self, self.call("GET", f"/v1/sessions/{name}"))
+
     def events(self, *, since: Optional[int] = None, timeout: Optional[float] = None) -> Iterator[Event]:
         """Events as they happen (after event ``since``, when given: missed ones are
         replayed). Runs on its own connection; stop by breaking out of the loop."""
