@@ -89,18 +89,7 @@ fn shop() -> Env {
 /// `shop` with a fork `work` holding checkpoints `c1` (price 1) and `c2` (price 2).
 fn shop_with_history() -> Env {
     let e = shop();
-    e.scion
-        .fork(&br("shop"), &"work".parse().unwrap(), None)
-        .unwrap();
-    let p = e.scion.checkout(&br("shop@work"), false).unwrap().path;
-    exec(&p, "UPDATE items SET price = 1;");
-    e.scion
-        .checkpoint(&br("shop@work"), &"c1".parse().unwrap())
-        .unwrap();
-    exec(&p, "UPDATE items SET price = 2;");
-    e.scion
-        .checkpoint(&br("shop@work"), &"c2".parse().unwrap())
-        .unwrap();
+    fork_work_with_two_checkpoints(&e);
     e
 }
 

@@ -53,18 +53,7 @@ fn prices(s: &Scion, store: &Path, target: &str) -> Option<String> {
 fn setup() -> Env {
     let e = env();
     create_shop(&e, 30);
-    e.scion
-        .fork(&br("shop"), &"work".parse().unwrap(), None)
-        .unwrap();
-    let p = e.scion.checkout(&br("shop@work"), false).unwrap().path;
-    exec(&p, "UPDATE items SET price = 1;");
-    e.scion
-        .checkpoint(&br("shop@work"), &"c1".parse().unwrap())
-        .unwrap();
-    exec(&p, "UPDATE items SET price = 2;");
-    e.scion
-        .checkpoint(&br("shop@work"), &"c2".parse().unwrap())
-        .unwrap();
+    fork_work_with_two_checkpoints(&e);
     e
 }
 

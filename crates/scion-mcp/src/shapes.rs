@@ -26,6 +26,15 @@ fn localize(database: &str, v: &mut Value) {
     }
 }
 
+/// The branch fields of `o` without their database.
+fn localize_fields(database: &str, o: &mut Map<String, Value>) {
+    for key in BRANCH_FIELDS {
+        if let Some(v) = o.get_mut(*key) {
+            localize(database, v);
+        }
+    }
+}
+
 /// Arguments as tools read them: every branch named without its database.
 pub(crate) fn normalize_arguments(args: &mut Map<String, Value>) {
     let Some(database) = args

@@ -199,6 +199,21 @@ pub fn export_every_version(e: &Env) {
     }
 }
 
+/// A fork `shop@work` of `shop` holding checkpoints `c1` (every price 1) and `c2` (every
+/// price 2), its head at `c2`.
+pub fn fork_work_with_two_checkpoints(e: &Env) {
+    e.scion
+        .fork(&br("shop"), &"work".parse().unwrap(), None)
+        .unwrap();
+    let p = e.scion.checkout(&br("shop@work"), false).unwrap().path;
+    for price in [1, 2] {
+        exec(&p, &format!("UPDATE items SET price = {price};"));
+        e.scion
+            .checkpoint(&br("shop@work"), &format!("c{price}").parse().unwrap())
+            .unwrap();
+    }
+}
+
 /// Database `shop`, imported from a seeded file of `rows` rows.
 pub fn create_shop(e: &Env, rows: usize) {
     let src = e.path("shop.db");
