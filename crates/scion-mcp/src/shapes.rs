@@ -44,11 +44,7 @@ pub(crate) fn normalize_arguments(args: &mut Map<String, Value>) {
     else {
         return;
     };
-    for key in BRANCH_FIELDS {
-        if let Some(v) = args.get_mut(*key) {
-            localize(&database, v);
-        }
-    }
+    localize_fields(&database, args);
     if let Some(Value::Array(targets)) = args.get_mut("targets") {
         targets.iter_mut().for_each(|t| localize(&database, t));
     }
@@ -74,11 +70,7 @@ pub(crate) fn normalize_answer(v: &mut Value) {
     else {
         return;
     };
-    for key in BRANCH_FIELDS {
-        if let Some(v) = o.get_mut(*key) {
-            localize(&database, v);
-        }
-    }
+    localize_fields(&database, o);
     if let Some(branch) = o.get("branch").and_then(Value::as_str) {
         let full = format!("{database}@{branch}");
         o.insert("ref".into(), Value::String(full));
