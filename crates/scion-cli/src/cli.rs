@@ -455,6 +455,8 @@ pub enum Command {
     ///
     /// Rows are matched by primary key (by rowid where a table has none). Only what the two
     /// versions do not share is read. With --sql, prints SQL that turns left into right.
+    /// Changes in a checkout not checkpointed are not part of a version: the diff says so,
+    /// and --working takes them in.
     #[command(
         after_help = "Examples:\n  scion diff shop shop@try-1\n  scion diff shop@main@v1 shop@try-1 --table items\n  scion diff shop shop@try-1 --rows --json --limit 20\n  scion diff shop shop@try-1 --sql | sqlite3 copy-of-main.db"
     )]
@@ -476,6 +478,10 @@ pub enum Command {
         /// With --rows, list at most this many rows per table.
         #[arg(long, value_name = "N", default_value_t = 100, requires = "rows")]
         limit: usize,
+        /// Take a branch side whose checkout holds changes not checkpointed as its file is
+        /// (as `git diff` takes the working tree). Reads both sides whole.
+        #[arg(long)]
+        working: bool,
     },
 
     /// Write a branch head or checkpoint to a plain SQLite file, atomically.

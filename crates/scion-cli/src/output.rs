@@ -202,7 +202,12 @@ impl Printer {
         }
         for b in &r.unsaved_checkouts {
             eprintln!(
-                "note: the checkout of {b} holds changes not checkpointed, which this diff of committed versions leaves out; `scion checkpoint {b} <name>` commits them"
+                "note: the checkout of {b} holds changes not checkpointed, which this diff of committed versions leaves out (--working takes them in; `scion checkpoint {b} <name>` commits them)"
+            );
+        }
+        for b in &r.working_files {
+            eprintln!(
+                "note: {b} is read from its checkout file, changes not checkpointed included"
             );
         }
         if let Some(sql) = &r.sql {

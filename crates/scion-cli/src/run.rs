@@ -437,6 +437,7 @@ fn run_command(cli: &Cli, open: &dyn Fn(&Cli, bool) -> Result<Scion>) -> Result<
             sql,
             rows,
             limit,
+            working,
         } => {
             let (l, r): (Target, Target) = (left.parse()?, right.parse()?);
             let s = open(cli, false)?;
@@ -445,7 +446,11 @@ fn run_command(cli: &Cli, open: &dyn Fn(&Cli, bool) -> Result<Scion>) -> Result<
                 sql: *sql,
                 rows: rows.then_some(*limit),
             };
-            p.diff(&s.diff(&l, &r, &opts)?);
+            let report = match working {
+                true => s.diff_working(&l, &r, &opts)?,
+                false => s.diff(&l, &r, &opts)?,
+            };
+            p.diff(&report);
         }
         Command::Export { target, out, force } => {
             let t: Target = target.parse()?;

@@ -421,6 +421,20 @@ fn diff_says_what_a_dirty_checkout_holds_that_it_leaves_out() {
     );
     let v = s.json(&["diff", "shop", "shop@dd"]);
     assert_eq!(v["unsaved_checkouts"], serde_json::json!(["shop@dd"]));
+    // --working takes the file as it is, as `git diff` takes the working tree.
+    let w = s.json(&["diff", "shop", "shop@dd", "--working", "--rows"]);
+    assert_eq!(w["working_files"], serde_json::json!(["shop@dd"]));
+    assert_eq!(w["tables"][0]["removed"], 20, "{w}");
+    let r = s.run(&["diff", "shop@dd", "shop", "--working"]);
+    assert!(r.stdout.contains("20 added"), "{}", r.stdout);
+    assert!(
+        r.stderr.contains("shop@dd is read from its checkout file"),
+        "{}",
+        r.stderr
+    );
+    // The same on a side without changes: an ordinary diff.
+    let plain = s.json(&["diff", "shop", "shop@main", "--working"]);
+    assert!(plain.get("working_files").is_none(), "{plain}");
     s.ok(&["checkpoint", "shop@dd", "emptied"]);
     let v = s.json(&["diff", "shop", "shop@dd"]);
     assert!(v.get("unsaved_checkouts").is_none(), "{v}");

@@ -6,6 +6,7 @@ mod btree;
 pub(crate) mod pages;
 mod rows;
 mod sql;
+mod working;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -68,6 +69,10 @@ pub struct DiffReport {
     /// diff compares committed versions, so those changes are not in it.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub unsaved_checkouts: Vec<String>,
+    /// With `--working`: the sides read from their checkout file, changes not
+    /// checkpointed included.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub working_files: Vec<String>,
 }
 
 /// One object of `sqlite_schema`.
@@ -331,6 +336,7 @@ impl Scion {
             pages_read: a.pages_read + b.pages_read,
             sql: opts.sql.then(|| script.finish()),
             unsaved_checkouts: Vec::new(),
+            working_files: Vec::new(),
         })
     }
 }
