@@ -82,7 +82,11 @@ pub fn describe(e: &CoreError, context: Context) -> Described {
         ReservedName { .. } => d(Exit::InvalidInput, "reserved_name", Some("'fork' and 'init' always name the fork point and the created version".into())),
         Conflict { .. } => d(Exit::Conflict, "conflict", Some("read the branch again and retry if it still makes sense".into())),
         DirtyCheckout { branch, .. } => d(Exit::Refused, "dirty_checkout", Some(unsaved_hint(branch, context, &format!("keep the changes with `scion checkpoint {branch} <name>`, or discard them with `scion checkout {branch} --force`")))),
-        UnknownCheckout { branch, .. } => d(Exit::Refused, "unknown_checkout", Some(unsaved_hint(branch, context, &format!("move the file away to keep it, or replace it with `scion checkout {branch} --force`")))),
+        // A file scion has no record of cannot be checkpointed: keeping it means moving it.
+        UnknownCheckout { branch, .. } => d(Exit::Refused, "unknown_checkout", Some(match context.discarding_command() {
+            Some(cmd) => format!("move the file away to keep it, or repeat `scion {cmd}` with --force to discard it"),
+            None => format!("move the file away to keep it, or replace it with `scion checkout {branch} --force`"),
+        })),
         StaleCheckout { branch, path } => d(Exit::Refused, "stale_checkout", Some(format!(
             "its changes were made on an older head and cannot be checkpointed; to keep them, copy the file with its WAL (`sqlite3 '{}' '.backup kept.db'`; `scion create <db> --from kept.db` makes a database of it), then {}",
             path.display(),
