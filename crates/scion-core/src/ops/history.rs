@@ -269,6 +269,27 @@ impl Scion {
         })
     }
 
+    /// Whether an entry of `r`'s history at or after `cutoff` names `root`. Entries come
+    /// newest first, so the walk stops at the first older one instead of reading every
+    /// history object the branch has.
+    pub(crate) fn history_names_since(
+        &self,
+        r: &Ref,
+        root: Locator,
+        cutoff: StoreTime,
+    ) -> CoreResult<bool> {
+        let mut walk = HistoryWalk::of_ref(self, r);
+        while let Some(e) = walk.next()? {
+            if e.at < cutoff {
+                return Ok(false);
+            }
+            if e.roots().any(|l| l == root) {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
     /// Move `b`'s head back over its latest move that no undo has undone yet, as git's
     /// `reset` to a reflog entry or jj's `undo`. Repeated, it walks further back; the
     /// undo is itself a move in the history, so `restore` can redo.

@@ -443,10 +443,7 @@ impl Scion {
             return Ok(false);
         }
         let cutoff = self.store_time()?.saturating_sub(self.history_retention()?);
-        let history = self.head_history(&of, None)?;
-        let kept =
-            crate::ops::history::young_roots(&history.entries, cutoff).any(|root| root == r.root);
-        Ok(!kept)
+        Ok(!self.history_names_since(&of_ref, r.root, cutoff)?)
     }
 
     pub fn set_protected(&self, b: &BranchRef, protected: bool) -> CoreResult<()> {
