@@ -359,11 +359,7 @@ fn a_locked_from_source_exits_9_and_a_hot_journal_says_what_to_do() {
         "said once: {}",
         r.stderr
     );
-    assert!(
-        r.stderr.contains("hint: open it once with `sqlite3"),
-        "{}",
-        r.stderr
-    );
+    assert!(r.stderr.contains("as `sqlite3 "), "{}", r.stderr);
     s.ok(&["create", "shop", "--from", "shop.db"]);
 }
 

@@ -103,16 +103,16 @@ pub fn describe(e: &CoreError, context: Context) -> Described {
         OutputIsDirectory { .. } => d(Exit::InvalidInput, "output_is_directory", None),
         InsideStore { .. } => d(Exit::InvalidInput, "inside_store", Some("write exports outside the store directory and the checkouts directories".into())),
         SourceBusy { .. } => d(Exit::Transient, "source_busy", Some("retry once the writer has committed".into())),
-        HotJournal { path } => d(Exit::Refused, "hot_journal", Some(format!("open it once with `sqlite3 {}` (or any SQLite client with write access), which rolls the interrupted transaction back, then retry", path.display()))),
+        HotJournal { path } => d(Exit::Refused, "hot_journal", Some(format!("have SQLite roll the interrupted transaction back by reading it once with write access, as `sqlite3 {} \"PRAGMA quick_check\"` does, then retry", shell_quoted(path)))),
         OutputExists { .. } => d(Exit::AlreadyExists, "output_exists", Some("pass --force to replace it".into())),
         CloneUnsupported { .. } => d(Exit::Unsupported, "clone_unsupported", Some("use --clone auto on this filesystem, or put checkouts on XFS/btrfs".into())),
-        Corrupt { .. } => d(Exit::Corrupt, "corrupt", Some("the store holds damaged or missing data; nothing was changed".into())),
+        Corrupt { .. } => d(Exit::Corrupt, "corrupt", Some("the store holds damaged or missing data; nothing was changed; `scion verify` lists what is damaged".into())),
         Protected { .. } => d(Exit::Refused, "protected", Some("protected branches need --force for this".into())),
         LeaseHeld { holder, branch, .. } => d(Exit::Refused, "lease_held", Some(match session_of(holder) {
             Some(id) => format!("{branch} is being captured by session {id} of `scion serve`: commit through it with `scion session flush {id}`, or close it first with `scion session close {id}`"),
             None => format!("wait for the lease to expire, act as its holder (--holder / SCION_HOLDER), or break it with `scion lease release {branch} --force`"),
         })),
-        BeingDestroyed { .. } => d(Exit::NotFound, "being_destroyed", Some("`scion destroy` (or `scion gc`) finishes an interrupted destroy".into())),
+        BeingDestroyed { branch } => d(Exit::NotFound, "being_destroyed", Some(format!("a destroy of it was interrupted: `scion destroy {branch}` finishes it (so does any `gc` a minute after)"))),
         NoSuchTable { .. } => d(Exit::NotFound, "no_such_table", None),
         InvalidDuration { .. } => d(Exit::InvalidInput, "invalid_duration", Some("durations look like 30s, 10m, 2h, 7d".into())),
         InvalidInput { .. } => d(Exit::InvalidInput, "invalid_input", None),
@@ -139,4 +139,15 @@ pub fn session_of(holder: &str) -> Option<&str> {
         .split_once('#')
         .map(|(_, id)| id)
         .filter(|id| id.starts_with("s-"))
+}
+
+/// `path` as a shell word: as it is when that is safe, else in single quotes.
+fn shell_quoted(path: &std::path::Path) -> String {
+    let text = path.display().to_string();
+    let plain = |c: char| c.is_ascii_alphanumeric() || "/._-+=:,@%".contains(c);
+    if !text.is_empty() && text.chars().all(plain) {
+        text
+    } else {
+        format!("'{}'", text.replace('\'', "'\\''"))
+    }
 }
