@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use scion_core::checkout::live::LiveClaim;
 use scion_core::checkout::{now_ns, Fingerprint, Sidecar};
 use scion_core::format::{page_hash, Locator};
+use scion_core::ops::pages::PageCommit;
 use scion_core::refs::Ref;
 use scion_core::writer::WriteStats;
 use scion_core::{BranchRef, CheckpointName, CoreError, Scion};
@@ -321,21 +322,19 @@ impl LiveBranch {
             let file = self.capturer().file();
             let changes = self.capturer().pending_mut().take_changes();
             let hashes = &self.hashes;
+            let known = |pgno: u32| hashes.get(pgno as usize - 1).copied().flatten();
+            let mark = |root: &Locator| {
+                let mark = Mark {
+                    root: *root,
+                    file,
+                    cursor,
+                };
+                BTreeMap::from([(MARK_KEY.to_string(), mark.to_string())])
+            };
             let committed = self.scion.commit_pages(
-                &self.branch,
-                &self.base,
-                self.etag.clone(),
-                &changes,
-                &mut |pgno| hashes.get(pgno as usize - 1).copied().flatten(),
-                &|root: &Locator| {
-                    let mark = Mark {
-                        root: *root,
-                        file,
-                        cursor,
-                    };
-                    BTreeMap::from([(MARK_KEY.to_string(), mark.to_string())])
-                },
-                scion_core::ops::pages::LeaseAfter::Keep,
+                PageCommit::onto(&self.branch, &self.base, self.etag.clone(), &changes)
+                    .with_known_hashes(&known)
+                    .with_meta(&mark),
             );
             let (r, etag, done) = match committed {
                 Ok(c) => c,

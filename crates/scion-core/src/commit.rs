@@ -24,8 +24,8 @@ use crate::error::{CoreError, CoreResult};
 use crate::format::{Locator, RootRecord, SegmentId};
 use crate::history::HeadMove;
 use crate::names::BranchRef;
-use crate::publish::REF_CAS_TRIES;
 use crate::refs::{ref_key, Ref};
+use crate::retry::CasRetry;
 use crate::writer::{VersionWriter, WriteStats};
 use crate::Scion;
 
@@ -135,7 +135,7 @@ impl Scion {
         }
         let at = self.store_time()?;
         let (mut current, mut etag) = (base.clone(), etag);
-        let mut tries = 1;
+        let mut retry = CasRetry::new();
         loop {
             let mut next = current.clone();
             apply(&mut next);
@@ -147,7 +147,7 @@ impl Scion {
                     }
                     return Ok((next, new_etag));
                 }
-                Err(CoreError::Conflict { .. }) if tries < REF_CAS_TRIES => {
+                Err(CoreError::Conflict { .. }) if retry.again() => {
                     let (fresh, fresh_etag) = self.read_ref(b)?;
                     if !fresh.same_head(base) {
                         return Err(CoreError::Conflict {
@@ -155,7 +155,6 @@ impl Scion {
                         });
                     }
                     (current, etag) = (fresh, fresh_etag);
-                    tries += 1;
                 }
                 Err(e) => return Err(e),
             }

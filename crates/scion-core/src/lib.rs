@@ -19,6 +19,7 @@ pub mod progress;
 pub mod publish;
 pub mod reader;
 pub mod refs;
+mod retry;
 mod scion;
 pub mod sqlite_io;
 pub mod writer;

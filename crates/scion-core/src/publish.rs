@@ -1,6 +1,7 @@
 //! Every conditional write the engine makes (refs, leases, checkpoints, segments) goes
 //! through [`put_exact`], and every ref compare-and-swap through [`Scion::write_ref`],
-//! [`Scion::create_ref`] or the one retry policy in [`Scion::update_ref_with`].
+//! [`Scion::create_ref`] or [`Scion::update_ref_with`], which retries as
+//! [`crate::retry::CasRetry`] says.
 //!
 //! A conditional write can land while its answer is lost: a timeout after the store
 //! applied it, or a proxy that retries a write which had landed and relays the store's
@@ -14,10 +15,8 @@ use scion_store::{Backend, ETag, PutMode, StoreError, StoreResult};
 use crate::error::{CoreError, CoreResult};
 use crate::names::BranchRef;
 use crate::refs::{ref_key, Ref};
+use crate::retry::CasRetry;
 use crate::Scion;
-
-/// How often a read-modify-write of a ref is retried after another writer moved it.
-pub const REF_CAS_TRIES: u32 = 8;
 
 /// Write `body` to `key` under `mode`, deciding an ambiguous answer by what the store
 /// holds afterwards. Returns the etag of the state this call wrote.
@@ -105,9 +104,8 @@ impl Scion {
         self.update_ref_with(b, false, change).map(|(r, _)| r)
     }
 
-    /// The one retry policy for read-modify-write of a ref: read, change, compare-and-swap;
-    /// on a conflict, wait a little and start over from a fresh read, at most
-    /// [`REF_CAS_TRIES`] times. `change` may refuse by returning an error, which ends the
+    /// Read-modify-write of a ref: read, change, compare-and-swap; on a conflict, start
+    /// over from a fresh read as [`CasRetry`] says. `change` may refuse by returning an error, which ends the
     /// loop. With `claimed`, refs that a destroy has claimed are read too.
     pub(crate) fn update_ref_with(
         &self,
@@ -115,7 +113,7 @@ impl Scion {
         claimed: bool,
         mut change: impl FnMut(&mut Ref) -> CoreResult<()>,
     ) -> CoreResult<(Ref, ETag)> {
-        let mut tries = 0;
+        let mut retry = CasRetry::new();
         loop {
             let (mut r, etag) = if claimed {
                 self.read_ref_any(b)?
@@ -125,10 +123,7 @@ impl Scion {
             change(&mut r)?;
             match self.write_ref(b, &mut r, &etag) {
                 Ok(etag) => return Ok((r, etag)),
-                Err(CoreError::Conflict { .. }) if tries + 1 < REF_CAS_TRIES => {
-                    tries += 1;
-                    std::thread::sleep(std::time::Duration::from_millis(u64::from(tries) * 2));
-                }
+                Err(CoreError::Conflict { .. }) if retry.again() => {}
                 Err(e) => return Err(e),
             }
         }

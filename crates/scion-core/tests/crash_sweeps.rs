@@ -434,15 +434,10 @@ fn crash_sweep_commit_pages() {
         |s| {
             let changes = changed_pages(s);
             let (r, etag) = s.read_ref(&br("shop"))?;
-            s.commit_pages(
-                &br("shop"),
-                &r,
-                etag,
-                &changes,
-                &mut |_| None,
-                &|_| BTreeMap::new(),
-                scion_core::ops::pages::LeaseAfter::Keep,
-            )
+            let b = br("shop");
+            s.commit_pages(scion_core::ops::pages::PageCommit::onto(
+                &b, &r, etag, &changes,
+            ))
             .map(drop)
         },
         |e, ok| {

@@ -6,7 +6,6 @@
 //! unlock without it discards them.
 
 use std::cell::RefCell;
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -14,7 +13,7 @@ use rusqlite::ffi;
 use scion_core::checkout::{TurnAnswer, WriteTurn};
 use scion_core::described::{describe, Context, Described, Exit};
 use scion_core::format::Locator;
-use scion_core::ops::pages::LeaseAfter;
+use scion_core::ops::pages::PageCommit;
 use scion_core::ops::view::VersionView;
 use scion_core::refs::{ref_key, Ref};
 use scion_core::{CheckoutState, CoreError, Scion};
@@ -433,15 +432,9 @@ impl DbFile {
             })
             .map_err(VfsError::io)?;
         let b = &self.target.branch;
-        let committed = self.scion.commit_pages(
-            b,
-            &w.base,
-            w.etag.clone(),
-            &changes,
-            &mut |_| None,
-            &|_| BTreeMap::new(),
-            LeaseAfter::Keep,
-        );
+        let committed =
+            self.scion
+                .commit_pages(PageCommit::onto(b, &w.base, w.etag.clone(), &changes));
         let (r, etag, done) = match committed {
             Ok(done) => done,
             Err(e) => {

@@ -65,7 +65,7 @@ impl Scion {
     /// Change the manifest by compare-and-swap, re-applying `change` to a fresh read when
     /// another process changed it in between; nothing is written when nothing changes.
     fn change_manifest<T>(&self, mut change: impl FnMut(&mut Manifest) -> T) -> CoreResult<T> {
-        let mut tries = 0;
+        let mut retry = crate::retry::CasRetry::new();
         loop {
             let (mut manifest, etag) = self.current_manifest()?;
             let before = manifest.clone();
@@ -76,7 +76,7 @@ impl Scion {
             let body = serde_json::to_vec_pretty(&manifest).expect("manifest serializes");
             match self.backend.put(MANIFEST_KEY, &body, PutMode::Update(etag)) {
                 Ok(_) => return Ok(out),
-                Err(StoreError::Conflict { .. }) if tries < 8 => tries += 1,
+                Err(StoreError::Conflict { .. }) if retry.again() => {}
                 Err(e) => return Err(e.into()),
             }
         }

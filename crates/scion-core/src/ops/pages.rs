@@ -70,10 +70,70 @@ impl PageChanges {
 }
 
 /// What becomes of the committing holder's lease when a page commit publishes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum LeaseAfter {
+    /// Kept: the holder goes on committing (a capture session).
+    #[default]
     Keep,
+    /// Ended in the same write (a writer whose transaction ends here).
     Release,
+}
+
+/// Makes the `meta` entries a new version's ref carries, given the version's root.
+pub type MetaFor<'a> = &'a dyn Fn(&Locator) -> BTreeMap<String, String>;
+
+/// One commit of changed pages onto a branch head, for [`Scion::commit_pages`]: the head
+/// it builds on (as read, with the etag to compare-and-swap) and the changes, plus what
+/// only some writers have (the old pages' hashes, entries for the ref's `meta`, the end of
+/// the lease), each optional.
+pub struct PageCommit<'a> {
+    branch: &'a BranchRef,
+    base: &'a Ref,
+    etag: ETag,
+    changes: &'a PageChanges,
+    known_hash: Option<&'a dyn Fn(u32) -> Option<u64>>,
+    meta: Option<MetaFor<'a>>,
+    lease: LeaseAfter,
+}
+
+impl<'a> PageCommit<'a> {
+    /// Commit `changes` onto `base`, the head of `branch` read with `etag`.
+    pub fn onto(
+        branch: &'a BranchRef,
+        base: &'a Ref,
+        etag: ETag,
+        changes: &'a PageChanges,
+    ) -> Self {
+        PageCommit {
+            branch,
+            base,
+            etag,
+            changes,
+            known_hash: None,
+            meta: None,
+            lease: LeaseAfter::Keep,
+        }
+    }
+
+    /// The hash a page had in `base`, where the caller knows it (a capturer keeps a
+    /// table); without it, a changed page's old hash is read from the store.
+    pub fn with_known_hashes(mut self, known: &'a dyn Fn(u32) -> Option<u64>) -> Self {
+        self.known_hash = Some(known);
+        self
+    }
+
+    /// Entries to set on the ref's `meta`, made for the new version's root, in the same
+    /// compare-and-swap (a capture cursor travels with the version it describes).
+    pub fn with_meta(mut self, meta: MetaFor<'a>) -> Self {
+        self.meta = Some(meta);
+        self
+    }
+
+    /// What becomes of the committing holder's lease (kept unless said).
+    pub fn lease_after(mut self, lease: LeaseAfter) -> Self {
+        self.lease = lease;
+        self
+    }
 }
 
 /// What a page commit made.
@@ -124,24 +184,20 @@ impl Scion {
             .map(|_| ())
     }
 
-    /// Commit `changes` on top of `base` (the head read with `etag`) through the one
-    /// commit path, and set the `meta` entries made for the new root on the ref in the
-    /// same compare-and-swap (a capture cursor travels with the version it describes). `old_hash` answers the
-    /// hash a page had in `base` when the caller knows it; otherwise it is read from the
-    /// store. A head that moved, or a lease that changed hands, is a
-    /// [`CoreError::Conflict`]: the caller has been fenced. `lease` says what becomes of the committing holder's lease: kept (a session goes on
-    /// committing), or ended in the same write (a writer whose transaction ends here).
-    #[allow(clippy::too_many_arguments)]
-    pub fn commit_pages(
-        &self,
-        b: &BranchRef,
-        base: &Ref,
-        etag: ETag,
-        changes: &PageChanges,
-        old_hash: &mut dyn FnMut(u32) -> Option<u64>,
-        meta: &dyn Fn(&Locator) -> BTreeMap<String, String>,
-        lease: LeaseAfter,
-    ) -> CoreResult<(Ref, ETag, PagesCommitted)> {
+    /// Commit a set of changed pages through the one commit path. A head that moved, or
+    /// a lease that changed hands, is a [`CoreError::Conflict`]: the caller has been
+    /// fenced.
+    pub fn commit_pages(&self, c: PageCommit<'_>) -> CoreResult<(Ref, ETag, PagesCommitted)> {
+        let PageCommit {
+            branch: b,
+            base,
+            etag,
+            changes,
+            known_hash,
+            meta,
+            lease,
+        } = c;
+        let old_hash = |pgno: u32| known_hash.and_then(|f| f(pgno));
         let old = self.reader.root(&base.root)?;
         if changes.page_size != old.page_size && old.page_count > 0 {
             return Err(CoreError::InvalidInput {
@@ -257,7 +313,7 @@ impl Scion {
         let version = base.version + 1;
         let (root, page_count) = (sealed.root, sealed.record.page_count);
         let touched = self.store_time()?;
-        let meta = meta(&root);
+        let meta = meta.map(|f| f(&root)).unwrap_or_default();
         let mv = HeadMove::new(HeadOp::Commit);
         let (r, etag) = self.publish_head(b, base, etag, Some(&sealed), &mv, |next| {
             next.root = root;
