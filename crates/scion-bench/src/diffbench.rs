@@ -8,9 +8,8 @@ use rusqlite::Connection;
 use scion_core::{Scion, Target};
 use serde::Serialize;
 
-use crate::fork::br;
 use crate::stats::{measure, Summary};
-use crate::{BenchResult, Progress};
+use crate::{br, BenchResult, Progress};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct DiffCost {

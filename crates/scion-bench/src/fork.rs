@@ -14,7 +14,7 @@ use crate::checkout_vs_cp::{remove_checkout, AgainstCp};
 use crate::datagen::{orders_db, SplitMix64};
 use crate::machine::{describe, Machine};
 use crate::stats::{measure, measure_interleaved, Summary};
-use crate::{BenchError, BenchResult, Progress};
+use crate::{br, BenchError, BenchResult, Progress};
 
 #[derive(Debug, Clone)]
 pub struct ForkBenchOptions {
@@ -162,10 +162,6 @@ fn store_object_bytes(b: &dyn Backend) -> BenchResult<u64> {
             .sum::<u64>();
     }
     Ok(total)
-}
-
-pub(crate) fn br(s: &str) -> BenchResult<BranchRef> {
-    Ok(s.parse()?)
 }
 
 fn update_one_row(path: &Path, rng: &mut SplitMix64, rows: u64) -> BenchResult<()> {

@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crate::isolation::{MethodRow, FIRST_QUERY};
+use crate::isolation_phases::{MethodRow, FIRST_QUERY};
 use crate::stats::Summary;
 use crate::{BenchError, BenchResult};
 

@@ -7,7 +7,7 @@ use rusqlite::{Connection, OpenFlags};
 use scion_core::{BranchRef, ClonePolicy, Scion, ScionOptions};
 use scion_store::LocalBackend;
 
-use crate::isolation::{MethodRow, PhaseTimer, FIRST_QUERY};
+use crate::isolation_phases::{MethodRow, PhaseTimer, FIRST_QUERY};
 use crate::{BenchError, BenchResult};
 
 pub const VFS_ROW: &str = "scion VFS (fork + open through the VFS)";

@@ -8,6 +8,7 @@ pub mod datagen;
 pub mod diffbench;
 pub mod fork;
 pub mod isolation;
+mod isolation_phases;
 pub mod isolation_python;
 pub mod isolation_vfs;
 pub mod live;
@@ -35,3 +36,8 @@ pub type BenchResult<T> = Result<T, BenchError>;
 
 /// Where progress lines go (the CLI passes stderr); the library never prints.
 pub type Progress<'a> = &'a mut dyn FnMut(&str);
+
+/// A branch named in a benchmark's own code, which is always valid.
+pub(crate) fn br(s: &str) -> BenchResult<scion_core::BranchRef> {
+    Ok(s.parse()?)
+}

@@ -12,9 +12,8 @@ use scion_core::Scion;
 use serde::Serialize;
 
 use crate::checkout_vs_cp::timed_cp;
-use crate::fork::br;
 use crate::stats::Summary;
-use crate::{BenchError, BenchResult, Progress};
+use crate::{br, BenchError, BenchResult, Progress};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct RefreshCost {

@@ -16,7 +16,7 @@ use scion_store::{CountingBackend, LocalBackend};
 use serde::Serialize;
 
 use crate::datagen::orders_db;
-use crate::isolation::FIRST_QUERY;
+use crate::isolation_phases::FIRST_QUERY;
 use crate::machine::{describe, Machine};
 use crate::stats::Summary;
 use crate::{BenchError, BenchResult, Progress};

@@ -21,7 +21,7 @@ use crate::clock::StoreTime;
 use crate::error::{CoreError, CoreResult};
 use crate::format::Locator;
 use crate::names::{BranchName, BranchRef, DbName};
-use crate::refs::{random_hex, Parent};
+use crate::objects::{random_hex, Parent};
 
 /// History object schema this binary writes and the newest it reads.
 pub const HISTORY_SCHEMA: u32 = 1;
@@ -129,10 +129,10 @@ impl HeadMove {
 /// What a destroyed branch was, beyond its head: enough to bring it back as it was.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DestroyedBranch {
-    #[serde(with = "crate::refs::locator_text")]
+    #[serde(with = "crate::objects::locator_text")]
     pub fork_root: Locator,
     pub fork_version: u64,
-    #[serde(with = "crate::refs::locator_text")]
+    #[serde(with = "crate::objects::locator_text")]
     pub init_root: Locator,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<Parent>,
@@ -163,7 +163,7 @@ pub struct HistoryObject {
 
 impl HistoryObject {
     pub fn decode(bytes: &[u8], key: &str) -> CoreResult<Self> {
-        let o: HistoryObject = crate::refs::decode_versioned(bytes, key, HISTORY_SCHEMA)?;
+        let o: HistoryObject = crate::objects::decode_versioned(bytes, key, HISTORY_SCHEMA)?;
         if o.entries.is_empty() {
             return Err(CoreError::corrupt(key, "a history object with no entries"));
         }

@@ -1,48 +1,16 @@
-//! Every conditional write the engine makes (refs, leases, checkpoints, segments) goes
-//! through [`put_exact`], and every ref compare-and-swap through [`Scion::write_ref`],
+//! Every ref compare-and-swap the engine makes goes through [`Scion::write_ref`],
 //! [`Scion::create_ref`] or [`Scion::update_ref_with`], which retries as
-//! [`crate::retry::CasRetry`] says.
-//!
-//! A conditional write can land while its answer is lost: a timeout after the store
-//! applied it, or a proxy that retries a write which had landed and relays the store's
-//! `412`. Read naively, that "conflict" makes a writer delete data it has just published.
-//! Every object written here is unique (refs and checkpoints carry a fresh nonce, segments
-//! a random id), so after any precondition failure or transient error the writer re-reads
-//! the object: if it holds exactly the bytes this call wrote, the write succeeded.
+//! [`crate::retry::CasRetry`] says; each is a [`put_exact`], as every conditional write is.
 
-use scion_store::{Backend, ETag, PutMode, StoreError, StoreResult};
+use scion_store::{ETag, PutMode, StoreError};
+
+use crate::conditional::put_exact;
 
 use crate::error::{CoreError, CoreResult};
 use crate::names::BranchRef;
 use crate::refs::{ref_key, Ref};
 use crate::retry::CasRetry;
 use crate::Scion;
-
-/// Write `body` to `key` under `mode`, deciding an ambiguous answer by what the store
-/// holds afterwards. Returns the etag of the state this call wrote.
-pub fn put_exact(
-    backend: &dyn Backend,
-    key: &str,
-    body: &[u8],
-    mode: PutMode,
-) -> StoreResult<ETag> {
-    let err = match backend.put(key, body, mode) {
-        Ok(etag) => return Ok(etag),
-        Err(e @ (StoreError::Conflict { .. } | StoreError::AlreadyExists { .. })) => e,
-        Err(e) if e.is_retryable() => e,
-        Err(e) => return Err(e),
-    };
-    match backend.get(key) {
-        Ok((held, etag)) if held == body => {
-            tracing::debug!("{key}: the write landed although its answer said {err}");
-            Ok(etag)
-        }
-        // Not ours (or gone): the original answer stands.
-        Ok(_) | Err(StoreError::NotFound { .. }) => Err(err),
-        // Cannot tell: report the original failure, which the caller treats as unknown.
-        Err(_) => Err(err),
-    }
-}
 
 impl Scion {
     /// Create a branch's ref. `AlreadyExists` comes back as [`CoreError::BranchExists`].

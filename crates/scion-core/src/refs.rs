@@ -10,6 +10,8 @@ use crate::error::{CoreError, CoreResult};
 use crate::format::Locator;
 use crate::history::HeadEntry;
 use crate::names::{BranchName, BranchRef, CheckpointName, DbName};
+pub use crate::objects::Parent;
+pub(crate) use crate::objects::{decode_versioned, locator_text, random_hex};
 
 /// Ref schema 2 adds `nonce` and the typed `safety` mark (schema 1 kept the mark as the
 /// meta entry `scion.safety`; it is read into `safety`). Schema 3 adds the head history
@@ -66,22 +68,6 @@ impl std::fmt::Display for SafetyMark {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{} of {}", self.kind.suffix(), self.of)
     }
-}
-
-/// `bytes` random bytes from the OS, as lowercase hex.
-pub(crate) fn random_hex(bytes: usize) -> String {
-    let mut b = vec![0u8; bytes];
-    getrandom::fill(&mut b).expect("the OS random source is available");
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-/// Where a branch came from, for people. Never followed on a read.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Parent {
-    pub branch: String,
-    pub version: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub checkpoint: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -260,29 +246,6 @@ impl Checkpoint {
     }
 }
 
-/// Decode a JSON object whose `schema` must not be newer than `supported`.
-pub(crate) fn decode_versioned<T: serde::de::DeserializeOwned>(
-    bytes: &[u8],
-    key: &str,
-    supported: u32,
-) -> CoreResult<T> {
-    let probe: SchemaProbe =
-        serde_json::from_slice(bytes).map_err(|e| CoreError::corrupt(key, e.to_string()))?;
-    if probe.schema > supported {
-        return Err(CoreError::FormatTooNew {
-            what: key.to_string(),
-            found: probe.schema,
-            supported,
-        });
-    }
-    serde_json::from_slice(bytes).map_err(|e| CoreError::corrupt(key, e.to_string()))
-}
-
-#[derive(Deserialize)]
-struct SchemaProbe {
-    schema: u32,
-}
-
 pub fn ref_key(b: &BranchRef) -> String {
     format!("refs/{}/{}", b.db, b.branch)
 }
@@ -302,19 +265,4 @@ pub fn checkpoints_prefix(b: &BranchRef) -> String {
 /// The branch name at the end of a ref key under `refs/{db}/`.
 pub fn branch_from_key(db: &DbName, key: &str) -> Option<BranchName> {
     key.strip_prefix(&refs_prefix(db))?.parse().ok()
-}
-
-pub(crate) mod locator_text {
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    use crate::format::Locator;
-
-    pub fn serialize<S: Serializer>(l: &Locator, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(l)
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Locator, D::Error> {
-        let s = String::deserialize(d)?;
-        s.parse().map_err(serde::de::Error::custom)
-    }
 }

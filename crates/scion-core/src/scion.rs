@@ -298,7 +298,7 @@ impl Scion {
             nonce: Default::default(),
         };
         let body = c.encode_fresh();
-        match crate::publish::put_exact(
+        match crate::conditional::put_exact(
             self.backend.as_ref(),
             &checkpoint_key(b, name),
             &body,

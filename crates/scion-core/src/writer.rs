@@ -110,7 +110,12 @@ impl<'a> VersionWriter<'a> {
         let builder = std::mem::replace(&mut self.current, new_builder());
         let id = builder.id();
         let bytes = builder.finish();
-        match crate::publish::put_exact(self.backend.as_ref(), &id.key(), &bytes, PutMode::Create) {
+        match crate::conditional::put_exact(
+            self.backend.as_ref(),
+            &id.key(),
+            &bytes,
+            PutMode::Create,
+        ) {
             Ok(_) => {}
             Err(StoreError::AlreadyExists { .. }) => {
                 return Err(CoreError::SegmentCollision { id: id.to_string() })

@@ -119,7 +119,7 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = ErrorEnvelope { error: self.body };
-        crate::api::json_with(self.status, &body)
+        crate::answer::json_with(self.status, &body)
     }
 }
 

@@ -15,7 +15,6 @@ use axum::response::{IntoResponse, Response};
 use scion_core::described::Exit;
 
 use crate::error::ApiError;
-use crate::state::Shared;
 
 const HEADER: &str = "idempotency-key";
 const KEEP_FOR: Duration = Duration::from_secs(24 * 3600);
@@ -48,7 +47,7 @@ fn fingerprint(method: &Method, uri: &str, body: &[u8]) -> u64 {
     h.finish()
 }
 
-pub async fn middleware(State(shared): State<Arc<Shared>>, req: Request, next: Next) -> Response {
+pub async fn middleware(State(replays): State<Arc<Replays>>, req: Request, next: Next) -> Response {
     let mutating = matches!(*req.method(), Method::POST | Method::DELETE | Method::PUT);
     let Some(key) = req
         .headers()
@@ -68,7 +67,7 @@ pub async fn middleware(State(shared): State<Arc<Shared>>, req: Request, next: N
     };
     let request = fingerprint(&parts.method, &parts.uri.to_string(), &bytes);
     {
-        let mut entries = shared.replays.entries.lock().expect("replays lock");
+        let mut entries = replays.entries.lock().expect("replays lock");
         match entries.get(&key) {
             Some(Entry::Done {
                 request: r,
@@ -113,7 +112,7 @@ pub async fn middleware(State(shared): State<Arc<Shared>>, req: Request, next: N
         .await;
     let (parts, body) = resp.into_parts();
     let body = to_bytes(body, usize::MAX).await.unwrap_or_default();
-    let mut entries = shared.replays.entries.lock().expect("replays lock");
+    let mut entries = replays.entries.lock().expect("replays lock");
     // A failure that may pass is not an answer to replay: the retry does the work.
     if parts.status == StatusCode::SERVICE_UNAVAILABLE {
         entries.remove(&key);

@@ -2,8 +2,10 @@
 //! optionally TCP with a token), the janitor, events and metrics. [`Daemon::serve`] runs in
 //! the foreground until SIGTERM or SIGINT, then flushes and closes every session.
 
+pub mod answer;
 pub mod api;
 pub mod client;
+mod config;
 pub mod embedded;
 mod error;
 pub mod events;
@@ -21,9 +23,9 @@ use std::sync::Arc;
 use scion_core::Scion;
 use tokio::sync::watch;
 
+pub use config::Config;
 pub use error::{ApiError, DaemonError, ErrorBody, ErrorEnvelope};
 pub use metrics::{Metrics, StoreObserver};
-pub use state::Config;
 
 use crate::sessions::CloseReason;
 use crate::state::Shared;

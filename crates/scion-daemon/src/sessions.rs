@@ -10,13 +10,15 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use scion_capture::{Attach, CaptureError, FlushReport, LiveBranch, Step};
-use scion_core::{BranchRef, CheckpointName};
+use scion_core::{BranchRef, CheckpointName, Scion};
 use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 
+use crate::config::Config;
 use crate::error::{ApiError, ApiResult};
 use crate::events::EventKind;
-use crate::state::Shared;
+use crate::events::EventLog;
+use crate::metrics::Metrics;
 
 /// How often an active session looks at its WAL; an idle one backs off to the second.
 const POLL_ACTIVE: Duration = Duration::from_millis(10);
@@ -257,9 +259,20 @@ fn process_alive(pid: u32) -> bool {
     r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
+/// What a session's thread uses of the daemon.
+#[derive(Clone)]
+pub struct SessionDeps {
+    pub scion: Arc<Scion>,
+    pub config: Config,
+    /// The registry the session is listed in, and leaves when it closes.
+    pub sessions: Arc<Sessions>,
+    pub events: Arc<EventLog>,
+    pub metrics: Arc<Metrics>,
+}
+
 /// Start capture of `spec.branch` (blocking: attaching may check out or reconcile) and the
 /// session's thread. Returns the session's first view of itself.
-pub fn start(shared: &Arc<Shared>, id: String, spec: SessionSpec) -> ApiResult<SessionInfo> {
+pub fn start(shared: SessionDeps, id: String, spec: SessionSpec) -> ApiResult<SessionInfo> {
     let holder = format!("{}#{id}", shared.scion.holder());
     let mut live = LiveBranch::open(
         shared.scion.clone(),
@@ -308,7 +321,7 @@ pub fn start(shared: &Arc<Shared>, id: String, spec: SessionSpec) -> ApiResult<S
     shared.metrics.sessions_open.inc();
     let runner = Runner {
         id,
-        shared: shared.clone(),
+        shared,
         info: shared_info,
         spec,
         opened: Instant::now(),
@@ -332,7 +345,7 @@ pub fn start(shared: &Arc<Shared>, id: String, spec: SessionSpec) -> ApiResult<S
 
 struct Runner {
     id: String,
-    shared: Arc<Shared>,
+    shared: SessionDeps,
     info: Arc<Mutex<SessionInfo>>,
     spec: SessionSpec,
     opened: Instant,

@@ -96,7 +96,7 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
 
     /// What a local cache of this store's objects holds, for a store read through one
     /// (`SegmentCache` answers; `None`, the default, elsewhere). Costs a directory listing.
-    fn local_cache(&self) -> Option<crate::cache::CacheUsage> {
+    fn local_cache(&self) -> Option<crate::cache_limit::CacheUsage> {
         None
     }
 }
@@ -144,7 +144,7 @@ impl<B: Backend + ?Sized> Backend for std::sync::Arc<B> {
     fn change_stamp(&self, key: &str) -> Option<u64> {
         (**self).change_stamp(key)
     }
-    fn local_cache(&self) -> Option<crate::cache::CacheUsage> {
+    fn local_cache(&self) -> Option<crate::cache_limit::CacheUsage> {
         (**self).local_cache()
     }
 }

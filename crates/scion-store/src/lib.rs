@@ -7,6 +7,7 @@
 
 mod backend;
 pub mod cache;
+mod cache_limit;
 mod changes;
 pub mod counting;
 mod error;

@@ -349,7 +349,7 @@ impl Scion {
             Some(e) => PutMode::Update(e),
             None => PutMode::Create,
         };
-        match crate::publish::put_exact(self.backend.as_ref(), GC_STATE_KEY, &body, mode) {
+        match crate::conditional::put_exact(self.backend.as_ref(), GC_STATE_KEY, &body, mode) {
             // Another gc ran at the same time: its record is as good as ours.
             Ok(_) | Err(StoreError::Conflict { .. } | StoreError::AlreadyExists { .. }) => {}
             Err(e) => return Err(e.into()),

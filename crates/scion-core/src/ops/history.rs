@@ -9,6 +9,7 @@ use scion_store::{PutMode, StoreError};
 use serde::Serialize;
 
 use crate::clock::StoreTime;
+use crate::conditional::put_exact;
 use crate::error::{CoreError, CoreResult};
 use crate::format::Locator;
 use crate::history::{
@@ -17,7 +18,6 @@ use crate::history::{
 };
 use crate::names::BranchRef;
 use crate::ops::lifecycle::{HeadTarget, MoveOptions, MoveReport};
-use crate::publish::put_exact;
 use crate::refs::{user_meta, Ref, REF_SCHEMA};
 use crate::Scion;
 

@@ -18,6 +18,7 @@ use scion_core::{CoreError, Scion};
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 
+pub use crate::answer::{json, json_with};
 use crate::error::{ApiError, ApiResult};
 use crate::state::Shared;
 use crate::transport::{self, Access};
@@ -110,28 +111,6 @@ pub fn duration(s: &str) -> ApiResult<std::time::Duration> {
     scion_core::clock::parse_duration(s).map_err(ApiError::from)
 }
 
-/// A `200 OK` JSON answer.
-pub fn json<T: serde::Serialize>(v: &T) -> Response {
-    json_with(axum::http::StatusCode::OK, v)
-}
-
-/// A JSON answer with `status`. The body ends in a newline, as a line of text does, so a
-/// `curl` in a terminal ends its output on a line of its own.
-pub fn json_with<T: serde::Serialize>(status: axum::http::StatusCode, v: &T) -> Response {
-    match serde_json::to_vec(v) {
-        Ok(mut body) => {
-            body.push(b'\n');
-            let content_type = (axum::http::header::CONTENT_TYPE, "application/json");
-            (status, [content_type], body).into_response()
-        }
-        Err(e) => (
-            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
-            format!("could not encode the answer: {e}\n"),
-        )
-            .into_response(),
-    }
-}
-
 async fn healthz() -> &'static str {
     "ok\n"
 }
@@ -219,7 +198,7 @@ pub fn router(shared: Arc<Shared>, access: Access, stop: watch::Receiver<bool>) 
         .layer(axum::middleware::from_fn(whole_body))
         .layer(axum::Extension(stop))
         .layer(axum::middleware::from_fn_with_state(
-            shared.clone(),
+            shared.replays.clone(),
             crate::idempotency::middleware,
         ))
         .layer(axum::middleware::from_fn_with_state(

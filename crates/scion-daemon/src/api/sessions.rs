@@ -115,7 +115,7 @@ pub async fn open(
     let start = {
         let shared = shared.clone();
         let id = id.clone();
-        tokio::task::spawn_blocking(move || sessions::start(&shared, id, spec))
+        tokio::task::spawn_blocking(move || sessions::start(shared.session_deps(), id, spec))
             .await
             .map_err(|e| ApiError::invalid(e.to_string()))?
     };

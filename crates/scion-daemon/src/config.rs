@@ -1,0 +1,31 @@
+//! How the daemon runs: its intervals and limits.
+
+use std::time::Duration;
+
+/// How the daemon runs.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Commit what sessions captured at least this often while they are dirty.
+    pub flush_every: Duration,
+    /// How long a session's branch lease lasts; renewed every third of it.
+    pub lease_ttl: Duration,
+    /// How often the janitor reaps expired branches.
+    pub janitor_every: Duration,
+    /// How often the janitor runs GC (`None`: never).
+    pub gc_every: Option<Duration>,
+    /// The opt-in second tier of WAL recycling: above this many frames, a brief write
+    /// lock (at most 10 ms waiting for it) lets the WAL restart under nonstop writers.
+    pub barrier_frames: Option<u32>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            flush_every: Duration::from_secs(5),
+            lease_ttl: Duration::from_secs(60),
+            janitor_every: Duration::from_secs(60),
+            gc_every: Some(Duration::from_secs(3600)),
+            barrier_frames: None,
+        }
+    }
+}
