@@ -11,7 +11,7 @@ use scion_core::checkout::{now_ns, Fingerprint, Sidecar};
 use scion_core::format::{page_hash, Locator};
 use scion_core::ops::pages::PageCommit;
 use scion_core::refs::Ref;
-use scion_core::writer::WriteStats;
+use scion_core::WriteStats;
 use scion_core::{BranchRef, CheckpointName, CoreError, Scion};
 use scion_store::ETag;
 use serde::Serialize;

@@ -3,8 +3,8 @@
 
 use std::collections::BTreeMap;
 
+use scion_core::format::normalize_page1;
 use scion_core::ops::pages::PageChanges;
-use scion_core::sqlite_io::normalize_page1;
 
 use crate::cursor::Cursor;
 

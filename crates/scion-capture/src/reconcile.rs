@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
+use scion_core::format::normalize_page1;
 use scion_core::format::page_hash;
-use scion_core::sqlite_io::normalize_page1;
 
 use crate::capturer::{io_err, Capturer};
 use crate::cursor::Cursor;

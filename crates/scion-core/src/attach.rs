@@ -14,7 +14,7 @@ use crate::error::{CoreError, CoreResult};
 use crate::{ClonePolicy, Scion, ScionOptions, StoreSettings, MANIFEST_KEY};
 
 /// The directory name `scion init` creates and discovery looks for.
-pub const DEFAULT_STORE: &str = ".scion";
+pub(crate) const DEFAULT_STORE: &str = ".scion";
 
 /// The nearest `<dir>/.scion` holding a store, from `start` upward, and the last directory
 /// looked in. The search stops at the home directory (a store above it is someone else's)

@@ -56,7 +56,7 @@ impl<'a> Commit<'a> {
     }
 
     /// Write the root record and the last segment.
-    pub fn seal(self, record: RootRecord) -> CoreResult<Sealed> {
+    pub(crate) fn seal(self, record: RootRecord) -> CoreResult<Sealed> {
         let (root, stats, segments) = self.writer.finish(&record)?;
         Ok(Sealed {
             root,

@@ -12,7 +12,7 @@ use scion_store::{Backend, ETag, PutMode, StoreError, StoreResult};
 
 /// Write `body` to `key` under `mode`, deciding an ambiguous answer by what the store
 /// holds afterwards. Returns the etag of the state this call wrote.
-pub fn put_exact(
+pub(crate) fn put_exact(
     backend: &dyn Backend,
     key: &str,
     body: &[u8],

@@ -134,7 +134,7 @@ pub fn describe(e: &CoreError, context: Context) -> Described {
 }
 
 /// The daemon session a lease holder names (`<process>#<session id>`), if any.
-pub fn session_of(holder: &str) -> Option<&str> {
+pub(crate) fn session_of(holder: &str) -> Option<&str> {
     holder
         .split_once('#')
         .map(|(_, id)| id)

@@ -28,7 +28,7 @@ pub const HISTORY_SCHEMA: u32 = 1;
 /// A ref carries at most this many entries before older ones spill into an object.
 pub const INLINE_MAX: usize = 16;
 /// Entries left in the ref after a spill.
-pub const INLINE_KEEP: usize = 4;
+pub(crate) const INLINE_KEEP: usize = 4;
 /// How long a head named by the history is kept from `gc`, unless the store says otherwise.
 pub const DEFAULT_HISTORY_RETENTION: Duration = Duration::from_secs(7 * 86_400);
 
@@ -95,14 +95,14 @@ pub struct HeadEntry {
 
 impl HeadEntry {
     /// The versions this entry keeps from `gc` while it is younger than the retention.
-    pub fn roots(&self) -> impl Iterator<Item = Locator> {
+    pub(crate) fn roots(&self) -> impl Iterator<Item = Locator> {
         self.old.into_iter().chain(self.new)
     }
 }
 
 /// What a caller of the publish path says about the move it makes.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HeadMove {
+pub(crate) struct HeadMove {
     pub op: HeadOp,
     pub detail: Option<String>,
     pub undoes: Option<u64>,
@@ -117,7 +117,7 @@ impl HeadMove {
         }
     }
 
-    pub fn with_detail(op: HeadOp, detail: impl Into<String>) -> Self {
+    pub(crate) fn with_detail(op: HeadOp, detail: impl Into<String>) -> Self {
         HeadMove {
             op,
             detail: Some(detail.into()),
@@ -189,14 +189,14 @@ impl HistoryObject {
 }
 
 /// Where a branch's history objects live.
-pub fn history_prefix(db: &DbName, branch: &BranchName) -> String {
+pub(crate) fn history_prefix(db: &DbName, branch: &BranchName) -> String {
     format!("history/{db}/{branch}/")
 }
 
-pub const HISTORY_ROOT: &str = "history/";
+pub(crate) const HISTORY_ROOT: &str = "history/";
 
 /// The time (unix ms) of the newest entry of the object at `key`, read from its name.
-pub fn newest_ms_of_key(key: &str) -> Option<u64> {
+pub(crate) fn newest_ms_of_key(key: &str) -> Option<u64> {
     let name = key.rsplit('/').next()?;
     name.split('-').next()?.parse().ok()
 }

@@ -9,28 +9,30 @@ mod conditional;
 pub mod described;
 pub mod diff;
 mod error;
-pub mod format;
 pub mod history;
 mod manifest;
 mod materialize;
 pub mod names;
 mod objects;
 pub mod ops;
-pub mod pagemap;
+mod pagemap;
 pub mod progress;
-pub mod publish;
-pub mod reader;
+mod publish;
+mod reader;
 pub mod refs;
 mod retry;
 mod scion;
-pub mod sqlite_io;
-pub mod writer;
+mod sqlite_io;
+mod writer;
+
+/// The binary formats, which are their own crate (`scion-format`).
+pub use scion_format as format;
 
 pub use checkout::{CheckoutAction, CheckoutReport, CheckoutState, ClonePolicy};
 pub use error::{CoreError, CoreResult};
 pub use format::PageCompression;
-pub use manifest::{
-    Manifest, StoreSettings, DEFAULT_MIN_GRACE, MANIFEST_KEY, STORE_FORMAT_VERSION,
-};
+pub(crate) use manifest::{Manifest, MANIFEST_KEY};
+pub use manifest::{StoreSettings, DEFAULT_MIN_GRACE};
 pub use names::{BranchName, BranchRef, CheckpointName, DbName, Target};
-pub use scion::{default_holder, ResolvedVersion, Scion, ScionOptions};
+pub use scion::{ResolvedVersion, Scion, ScionOptions};
+pub use writer::WriteStats;

@@ -10,15 +10,15 @@ use crate::error::{CoreError, CoreResult};
 use crate::format::PageCompression;
 use crate::history::DEFAULT_HISTORY_RETENTION;
 
-pub const MANIFEST_KEY: &str = "scion.json";
+pub(crate) const MANIFEST_KEY: &str = "scion.json";
 /// The store layout this binary writes and the newest it reads.
-pub const STORE_FORMAT_VERSION: u32 = 1;
+pub(crate) const STORE_FORMAT_VERSION: u32 = 1;
 
 /// The minimum GC grace of a store whose manifest names none.
 pub const DEFAULT_MIN_GRACE: Duration = Duration::from_secs(3600);
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Manifest {
+pub(crate) struct Manifest {
     pub format: u32,
     pub store_id: String,
     pub created_at: String,

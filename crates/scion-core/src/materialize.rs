@@ -60,7 +60,7 @@ const GROUP_PAGES: usize = 8192;
 
 /// Journal mode written into page 1 of the output file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum JournalMode {
+pub(crate) enum JournalMode {
     /// Bytes 18/19 = 2: a checkout, opened in WAL mode by every client.
     Wal,
     /// Bytes 18/19 = 1: a plain file, as `export` writes.

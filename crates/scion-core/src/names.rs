@@ -13,11 +13,11 @@ pub const MAX_NAME_LEN: usize = 100;
 
 /// Branch names scion derives (a safety fork's `<branch>-pre-rollback-v<version>`) may be
 /// this much longer than names people pick, so every branch can have its safety forks.
-pub const DERIVED_NAME_ROOM: usize = 40;
+pub(crate) const DERIVED_NAME_ROOM: usize = 40;
 
 /// Checkpoint names that resolve without an object: the version a branch was forked at,
 /// and the version `create` made.
-pub const RESERVED_CHECKPOINTS: [&str; 2] = ["fork", "init"];
+pub(crate) const RESERVED_CHECKPOINTS: [&str; 2] = ["fork", "init"];
 
 fn validate(kind: &'static str, s: &str, max_len: usize) -> Result<(), CoreError> {
     let reason = if s.is_empty() {
@@ -106,13 +106,13 @@ impl BranchName {
     }
 
     /// Refuse a name for a new branch that leaves no room for its derived names.
-    pub fn check_new(&self) -> Result<(), CoreError> {
+    pub(crate) fn check_new(&self) -> Result<(), CoreError> {
         validate("branch", &self.0, MAX_NAME_LEN)
     }
 }
 
 impl CheckpointName {
-    pub fn is_reserved(&self) -> bool {
+    pub(crate) fn is_reserved(&self) -> bool {
         RESERVED_CHECKPOINTS.contains(&self.0.as_str())
     }
 

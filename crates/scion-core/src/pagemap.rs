@@ -14,10 +14,10 @@ use crate::reader::FrameReader;
 use crate::writer::VersionWriter;
 
 /// 32 slots a node: the fan-out chosen by measuring commit cost (docs/benchmarks.md).
-pub const DEFAULT_FANOUT_BITS: u8 = 5;
+pub(crate) const DEFAULT_FANOUT_BITS: u8 = 5;
 
 /// Levels needed to address `page_count` pages (at least one).
-pub fn depth_for(page_count: u32, fanout_bits: u8) -> u8 {
+pub(crate) fn depth_for(page_count: u32, fanout_bits: u8) -> u8 {
     let mut depth = 1u8;
     while (depth as u32 * fanout_bits as u32) < 32
         && (page_count as u64) > (1u64 << (depth as u32 * fanout_bits as u32))
@@ -59,7 +59,7 @@ pub fn build(
 /// A change set: page index (pgno - 1) to its new frame, or `None` for an all-zero page.
 pub type Changes = BTreeMap<u32, Option<Slot>>;
 
-pub struct TreeUpdate<'r> {
+pub(crate) struct TreeUpdate<'r> {
     pub reader: &'r FrameReader,
     pub fanout_bits: u8,
     /// Pages at index >= limit are dropped (the database shrank).
@@ -191,7 +191,7 @@ pub fn leaves(
 /// group at a time: the pages under at most `group_pages` pages' worth of leaf nodes
 /// (at least one node). A caller can set the first group to work while later leaf nodes
 /// are still being read, and end the walk early with `Break`.
-pub fn for_each_leaf_group(
+pub(crate) fn for_each_leaf_group(
     reader: &FrameReader,
     top: Option<Locator>,
     depth: u8,

@@ -13,7 +13,7 @@ pub trait Progress: Send + Sync {
 }
 
 /// Progress that goes nowhere.
-pub struct Silent;
+pub(crate) struct Silent;
 
 impl Progress for Silent {
     fn start(&self, _: &'static str, _: u64) {}

@@ -13,16 +13,16 @@ use crate::format::{
 };
 
 /// Largest single ranged read when coalescing adjacent frames.
-pub const MAX_RUN_BYTES: u64 = 8 << 20;
+pub(crate) const MAX_RUN_BYTES: u64 = 8 << 20;
 
 #[derive(Debug)]
-pub struct FrameReader {
+pub(crate) struct FrameReader {
     backend: Arc<dyn Backend>,
     nodes: Mutex<HashMap<Locator, Arc<Node>>>,
 }
 
 /// A decoded, verified page.
-pub struct PageFrame<'a, T> {
+pub(crate) struct PageFrame<'a, T> {
     pub tag: &'a T,
     pub raw: Vec<u8>,
     pub hash: u64,
@@ -34,10 +34,6 @@ impl FrameReader {
             backend,
             nodes: Mutex::new(HashMap::new()),
         }
-    }
-
-    pub fn backend(&self) -> &Arc<dyn Backend> {
-        &self.backend
     }
 
     fn fetch(&self, loc: &Locator, len: u64) -> CoreResult<Vec<u8>> {
@@ -133,7 +129,7 @@ impl FrameReader {
 
     /// Read the frames at `items`, in store order, coalescing frames adjacent in one
     /// segment into a single ranged read; each verified frame is handed to `f`.
-    pub fn for_each_frame<T>(
+    pub(crate) fn for_each_frame<T>(
         &self,
         items: Vec<(Locator, T)>,
         kind: FrameKind,
@@ -149,7 +145,7 @@ impl FrameReader {
 
     /// Read the pages behind `slots` (tagged with their page numbers, 1-based), resolving
     /// deltas against their bases; each verified page is handed to `f`.
-    pub fn for_each_page(
+    pub(crate) fn for_each_page(
         &self,
         slots: Vec<(Slot, u32)>,
         mut f: impl FnMut(PageFrame<'_, u32>) -> CoreResult<()>,
@@ -204,7 +200,7 @@ impl FrameReader {
 
     /// The raw bytes of `len` bytes from `loc`'s offset (a coalesced run of frames), into a
     /// buffer the caller reuses.
-    pub fn run_into(&self, start: &Locator, len: u64, out: &mut Vec<u8>) -> CoreResult<()> {
+    pub(crate) fn run_into(&self, start: &Locator, len: u64, out: &mut Vec<u8>) -> CoreResult<()> {
         self.fetch_into(start, len, out)
     }
 
@@ -212,7 +208,7 @@ impl FrameReader {
     /// The full frame a new delta of page `pgno` (now at `slot`) is taken against, and its
     /// content: the slot's base, or the slot itself when it is a full frame. Deltas are
     /// therefore never more than one deep.
-    pub fn delta_base(&self, slot: &Slot, pgno: u32) -> CoreResult<(Locator, Vec<u8>)> {
+    pub(crate) fn delta_base(&self, slot: &Slot, pgno: u32) -> CoreResult<(Locator, Vec<u8>)> {
         let loc = slot.base.unwrap_or(slot.loc);
         let bytes = self.raw(&loc)?;
         let (raw, _) = decode_frame(&bytes, FrameKind::Page, pgno as u64)
@@ -232,17 +228,6 @@ impl FrameReader {
             Ok(())
         })?;
         Ok(out.expect("one page read"))
-    }
-
-    /// Fetch the raw bytes of each frame, coalescing adjacent frames of one segment.
-    pub fn for_each_raw<T>(
-        &self,
-        items: Vec<(Locator, T)>,
-        mut f: impl FnMut(&Locator, &T, &[u8]) -> CoreResult<()>,
-    ) -> CoreResult<()> {
-        self.for_each_verified(items, |loc, tag, bytes| {
-            f(loc, tag, bytes).map_err(Step::Failed)
-        })
     }
 
     /// `for_each_raw`, where `f` tells a frame that failed verification (before it did

@@ -19,7 +19,7 @@ pub(crate) use crate::objects::{decode_versioned, locator_text, random_hex};
 /// next write, so it must refuse the ref instead.
 pub const REF_SCHEMA: u32 = 3;
 /// Checkpoint schema 1; `nonce` is an optional field older readers ignore.
-pub const CHECKPOINT_SCHEMA: u32 = 1;
+pub(crate) const CHECKPOINT_SCHEMA: u32 = 1;
 
 /// A random tag that makes every ref, lease and checkpoint write unique, so a writer whose
 /// answer was lost can tell its own write from another writer's by re-reading the object.
@@ -136,11 +136,11 @@ fn is_zero(v: &u64) -> bool {
 
 /// Meta keys under this prefix are scion's own (capture cursor, safety mark): users may not
 /// set them, and listings of a branch's meta leave them out.
-pub const RESERVED_META_PREFIX: &str = "scion.";
+pub(crate) const RESERVED_META_PREFIX: &str = "scion.";
 
 /// What users may attach to a branch or checkpoint: short keys, values of a few KiB, and
 /// little enough in all that a ref stays one small object.
-pub fn check_user_meta(meta: &BTreeMap<String, String>) -> CoreResult<()> {
+pub(crate) fn check_user_meta(meta: &BTreeMap<String, String>) -> CoreResult<()> {
     const MAX_KEY: usize = 128;
     const MAX_VALUE: usize = 4096;
     const MAX_TOTAL: usize = 16 * 1024;
@@ -203,7 +203,7 @@ impl Ref {
     }
 
     /// The bytes of this ref as it will be written: a fresh nonce makes them unique.
-    pub fn encode_fresh(&mut self) -> Vec<u8> {
+    pub(crate) fn encode_fresh(&mut self) -> Vec<u8> {
         self.nonce = Nonce::fresh();
         self.encode()
     }
@@ -214,7 +214,7 @@ impl Ref {
 
     /// Whether `self` and `other` name the same head, held under the same lease epoch by
     /// the same holder: what a commit based on `other` may still publish over.
-    pub fn same_head(&self, other: &Ref) -> bool {
+    pub(crate) fn same_head(&self, other: &Ref) -> bool {
         self.root == other.root
             && self.version == other.version
             && self.epoch == other.epoch
@@ -240,7 +240,7 @@ impl Checkpoint {
         decode_versioned(bytes, key, CHECKPOINT_SCHEMA)
     }
 
-    pub fn encode_fresh(&mut self) -> Vec<u8> {
+    pub(crate) fn encode_fresh(&mut self) -> Vec<u8> {
         self.nonce = Nonce::fresh();
         serde_json::to_vec(self).expect("checkpoints always serialize")
     }
@@ -250,19 +250,19 @@ pub fn ref_key(b: &BranchRef) -> String {
     format!("refs/{}/{}", b.db, b.branch)
 }
 
-pub fn refs_prefix(db: &DbName) -> String {
+pub(crate) fn refs_prefix(db: &DbName) -> String {
     format!("refs/{db}/")
 }
 
-pub fn checkpoint_key(b: &BranchRef, name: &CheckpointName) -> String {
+pub(crate) fn checkpoint_key(b: &BranchRef, name: &CheckpointName) -> String {
     format!("checkpoints/{}/{}/{}", b.db, b.branch, name)
 }
 
-pub fn checkpoints_prefix(b: &BranchRef) -> String {
+pub(crate) fn checkpoints_prefix(b: &BranchRef) -> String {
     format!("checkpoints/{}/{}/", b.db, b.branch)
 }
 
 /// The branch name at the end of a ref key under `refs/{db}/`.
-pub fn branch_from_key(db: &DbName, key: &str) -> Option<BranchName> {
+pub(crate) fn branch_from_key(db: &DbName, key: &str) -> Option<BranchName> {
     key.strip_prefix(&refs_prefix(db))?.parse().ok()
 }

@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 /// How often a compare-and-swap is tried in all, the first try included.
-pub const CAS_TRIES: u32 = 8;
+pub(crate) const CAS_TRIES: u32 = 8;
 
 /// The first wait; each next one doubles, up to [`MAX_WAIT`].
 const FIRST_WAIT: Duration = Duration::from_millis(2);

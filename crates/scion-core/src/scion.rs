@@ -45,7 +45,7 @@ impl ScionOptions {
 /// `hostname:boot:pidns/pid`: unique per process across hosts and containers that share
 /// a host name (the boot id tells hosts apart, the pid namespace containers), readable by
 /// people.
-pub fn default_holder() -> String {
+pub(crate) fn default_holder() -> String {
     static PLACE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     let place = PLACE.get_or_init(holder_place);
     format!("{place}/{}", std::process::id())
@@ -216,7 +216,7 @@ impl Scion {
     }
 
     /// The store's clock, as a stamp to write into refs and checkpoints.
-    pub fn store_time(&self) -> CoreResult<StoreTime> {
+    pub(crate) fn store_time(&self) -> CoreResult<StoreTime> {
         Ok(StoreTime::from_store_clock(self.backend.now()?))
     }
 
@@ -269,7 +269,11 @@ impl Scion {
         }
     }
 
-    pub fn read_checkpoint(&self, b: &BranchRef, name: &CheckpointName) -> CoreResult<Checkpoint> {
+    pub(crate) fn read_checkpoint(
+        &self,
+        b: &BranchRef,
+        name: &CheckpointName,
+    ) -> CoreResult<Checkpoint> {
         let key = checkpoint_key(b, name);
         match self.backend.get(&key) {
             Ok((bytes, _)) => Checkpoint::decode(&bytes, &key),

@@ -18,16 +18,10 @@ pub(crate) const SHARED_FIRST: i64 = 0x4000_0000 + 2;
 pub(crate) const SHARED_SIZE: i64 = 510;
 const SHM_DMS: i64 = 128;
 
-/// Bytes 18 and 19 of page 1 are the read/write format versions: 1 for rollback journal,
-/// 2 for WAL. scion stores and compares page 1 with both set to 1.
-pub fn normalize_page1(page: &mut [u8]) {
-    if page.len() >= 20 {
-        page[18] = 1;
-        page[19] = 1;
-    }
-}
+pub use crate::format::normalize_page1;
 
-pub fn set_wal_mode_bytes(page: &mut [u8]) {
+/// Bytes 18 and 19 of page 1 set for WAL (2, 2), as SQLite reads a WAL database.
+pub(crate) fn set_wal_mode_bytes(page: &mut [u8]) {
     if page.len() >= 20 {
         page[18] = 2;
         page[19] = 2;
@@ -45,7 +39,7 @@ pub fn change_counter(page1: &[u8]) -> u32 {
 /// Check that `path` looks like a complete SQLite database before handing it to SQLite,
 /// so that a wrong file gets a clear error. Returns the page size (None for a 0-byte file,
 /// which SQLite treats as an empty database).
-pub fn check_database_file(path: &Path) -> CoreResult<Option<u32>> {
+pub(crate) fn check_database_file(path: &Path) -> CoreResult<Option<u32>> {
     let not = |reason: String| CoreError::NotSqlite {
         path: path.to_path_buf(),
         reason,
@@ -113,7 +107,7 @@ pub fn open(path: &Path, read_only: bool) -> CoreResult<Connection> {
 
 /// The committed state of a database at one instant.
 #[derive(Debug, Clone, Copy)]
-pub struct SnapshotInfo {
+pub(crate) struct SnapshotInfo {
     pub page_size: u32,
     pub page_count: u32,
 }
@@ -121,7 +115,7 @@ pub struct SnapshotInfo {
 /// Read every page of the database's committed state inside one read transaction and
 /// hand each to `f` (page 1 normalized). Other connections may keep writing meanwhile;
 /// their later commits are simply not part of this snapshot.
-pub fn read_snapshot(
+pub(crate) fn read_snapshot(
     path: &Path,
     read_only: bool,
     progress: &dyn crate::progress::Progress,
@@ -202,7 +196,7 @@ pub fn read_snapshot(
 ///
 /// Must not be called while this process has its own SQLite connection on the file:
 /// closing the probe descriptor would drop that connection's POSIX locks.
-pub fn in_use(path: &Path) -> CoreResult<bool> {
+pub(crate) fn in_use(path: &Path) -> CoreResult<bool> {
     // A file this process captures live is in use, and must not be probed (below).
     if crate::checkout::live::is_live(path) {
         return Ok(true);
@@ -214,7 +208,7 @@ pub fn in_use(path: &Path) -> CoreResult<bool> {
 
 /// Whether a connection holds the `-shm` file beside `path`: one still attached to a WAL
 /// there, even if the database file itself was deleted under it.
-pub fn wal_index_in_use(path: &Path) -> CoreResult<bool> {
+pub(crate) fn wal_index_in_use(path: &Path) -> CoreResult<bool> {
     if crate::checkout::live::is_live(path) {
         return Ok(true);
     }
@@ -245,14 +239,14 @@ fn probe_lock(p: &Path, start: i64, len: i64) -> CoreResult<bool> {
 }
 
 /// `path` with `suffix` appended to its file name (`x.db` + `-wal` = `x.db-wal`).
-pub fn sidecar_path(path: &Path, suffix: &str) -> PathBuf {
+pub(crate) fn sidecar_path(path: &Path, suffix: &str) -> PathBuf {
     let mut s = path.as_os_str().to_os_string();
     s.push(suffix);
     PathBuf::from(s)
 }
 
 /// Create an empty database: one page, 4 KiB pages, WAL mode.
-pub fn create_empty(path: &Path) -> CoreResult<()> {
+pub(crate) fn create_empty(path: &Path) -> CoreResult<()> {
     let conn = Connection::open(path).map_err(|e| CoreError::sqlite(path, e))?;
     conn.execute_batch("PRAGMA page_size=4096; PRAGMA journal_mode=WAL; VACUUM;")
         .map_err(|e| CoreError::sqlite(path, e))?;

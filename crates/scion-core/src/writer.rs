@@ -17,7 +17,7 @@ use crate::format::{
 };
 
 /// A segment is sealed once it holds this many bytes.
-pub const MAX_SEGMENT_BYTES: usize = 64 << 20;
+pub(crate) const MAX_SEGMENT_BYTES: usize = 64 << 20;
 
 /// What a commit cost in the store.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -27,7 +27,7 @@ pub struct WriteStats {
     pub pages: u64,
 }
 
-pub struct VersionWriter<'a> {
+pub(crate) struct VersionWriter<'a> {
     backend: &'a Arc<dyn Backend>,
     compression: PageCompression,
     current: SegmentBuilder,
@@ -74,7 +74,7 @@ impl<'a> VersionWriter<'a> {
     }
 
     /// Add a page-map node; it stays readable through [`Self::node`] until `finish`.
-    pub fn add_node(&mut self, node: Node) -> CoreResult<Locator> {
+    pub(crate) fn add_node(&mut self, node: Node) -> CoreResult<Locator> {
         let (loc, _) = self.add(FrameKind::Node, node.level as u64, &node.encode())?;
         self.nodes.insert(loc, node);
         Ok(loc)
@@ -87,7 +87,7 @@ impl<'a> VersionWriter<'a> {
 
     /// Add a page, as a delta against `base` (its full frame's locator and content) when
     /// that is much smaller. Returns the page's slot and hash.
-    pub fn add_page(
+    pub(crate) fn add_page(
         &mut self,
         pgno: u32,
         raw: &[u8],

@@ -417,7 +417,7 @@ fn crash_sweep_commit_pages() {
         for (i, page) in bytes.chunks(page_size as usize).enumerate() {
             let mut page = page.to_vec();
             if i == 0 {
-                scion_core::sqlite_io::normalize_page1(&mut page);
+                scion_core::format::normalize_page1(&mut page);
             }
             pages.insert(i as u32 + 1, page);
         }

@@ -6,12 +6,8 @@
 
 mod common;
 
-use std::sync::Arc;
-
 use common::*;
-use scion_core::reader::FrameReader;
-use scion_core::{pagemap, CoreError, DbName, PageCompression, StoreSettings, Target};
-use scion_store::LocalBackend;
+use scion_core::{CoreError, DbName, PageCompression, StoreSettings, Target};
 
 /// 512-byte pages make a database of many leaf groups cheap: 30,000 pages is 15 MiB.
 fn many_pages(e: &Env) -> std::path::PathBuf {
@@ -58,10 +54,11 @@ fn comes_out_byte_for_byte(e: Env) {
         .checkpoint(&main, &"spread".parse().unwrap())
         .unwrap();
     let t: Target = "many".parse().unwrap();
-    let reader = FrameReader::new(Arc::new(LocalBackend::open(e.store_dir()).unwrap()));
-    let root = reader.root(&e.scion.resolve(&t).unwrap().root).unwrap();
-    let leaves = pagemap::leaves(&reader, root.node, root.depth, root.fanout_bits).unwrap();
-    let deltas = leaves.iter().filter(|(_, s)| s.base.is_some()).count();
+    let (root, slots) = e
+        .scion
+        .page_slots(&e.scion.resolve(&t).unwrap().root)
+        .unwrap();
+    let deltas = slots.iter().filter(|(_, s)| s.base.is_some()).count();
     assert!(deltas > 0, "no delta pages to materialize");
     assert!(
         root.page_count as usize > 3 * 8192,

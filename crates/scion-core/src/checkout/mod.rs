@@ -20,7 +20,8 @@ pub(crate) use clean::CleanFile;
 pub use clone::{probe as probe_clone, CloneCapability, ClonePolicy, CopyKind};
 pub(crate) use files::{DbFiles, Expect, Install};
 pub use lock::{TurnAnswer, WriteTurn};
-pub use sidecar::{Fingerprint, RecordHeader, Sidecar, SIDECAR_FORMAT_VERSION};
+pub(crate) use sidecar::RecordHeader;
+pub use sidecar::{Fingerprint, Sidecar};
 
 use crate::error::{CoreError, CoreResult};
 use crate::format::{page_hash, Locator};
@@ -177,7 +178,7 @@ impl Scion {
     }
 
     /// Where read-only historical checkouts of `db` live.
-    pub fn read_only_dir(&self, db: &crate::names::DbName) -> PathBuf {
+    pub(crate) fn read_only_dir(&self, db: &crate::names::DbName) -> PathBuf {
         self.read_only_root().join(db.as_str())
     }
 

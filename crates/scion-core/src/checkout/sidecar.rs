@@ -24,7 +24,7 @@ use crate::format::{Cursor, DecodeError, Locator, SegmentId};
 use crate::sqlite_io::sidecar_path;
 
 const MAGIC: &[u8; 8] = b"SCIONSCR";
-pub const SIDECAR_FORMAT_VERSION: u16 = 2;
+pub(crate) const SIDECAR_FORMAT_VERSION: u16 = 2;
 /// Bytes before the header checksum.
 const HEADER_LEN: usize = 100;
 /// Filesystem timestamps are trusted only for changes older than this (git's
@@ -78,7 +78,7 @@ impl Fingerprint {
 impl Fingerprint {
     /// Whether no write can have reached the file (or its WAL) between the two looks. An
     /// empty WAL that appeared or vanished (a connection opening or closing) is no write.
-    pub fn same_writes(&self, now: &Fingerprint) -> bool {
+    pub(crate) fn same_writes(&self, now: &Fingerprint) -> bool {
         let wal_same = (self.wal_size == 0 && now.wal_size == 0)
             || (self.wal_size == now.wal_size && self.wal_mtime_ns == now.wal_mtime_ns);
         self.size == now.size
@@ -231,7 +231,7 @@ impl Sidecar {
         }
     }
 
-    pub fn path_for(checkout: &Path) -> PathBuf {
+    pub(crate) fn path_for(checkout: &Path) -> PathBuf {
         sidecar_path(checkout, ".scion")
     }
 
@@ -356,7 +356,7 @@ impl RecordHeader {
     /// The record of the file at `checkout` when `now` (its fingerprint) proves the file
     /// still holds exactly the recorded version, read in O(1). `None` when it does not, when
     /// there is no usable record, and while a pending record waits to be judged.
-    pub fn proving(checkout: &Path, now: &Fingerprint) -> CoreResult<Option<RecordHeader>> {
+    pub(crate) fn proving(checkout: &Path, now: &Fingerprint) -> CoreResult<Option<RecordHeader>> {
         if Sidecar::pending_path_for(checkout).exists() {
             return Ok(None);
         }

@@ -15,7 +15,7 @@ pub enum Value {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PageKind {
+pub(crate) enum PageKind {
     TableInterior,
     TableLeaf,
     IndexInterior,
@@ -24,7 +24,7 @@ pub enum PageKind {
 
 /// One cell: for table leaves the rowid and payload; for interiors the left child.
 #[derive(Debug, Clone)]
-pub struct Cell {
+pub(crate) struct Cell {
     pub left_child: Option<u32>,
     pub rowid: Option<i64>,
     /// The payload stored on the page, and where its overflow chain starts.
@@ -34,7 +34,7 @@ pub struct Cell {
 }
 
 #[derive(Debug, Clone)]
-pub struct BtreePage {
+pub(crate) struct BtreePage {
     pub kind: PageKind,
     pub cells: Vec<Cell>,
     pub right_child: Option<u32>,
@@ -71,7 +71,7 @@ fn be(buf: &[u8], at: usize, n: usize) -> CoreResult<u64> {
 }
 
 /// Parse a b-tree page; `None` when the page is not a b-tree page (overflow, freelist).
-pub fn parse_page(page: &[u8], pgno: u32, usable: usize) -> CoreResult<Option<BtreePage>> {
+pub(crate) fn parse_page(page: &[u8], pgno: u32, usable: usize) -> CoreResult<Option<BtreePage>> {
     let h = if pgno == 1 { 100 } else { 0 };
     let kind = match page.get(h) {
         Some(0x02) => PageKind::IndexInterior,
@@ -160,7 +160,7 @@ fn local_payload(p: u64, usable: usize, table_leaf: bool) -> usize {
 }
 
 /// Decode a record into values.
-pub fn decode_record(payload: &[u8]) -> CoreResult<Vec<Value>> {
+pub(crate) fn decode_record(payload: &[u8]) -> CoreResult<Vec<Value>> {
     let mut pos = 0;
     let header_len = varint(payload, &mut pos)? as usize;
     if header_len > payload.len() {

@@ -17,7 +17,7 @@ const MIN_PAGES_PER_READER: usize = 16;
 
 /// One version, read page by page on demand (and counted): from a clean local file of
 /// that version where there is one, else from the store.
-pub struct VersionPages<'a> {
+pub(crate) struct VersionPages<'a> {
     pub reader: &'a FrameReader,
     pub root: RootRecord,
     cache: HashMap<u32, Vec<u8>>,
@@ -38,7 +38,7 @@ impl<'a> VersionPages<'a> {
 
     /// Read pages from `file` (if any), a clean checkout proven to hold exactly this
     /// version.
-    pub fn with_local(mut self, file: Option<std::fs::File>) -> Self {
+    pub(crate) fn with_local(mut self, file: Option<std::fs::File>) -> Self {
         self.local = file;
         self
     }
@@ -55,7 +55,7 @@ impl<'a> VersionPages<'a> {
 
     /// Read the pages `pgnos` not read yet in as few store requests as their locations
     /// allow (frames adjacent in a segment come in one ranged read).
-    pub fn prefetch(&mut self, pgnos: &[u32]) -> CoreResult<()> {
+    pub(crate) fn prefetch(&mut self, pgnos: &[u32]) -> CoreResult<()> {
         let r = self.root;
         let mut wanted = Vec::new();
         for &pgno in pgnos {
@@ -107,7 +107,7 @@ impl<'a> VersionPages<'a> {
         Ok(())
     }
 
-    pub fn usable_size(&mut self) -> CoreResult<usize> {
+    pub(crate) fn usable_size(&mut self) -> CoreResult<usize> {
         let p1 = self.page(1)?;
         Ok(self.root.page_size as usize - p1.get(20).copied().unwrap_or(0) as usize)
     }

@@ -3,7 +3,7 @@
 use super::{Row, SchemaChange, TableShape, Value};
 
 #[derive(Default)]
-pub struct Script {
+pub(crate) struct Script {
     drops: Vec<String>,
     creates: Vec<String>,
     deletes: Vec<String>,

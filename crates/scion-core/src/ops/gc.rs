@@ -23,8 +23,7 @@ use crate::ops::lease::is_live;
 use crate::pagemap::{self, DEFAULT_FANOUT_BITS};
 use crate::Scion;
 
-pub const GC_STATE_KEY: &str = "gc/state";
-pub const DEFAULT_GRACE: Duration = Duration::from_secs(3600);
+pub(crate) const GC_STATE_KEY: &str = "gc/state";
 /// A destroy whose claim is older than this is presumed dead and finished by `gc`.
 const STALE_CLAIM: Duration = Duration::from_secs(60);
 

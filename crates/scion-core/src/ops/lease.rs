@@ -14,7 +14,7 @@ use crate::Scion;
 use scion_store::ETag;
 
 /// How long an at-rest operation (a checkpoint) holds the lease it takes for itself.
-pub const OPERATION_LEASE: Duration = Duration::from_secs(120);
+pub(crate) const OPERATION_LEASE: Duration = Duration::from_secs(120);
 
 #[derive(Debug, Clone, Serialize)]
 pub struct LeaseInfo {
@@ -26,7 +26,7 @@ pub struct LeaseInfo {
 }
 
 /// Whether `lease` is still in force at `now` (the store's clock).
-pub fn is_live(lease: &Lease, now: SystemTime) -> bool {
+pub(crate) fn is_live(lease: &Lease, now: SystemTime) -> bool {
     lease.expires.as_system_time() > now
 }
 

@@ -18,7 +18,7 @@ use crate::sqlite_io;
 use crate::Scion;
 
 /// Safety forks live this long unless told otherwise.
-pub const DEFAULT_BACKUP_TTL: Duration = Duration::from_secs(24 * 3600);
+pub(crate) const DEFAULT_BACKUP_TTL: Duration = Duration::from_secs(24 * 3600);
 
 #[derive(Debug, Clone, Default)]
 pub struct MoveOptions {

@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use crate::commit::Commit;
 use crate::error::{CoreError, CoreResult};
-use crate::format::{page_contribution, page_hash, Locator, RootRecord};
+use crate::format::{page_contribution, page_hash, Locator, RootRecord, Slot};
 use crate::history::{HeadMove, HeadOp};
 use crate::names::{BranchRef, CheckpointName};
 use crate::ops::spill::SpilledPages;
@@ -80,7 +80,7 @@ pub enum LeaseAfter {
 }
 
 /// Makes the `meta` entries a new version's ref carries, given the version's root.
-pub type MetaFor<'a> = &'a dyn Fn(&Locator) -> BTreeMap<String, String>;
+pub(crate) type MetaFor<'a> = &'a dyn Fn(&Locator) -> BTreeMap<String, String>;
 
 /// One commit of changed pages onto a branch head, for [`Scion::commit_pages`]: the head
 /// it builds on (as read, with the etag to compare-and-swap) and the changes, plus what
@@ -166,6 +166,18 @@ impl Scion {
             Ok(())
         })?;
         Ok(hashes)
+    }
+
+    /// How the version at `root` is stored: its root record, and the frame holding each
+    /// page that is present (page numbers from 1), read from the store in O(size). For
+    /// tools and tests that look at a version's layout (which pages are deltas).
+    pub fn page_slots(&self, root: &Locator) -> CoreResult<(RootRecord, Vec<(u32, Slot)>)> {
+        let rec = self.reader.root(root)?;
+        let slots = leaves(&self.reader, rec.node, rec.depth, rec.fanout_bits)?
+            .into_iter()
+            .map(|(idx, slot)| (idx + 1, slot))
+            .collect();
+        Ok((rec, slots))
     }
 
     /// Name the version `root` (number `version`) of `b` as checkpoint `name`, with

@@ -153,7 +153,7 @@ impl Scion {
     }
 
     /// Segments and their bytes, from one listing.
-    pub fn store_size(&self) -> CoreResult<StoreSize> {
+    pub(crate) fn store_size(&self) -> CoreResult<StoreSize> {
         let segments = self.backend.list("segments/")?;
         Ok(StoreSize {
             segments: segments.len(),

@@ -8,7 +8,7 @@ pub(crate) fn err<T>(msg: impl Into<String>) -> Result<T, DecodeError> {
 }
 
 /// A bounds-checked reader over a byte slice.
-pub(crate) struct Cursor<'a> {
+pub struct Cursor<'a> {
     buf: &'a [u8],
     pos: usize,
 }

@@ -1,5 +1,7 @@
 //! Binary formats of the objects scion writes: segments, their frames, page-map nodes and
-//! root records. `docs/format.md` documents every byte; golden files pin version 1.
+//! root records, and the locators that point into segments. `docs/format.md` documents
+//! every byte; golden files pin version 1. Nothing here does I/O or knows SQLite or a
+//! store: encoders take and return bytes, decoders take bytes and never panic.
 //!
 //! Decoders never panic on arbitrary input: every length and index is checked, and a bad
 //! byte is a [`DecodeError`].
@@ -12,8 +14,7 @@ mod node;
 mod root;
 mod segment;
 
-pub(crate) use bytes::Cursor;
-pub use bytes::DecodeError;
+pub use bytes::{Cursor, DecodeError};
 pub use compression::PageCompression;
 pub use frame::{
     decode_frame, decode_frame_into, decode_frame_with_base, encode_frame, encode_page_frame,
@@ -42,4 +43,14 @@ pub fn page_contribution(pgno: u32, hash: u64, zero_hash: u64) -> u64 {
     buf[..4].copy_from_slice(&pgno.to_le_bytes());
     buf[4..].copy_from_slice(&hash.to_le_bytes());
     xxhash_rust::xxh3::xxh3_64(&buf)
+}
+
+/// Bytes 18 and 19 of page 1 are SQLite's read/write format versions: 1 for a rollback
+/// journal, 2 for WAL. scion stores, hashes and compares page 1 with both set to 1, so a
+/// database's journal mode does not change its pages.
+pub fn normalize_page1(page: &mut [u8]) {
+    if page.len() >= 20 {
+        page[18] = 1;
+        page[19] = 1;
+    }
 }
