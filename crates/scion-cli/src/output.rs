@@ -93,7 +93,8 @@ impl Printer {
                 r.abandoned_version, r.history_entry
             ),
         }
-        println!("take it back: scion undo {}", r.branch);
+        let force = if r.protected { " --force" } else { "" };
+        println!("take it back: scion undo {}{force}", r.branch);
         if r.discarded_changes {
             println!("discarded uncheckpointed changes in the checkout (--force)");
         }

@@ -484,6 +484,7 @@ impl Scion {
             abandoned_version: last.old_version,
             history_entry: last.seq + 1,
             safety_fork: None,
+            protected: r.protected,
             checkout: None,
             discarded_changes: false,
             warnings: Vec::new(),

@@ -47,6 +47,8 @@ pub struct MoveReport {
     pub revived: bool,
     /// A branch that also names the replaced head (the history keeps it either way).
     pub safety_fork: Option<String>,
+    /// The branch is protected: taking this move back (`undo`) needs force too.
+    pub protected: bool,
     /// The checkout was refreshed (path) or had uncheckpointed changes discarded.
     pub checkout: Option<String>,
     pub discarded_changes: bool,
@@ -236,6 +238,7 @@ impl Scion {
             history_entry,
             revived: false,
             safety_fork,
+            protected: next.protected,
             checkout,
             discarded_changes,
             warnings,
