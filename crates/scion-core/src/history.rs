@@ -5,7 +5,7 @@
 //!
 //! The newest entries travel inside the ref, so recording one costs no store write of its
 //! own. When a ref holds more than [`INLINE_MAX`] entries, the ref update that adds one
-//! first writes the older entries, all but [`INLINE_KEEP`], into an immutable history
+//! first writes the older entries, all but `INLINE_KEEP`, into an immutable history
 //! object (`history/{db}/{branch}/{newest ms}-{last seq}-{nonce}`, create-only), and the
 //! ref names it; each object names the one before it. Destroying a branch writes its last
 //! entries and a `destroy` entry into one more object, so a destroyed branch can be

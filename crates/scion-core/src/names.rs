@@ -88,7 +88,7 @@ name_type!(
 name_type!(
     /// A branch of a database, e.g. `main`.
     /// Names people pick for new branches are checked against [`MAX_NAME_LEN`] by
-    /// [`BranchName::check_new`].
+    /// `BranchName::check_new`.
     BranchName,
     "branch",
     MAX_NAME_LEN + DERIVED_NAME_ROOM

@@ -1,6 +1,6 @@
-//! Every ref compare-and-swap the engine makes goes through [`Scion::write_ref`],
-//! [`Scion::create_ref`] or [`Scion::update_ref_with`], which retries as
-//! [`crate::retry::CasRetry`] says; each is a [`put_exact`], as every conditional write is.
+//! Every ref compare-and-swap the engine makes goes through `Scion::write_ref`,
+//! `Scion::create_ref` or `Scion::update_ref_with`, which retries as `retry::CasRetry`
+//! says; each is a `put_exact`, as every conditional write is.
 
 use scion_store::{ETag, PutMode, StoreError};
 

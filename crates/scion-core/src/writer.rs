@@ -1,7 +1,7 @@
 //! Writes the frames of one commit (or import) into new segments, sealing a segment and
 //! starting another when it grows past a size bound, so memory stays bounded and no single
 //! object gets huge. A writer that stops part way leaves its sealed segments behind: they
-//! are unreachable, and GC removes them after the grace period (see [`crate::commit`]).
+//! are unreachable, and GC removes them after the grace period (see the `commit` module).
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -1,5 +1,5 @@
 //! A power-loss model of the local backend, in the style of ALICE: the backend records the
-//! file-system operations it makes (`FsLog`), and [`crash_states`] builds, for a crash after
+//! file-system operations it makes (`FsLog`), and [`crash_state`] builds, for a crash after
 //! any prefix of them, the trees a disk could hold afterwards:
 //!
 //! - **entries dropped**: a directory entry (a new file, a rename, a link, a removal, a new

@@ -158,7 +158,7 @@ fn normalize_etag(e: Option<String>) -> ETag {
 }
 
 impl S3Backend {
-    /// Connect to `s3://bucket/prefix`. Does not probe; see [`probe_conditional_writes`].
+    /// Connect to `s3://bucket/prefix`. Does not probe; see [`crate::probe_conditional_writes`].
     pub fn connect(location: S3Location, config: &S3Config) -> StoreResult<Self> {
         let mut b = AmazonS3Builder::from_env().with_bucket_name(&location.bucket);
         let allow_http = config

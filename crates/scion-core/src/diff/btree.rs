@@ -1,5 +1,5 @@
 //! Just enough of SQLite's file format to read b-tree pages and records
-//! (https://sqlite.org/fileformat2.html): page headers, cells, overflow chains and the
+//! (<https://sqlite.org/fileformat2.html>): page headers, cells, overflow chains and the
 //! record encoding. Every length is checked; bad bytes are errors, never panics.
 
 use crate::error::{CoreError, CoreResult};
