@@ -1,5 +1,7 @@
-//! Every conditional write the engine makes (refs, leases, checkpoints, segments, the
-//! manifest's first write) goes through [`put_exact`].
+//! The engine's conditional writes of objects that must not be written twice (refs and
+//! leases, checkpoints, segments, head-history objects, the GC state, the manifest's
+//! first write) go through [`put_exact`]. A change of the manifest needs no re-read of
+//! its own: it re-applies itself to a fresh read, and an applied change is then a no-op.
 //!
 //! A conditional write can land while its answer is lost: a timeout after the store
 //! applied it, or a proxy that retries a write which had landed and relays the store's

@@ -88,8 +88,8 @@ pub fn describe(e: &CoreError, context: Context) -> Described {
             None => format!("move the file away to keep it, or replace it with `scion checkout {branch} --force`"),
         })),
         StaleCheckout { branch, path } => d(Exit::Refused, "stale_checkout", Some(format!(
-            "its changes were made on an older head and cannot be checkpointed; to keep them, copy the file with its WAL (`sqlite3 '{}' '.backup kept.db'`; `scion create <db> --from kept.db` makes a database of it), then {}",
-            path.display(),
+            "its changes were made on an older head and cannot be checkpointed; to keep them, copy the file with its WAL (`sqlite3 {} '.backup kept.db'`; `scion create <db> --from kept.db` makes a database of it), then {}",
+            shell_quoted(path),
             match context.discarding_command() {
                 Some(cmd) => format!("repeat `scion {cmd}` with --force"),
                 None => format!("`scion checkout {branch} --force` brings the head"),

@@ -5,7 +5,6 @@
 use scion_store::{ETag, PutMode, StoreError};
 
 use crate::conditional::put_exact;
-
 use crate::error::{CoreError, CoreResult};
 use crate::names::BranchRef;
 use crate::refs::{ref_key, Ref};
@@ -73,8 +72,9 @@ impl Scion {
     }
 
     /// Read-modify-write of a ref: read, change, compare-and-swap; on a conflict, start
-    /// over from a fresh read as [`CasRetry`] says. `change` may refuse by returning an error, which ends the
-    /// loop. With `claimed`, refs that a destroy has claimed are read too.
+    /// over from a fresh read as [`CasRetry`] says. `change` may refuse by returning an
+    /// error, which ends the loop. With `claimed`, refs that a destroy has claimed are read
+    /// too.
     pub(crate) fn update_ref_with(
         &self,
         b: &BranchRef,

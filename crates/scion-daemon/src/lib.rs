@@ -2,7 +2,7 @@
 //! optionally TCP with a token), the janitor, events and metrics. [`Daemon::serve`] runs in
 //! the foreground until SIGTERM or SIGINT, then flushes and closes every session.
 
-pub mod answer;
+mod answer;
 pub mod api;
 pub mod client;
 mod config;

@@ -272,19 +272,19 @@ pub struct SessionDeps {
 
 /// Start capture of `spec.branch` (blocking: attaching may check out or reconcile) and the
 /// session's thread. Returns the session's first view of itself.
-pub fn start(shared: SessionDeps, id: String, spec: SessionSpec) -> ApiResult<SessionInfo> {
-    let holder = format!("{}#{id}", shared.scion.holder());
+pub fn start(deps: SessionDeps, id: String, spec: SessionSpec) -> ApiResult<SessionInfo> {
+    let holder = format!("{}#{id}", deps.scion.holder());
     let mut live = LiveBranch::open(
-        shared.scion.clone(),
+        deps.scion.clone(),
         &spec.branch,
         &holder,
-        shared.config.lease_ttl,
+        deps.config.lease_ttl,
         false,
     )?;
-    live.set_barrier_frames(shared.config.barrier_frames);
+    live.set_barrier_frames(deps.config.barrier_frames);
     if let Attach::Reconciled(r) = &live.attach {
-        shared.metrics.reconciles.inc();
-        shared.events.emit(
+        deps.metrics.reconciles.inc();
+        deps.events.emit(
             EventKind::Reconciled,
             serde_json::json!({"session": id, "branch": spec.branch.to_string(), "report": r}),
         );
@@ -311,17 +311,17 @@ pub fn start(shared: SessionDeps, id: String, spec: SessionSpec) -> ApiResult<Se
     };
     let shared_info = Arc::new(Mutex::new(info.clone()));
     let (tx, rx) = std::sync::mpsc::channel();
-    shared.sessions.open.lock().expect("sessions lock").insert(
+    deps.sessions.open.lock().expect("sessions lock").insert(
         id.clone(),
         Handle {
             info: shared_info.clone(),
             tx,
         },
     );
-    shared.metrics.sessions_open.inc();
+    deps.metrics.sessions_open.inc();
     let runner = Runner {
         id,
-        shared,
+        deps,
         info: shared_info,
         spec,
         opened: Instant::now(),
@@ -345,7 +345,7 @@ pub fn start(shared: SessionDeps, id: String, spec: SessionSpec) -> ApiResult<Se
 
 struct Runner {
     id: String,
-    shared: SessionDeps,
+    deps: SessionDeps,
     info: Arc<Mutex<SessionInfo>>,
     spec: SessionSpec,
     opened: Instant,
@@ -386,11 +386,11 @@ impl Runner {
                 }
             }
             let dirty = live.is_dirty();
-            if dirty && self.last_flush.elapsed() >= self.shared.config.flush_every {
+            if dirty && self.last_flush.elapsed() >= self.deps.config.flush_every {
                 let _ = self.flush(&mut live, None);
             }
             if live.fenced().is_none()
-                && self.last_renew.elapsed() >= self.shared.config.lease_ttl / 3
+                && self.last_renew.elapsed() >= self.deps.config.lease_ttl / 3
             {
                 self.last_renew = Instant::now();
                 if let Err(e) = live.renew() {
@@ -426,7 +426,7 @@ impl Runner {
             if info.state != SessionState::Fenced {
                 info.state = SessionState::Fenced;
                 info.fenced_reason = Some(reason.clone());
-                self.shared.events.emit(
+                self.deps.events.emit(
                     EventKind::Fenced,
                     serde_json::json!({"session": self.id, "branch": live.branch().to_string(), "reason": reason}),
                 );
@@ -446,14 +446,14 @@ impl Runner {
         let named = checkpoint.is_some();
         match live.flush(checkpoint.as_ref().map(|(n, m)| (n, m.clone()))) {
             Ok(report) => {
-                self.shared
+                self.deps
                     .metrics
                     .flush_seconds
                     .observe(started.elapsed().as_secs_f64());
                 if report.committed || named {
-                    self.shared.metrics.committed_pages.inc_by(report.pages);
-                    self.shared.metrics.committed_bytes.inc_by(report.bytes);
-                    self.shared.events.emit(
+                    self.deps.metrics.committed_pages.inc_by(report.pages);
+                    self.deps.metrics.committed_bytes.inc_by(report.bytes);
+                    self.deps.events.emit(
                         EventKind::Flushed,
                         serde_json::json!({"session": self.id, "branch": live.branch().to_string(), "report": report}),
                     );
@@ -489,12 +489,12 @@ impl Runner {
         let labels = crate::metrics::BranchLabels {
             branch: info.branch.clone(),
         };
-        self.shared
+        self.deps
             .metrics
             .capture_lag_bytes
             .get_or_create(&labels)
             .set(info.capture_lag_bytes as i64);
-        self.shared
+        self.deps
             .metrics
             .durable_age_seconds
             .get_or_create(&labels)
@@ -516,10 +516,10 @@ impl Runner {
             Err(e) => closed.error = Some(e.to_string()),
         }
         if self.spec.ephemeral {
-            match self.shared.scion.destroy(&branch, false) {
+            match self.deps.scion.destroy(&branch, false) {
                 Ok(_) => {
                     closed.destroyed = true;
-                    self.shared.events.emit(
+                    self.deps.events.emit(
                         EventKind::Destroyed,
                         serde_json::json!({"branch": branch.to_string(), "by": "ephemeral session", "session": self.id}),
                     );
@@ -532,19 +532,19 @@ impl Runner {
         let labels = crate::metrics::BranchLabels {
             branch: branch.to_string(),
         };
-        self.shared.metrics.capture_lag_bytes.remove(&labels);
-        self.shared.metrics.durable_age_seconds.remove(&labels);
-        self.shared.metrics.sessions_open.dec();
+        self.deps.metrics.capture_lag_bytes.remove(&labels);
+        self.deps.metrics.durable_age_seconds.remove(&labels);
+        self.deps.metrics.sessions_open.dec();
         {
             let mut info = self.info.lock().expect("info lock");
             info.state = SessionState::Closed;
             info.close_reason = Some(reason);
         }
-        self.shared.events.emit(
+        self.deps.events.emit(
             EventKind::SessionClosed,
             serde_json::to_value(&closed).unwrap_or_default(),
         );
-        self.shared.sessions.finished(closed.clone());
+        self.deps.sessions.finished(closed.clone());
         closed
     }
 }
