@@ -333,6 +333,7 @@ impl LiveBranch {
             };
             let committed = self.scion.commit_pages(
                 PageCommit::onto(&self.branch, &self.base, self.etag.clone(), &changes)
+                    .from_checkout()
                     .with_known_hashes(&known)
                     .with_meta(&mark),
             );

@@ -132,19 +132,29 @@ pub enum Command {
     ///
     /// A clean, current checkout is reused at once. A checkout holding changes that were
     /// never checkpointed is not overwritten unless --force.
+    ///
+    /// A writable checkout is recorded in the branch (on every host that shares the store):
+    /// while it exists the branch is written through the file, and writers through the VFS
+    /// (`scion sql`, `file:...?vfs=scion`) are refused. --release ends it: the file is
+    /// removed (refused while it holds changes never checkpointed, unless --force) and the
+    /// branch is open to those writers again.
     #[command(
-        after_help = "Example:\n  sqlite3 \"$(scion checkout shop@try-1)\" 'SELECT count(*) FROM items'"
+        after_help = "Examples:\n  sqlite3 \"$(scion checkout shop@try-1)\" 'SELECT count(*) FROM items'\n  scion checkout shop@try-1 --release"
     )]
     Checkout {
         /// db or db@branch (db@branch@checkpoint with --read-only).
         target: String,
-        /// Discard changes in the checkout that were never checkpointed.
+        /// Discard changes in the checkout that were never checkpointed (with --release,
+        /// also release the branch's checkouts on other hosts).
         #[arg(long)]
         force: bool,
         /// Materialize a checkpoint (or head) as a read-only file (mode 0444) in a separate
         /// tree; reused when already there.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "release")]
         read_only: bool,
+        /// End this host's writable checkout of the branch: remove its file and its record.
+        #[arg(long)]
+        release: bool,
     },
 
     /// Print the path of a branch's checkout, without materializing it.

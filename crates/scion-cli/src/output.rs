@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use scion_core::checkout::CloneCapability;
+use scion_core::checkout::{CloneCapability, ReleaseReport};
 use scion_core::names::{BranchRef, CheckpointName, DbName};
 use scion_core::ops::checkpoint::CheckpointReport;
 use scion_core::ops::create::CreateReport;
@@ -321,6 +321,22 @@ impl Printer {
         println!("{}", r.path.display());
     }
 
+    pub fn released(&self, r: &ReleaseReport) {
+        if let Some(state) = r.discarded {
+            eprintln!("discarded the {state} checkout of {} (--force)", r.branch);
+        }
+        if self.json {
+            return self.emit(r);
+        }
+        println!("released the checkout of {} ({})", r.branch, r.path);
+        for other in &r.released_elsewhere {
+            println!("released the checkout at {other} (--force; that file is now stale)");
+        }
+        for other in &r.remaining {
+            println!("still checked out at {other}: release it on that host");
+        }
+    }
+
     pub fn path(&self, b: &BranchRef, path: &Path) {
         if self.json {
             self.emit(&serde_json::json!({"branch": b.to_string(), "path": path, "exists": path.exists()}));
@@ -525,6 +541,10 @@ fn print_branch_table(list: &[BranchStatus], indent: &str) {
         }
         if let Some(s) = &b.safety {
             notes.push(format!("safety fork ({s})"));
+        }
+        if b.checkout == scion_core::CheckoutState::None && !b.checked_out.is_empty() {
+            // Recorded, but not here: another host's file, or one removed by hand.
+            notes.push(format!("checked out at {}", b.checked_out.join(", ")));
         }
         let notes = if notes.is_empty() {
             String::new()

@@ -58,9 +58,13 @@ fn run_command(cli: &Cli, open: &dyn Fn(&Cli, bool) -> Result<Scion>) -> Result<
             target,
             force,
             read_only,
+            release,
         } => {
             let s = open(cli, false)?;
-            if *read_only {
+            if *release {
+                let b: BranchRef = target.parse()?;
+                p.released(&s.release_checkout(&b, *force)?);
+            } else if *read_only {
                 let t: Target = target.parse()?;
                 p.checkout(&s.checkout_read_only(&t)?);
             } else {

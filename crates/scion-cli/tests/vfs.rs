@@ -150,14 +150,25 @@ fn sql_failures_exit_with_the_documented_codes() {
         "lease_held",
     );
     assert!(leased.contains("agent-7"), "{leased}");
-    // A checkout holding changes: one way of writing a branch at a time.
+    // A branch with a checkout is written through its file: one way of writing a branch
+    // at a time. Released, it takes VFS writes again.
     let path = std::path::PathBuf::from(s.ok(&["checkout", "shop@dirty"]).trim());
     sqlite(&path, "DELETE FROM items WHERE id = 1");
-    failed(
+    let why = failed(
         &["sql", "shop@dirty", "DELETE FROM items"],
+        6,
+        "checked_out",
+    );
+    assert!(why.contains(&path.display().to_string()), "{why}");
+    failed(
+        &["checkout", "shop@dirty", "--release"],
         6,
         "dirty_checkout",
     );
+    s.ok(&["checkpoint", "shop@dirty", "kept"]);
+    s.ok(&["checkout", "shop@dirty", "--release"]);
+    assert!(!path.exists());
+    s.ok(&["sql", "shop@dirty", "DELETE FROM items WHERE id = 2"]);
     // A damaged segment under the branch: corrupt, nothing changed.
     for entry in std::fs::read_dir(s.path(".scion/segments")).unwrap() {
         let f = std::fs::OpenOptions::new()

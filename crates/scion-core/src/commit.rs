@@ -120,7 +120,9 @@ impl Scion {
     /// and this is a [`CoreError::Conflict`].
     ///
     /// The move is recorded in the new ref's head history as `mv` says (spilling older
-    /// entries into a history object when the ref holds too many).
+    /// entries into a history object when the ref holds too many). `apply` sees every ref
+    /// the move would replace, re-read ones too, and may refuse it: what it refuses is not
+    /// published.
     pub(crate) fn publish_head(
         &self,
         b: &BranchRef,
@@ -128,7 +130,7 @@ impl Scion {
         etag: ETag,
         sealed: Option<&Sealed>,
         mv: &HeadMove,
-        apply: impl Fn(&mut Ref),
+        apply: impl Fn(&mut Ref) -> CoreResult<()>,
     ) -> CoreResult<(Ref, ETag)> {
         if let Some(s) = sealed {
             self.check_sealed(b, s)?;
@@ -138,7 +140,7 @@ impl Scion {
         let mut retry = CasRetry::new();
         loop {
             let mut next = current.clone();
-            apply(&mut next);
+            apply(&mut next)?;
             self.record_move(b, &current, &mut next, mv, at)?;
             match self.write_ref(b, &mut next, &etag) {
                 Ok(new_etag) => {

@@ -95,6 +95,7 @@ pub fn describe(e: &CoreError, context: Context) -> Described {
                 None => format!("`scion checkout {branch} --force` brings the head"),
             }
         ))),
+        CheckedOut { branch, .. } => d(Exit::Refused, "checked_out", Some(format!("write through the checkout file, or keep its changes with `scion checkpoint {branch} <name>` and release it with `scion checkout {branch} --release`"))),
         CheckoutBusy { .. } => d(Exit::Refused, "checkout_busy", Some("close the connections that have it open and retry".into())),
         NotSqlite { .. } => d(Exit::InvalidInput, "not_sqlite", None),
         JournalLeftovers { .. } => d(Exit::Refused, "journal_leftovers", Some("they may belong to another database that was deleted; remove them, or pass --force to have them removed".into())),

@@ -51,6 +51,12 @@ pub enum CoreError {
         "checkout {path} was materialized from an older version of {branch}, which has moved since"
     )]
     StaleCheckout { path: PathBuf, branch: String },
+    #[error("branch {branch} is checked out ({}): it is written through that file, not by page writers", checkouts.join(", "))]
+    CheckedOut {
+        branch: String,
+        /// `host:path` of each writable checkout.
+        checkouts: Vec<String>,
+    },
     #[error("checkout {path} is open in another connection")]
     CheckoutBusy { path: PathBuf },
     #[error("{path} has SQLite journal files beside it ({files}); a new database there would take in their contents")]

@@ -16,8 +16,12 @@ pub(crate) use crate::objects::{decode_versioned, locator_text, random_hex};
 /// Ref schema 2 adds `nonce` and the typed `safety` mark (schema 1 kept the mark as the
 /// meta entry `scion.safety`; it is read into `safety`). Schema 3 adds the head history
 /// (`history`, `history_before`): a binary that does not know it would drop it on its
-/// next write, so it must refuse the ref instead.
-pub const REF_SCHEMA: u32 = 3;
+/// next write, so it must refuse the ref instead. Schema 4 adds `checkouts` (the branch's
+/// writable checkouts, which keep page writers out); a ref without any is still written as
+/// schema 3, so a binary that knows 3 keeps reading every branch nobody has checked out.
+pub const REF_SCHEMA: u32 = 4;
+/// The schema a ref without checkouts is written with.
+const REF_SCHEMA_WITHOUT_CHECKOUTS: u32 = 3;
 /// Checkpoint schema 1; `nonce` is an optional field older readers ignore.
 pub(crate) const CHECKPOINT_SCHEMA: u32 = 1;
 
@@ -116,6 +120,11 @@ pub struct Ref {
     /// The history object holding the moves before `history`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub history_before: Option<String>,
+    /// The writable checkout files of this branch, on any host. While there is one the
+    /// branch is written through its file (and checkpointed from it), never by page writers
+    /// such as the VFS: one way of writing a branch at a time, across hosts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub checkouts: Vec<CheckoutClaim>,
     /// Drawn afresh by every write of this ref.
     #[serde(default, skip_serializing_if = "Nonce::is_empty")]
     pub nonce: Nonce,
@@ -128,6 +137,29 @@ pub struct Lease {
     pub epoch: u64,
     /// Judged against the store's clock.
     pub expires: StoreTime,
+}
+
+/// A writable checkout of a branch: the file at `path` on the host named `host`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct CheckoutClaim {
+    pub host: String,
+    pub path: String,
+    /// When the file was first checked out (store clock).
+    pub since: StoreTime,
+}
+
+impl CheckoutClaim {
+    /// The same file: one host, one path.
+    pub fn is_same_file(&self, host: &str, path: &str) -> bool {
+        self.host == host && self.path == path
+    }
+}
+
+/// `host:path`, as messages name a checkout.
+impl std::fmt::Display for CheckoutClaim {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.host, self.path)
+    }
 }
 
 fn is_zero(v: &u64) -> bool {
@@ -209,7 +241,11 @@ impl Ref {
     }
 
     pub fn encode(&self) -> Vec<u8> {
-        serde_json::to_vec(self).expect("refs always serialize")
+        let mut written = std::borrow::Cow::Borrowed(self);
+        if self.checkouts.is_empty() && self.schema == REF_SCHEMA {
+            written.to_mut().schema = REF_SCHEMA_WITHOUT_CHECKOUTS;
+        }
+        serde_json::to_vec(written.as_ref()).expect("refs always serialize")
     }
 
     /// Whether `self` and `other` name the same head, held under the same lease epoch by

@@ -51,10 +51,19 @@ pub(crate) fn default_holder() -> String {
     format!("{place}/{}", std::process::id())
 }
 
+/// This host's name, as checkouts recorded in refs name their host.
+pub(crate) fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "localhost".to_string())
+}
+
 /// `hostname:boot:pidns`: where this process runs, read once.
 fn holder_place() -> String {
     let read = |p: &str| std::fs::read_to_string(p).map(|s| s.trim().to_string());
-    let host = read("/proc/sys/kernel/hostname").unwrap_or_else(|_| "localhost".to_string());
+    let host = host_name();
     let boot: String = read("/proc/sys/kernel/random/boot_id")
         .unwrap_or_default()
         .chars()

@@ -216,6 +216,7 @@ fn ref_schema_3_and_history_objects_are_pinned() {
             entry(3, HeadOp::Undo, Some(b), Some(a)),
         ],
         history_before: Some("history/shop/try/1700000000001-0000000001-0a1b2c3d".into()),
+        checkouts: Vec::new(),
         nonce: Default::default(),
     };
     pin("ref-v3.json", &r.encode());
@@ -251,4 +252,55 @@ fn ref_schema_3_and_history_objects_are_pinned() {
     )
     .unwrap();
     assert_eq!(back, object);
+}
+
+/// Ref schema 4 (a branch with a writable checkout): today's encoder writes these exact
+/// bytes; the same ref without a checkout is still written as schema 3.
+#[test]
+fn ref_schema_4_with_checkouts_is_pinned() {
+    use scion_core::clock::StoreTime;
+    use scion_core::refs::{CheckoutClaim, Ref};
+
+    let at = |ms: u64| {
+        StoreTime::from_store_clock(std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms))
+    };
+    let a = loc(0x1111, 32, 68);
+    let mut r = Ref {
+        schema: scion_core::refs::REF_SCHEMA,
+        root: a,
+        version: 1,
+        page_size: 4096,
+        page_count: 2,
+        fork_root: a,
+        fork_version: 1,
+        init_root: a,
+        parent: None,
+        protected: true,
+        created_at: at(1_700_000_000_000),
+        touched_at: at(1_700_000_000_000),
+        epoch: 0,
+        lease: None,
+        ttl_secs: None,
+        destroying_since: None,
+        safety: None,
+        meta: Default::default(),
+        history: Vec::new(),
+        history_before: None,
+        checkouts: vec![CheckoutClaim {
+            host: "build-7".into(),
+            path: "/home/me/.scion/checkouts/shop/main.db".into(),
+            since: at(1_700_000_000_002),
+        }],
+        nonce: Default::default(),
+    };
+    pin("ref-v4.json", &r.encode());
+    let back = Ref::decode(
+        &std::fs::read(golden_dir().join("ref-v4.json")).unwrap(),
+        "refs/shop/main",
+    )
+    .unwrap();
+    assert_eq!(back, r);
+    r.checkouts.clear();
+    let without: serde_json::Value = serde_json::from_slice(&r.encode()).unwrap();
+    assert_eq!(without["schema"], 3, "{without}");
 }

@@ -13,10 +13,10 @@ use rusqlite::ffi;
 use scion_core::checkout::{TurnAnswer, WriteTurn};
 use scion_core::described::{describe, Context, Described, Exit};
 use scion_core::format::Locator;
-use scion_core::ops::pages::PageCommit;
+use scion_core::ops::pages::{refuse_checked_out, PageCommit};
 use scion_core::ops::view::VersionView;
 use scion_core::refs::{ref_key, Ref};
-use scion_core::{CheckoutState, CoreError, Scion};
+use scion_core::{CoreError, Scion};
 use scion_store::ETag;
 
 use crate::ahead::{Ahead, Readahead};
@@ -357,25 +357,14 @@ impl DbFile {
             }
             Err(e) => return Err(VfsError::io(e)),
         }
-        // A checkout file holding changes would be overwritten (or would overwrite these)
-        // when it is checkpointed: one way of writing a branch at a time.
-        match self.scion.checkout_state(b, &pinned.root) {
-            Ok(CheckoutState::Dirty | CheckoutState::Unknown) => {
-                let path = self.scion.checkout_path(b);
-                return Err(VfsError::new(
-                    ffi::SQLITE_BUSY,
-                    format!(
-                        "scion: {b} has a checkout file with changes not checkpointed ({}): checkpoint it (`scion checkpoint {b} <name>`) or discard them before writing through the VFS",
-                        path.display()
-                    ),
-                )
-                .presented_as(&CoreError::DirtyCheckout {
-                    path,
-                    branch: b.to_string(),
-                }));
-            }
-            Ok(_) => {}
-            Err(e) => return Err(VfsError::io(e)),
+        // A branch with a writable checkout is written through that file, on whichever
+        // host it is: one way of writing a branch at a time.
+        if let Err(e) = refuse_checked_out(b, &base) {
+            return Err(VfsError::new(
+                ffi::SQLITE_BUSY,
+                format!("scion: {e}; `scion checkout {b} --release` ends the checkout"),
+            )
+            .presented_as(&e));
         }
         self.writer = Some(Writer {
             base,
@@ -447,6 +436,11 @@ impl DbFile {
                         ffi::SQLITE_BUSY_SNAPSHOT,
                         format!("scion: {b} moved under this transaction (another writer or a lease came first): it was not committed"),
                     ),
+                    e @ CoreError::CheckedOut { .. } => VfsError::new(
+                        ffi::SQLITE_BUSY_SNAPSHOT,
+                        format!("scion: {e} (checked out while this transaction ran): it was not committed"),
+                    )
+                    .presented_as(&e),
                     e => VfsError::io(e),
                 });
             }

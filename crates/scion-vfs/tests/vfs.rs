@@ -242,14 +242,20 @@ fn a_vfs_writer_and_a_file_checkout_writer_exclude_each_other() {
     let e = Env::new();
     e.create("both", 4096, "CREATE TABLE t(x);");
     let main: BranchRef = "both@main".parse().unwrap();
-    // The checkout is checkpointed while a VFS write transaction is open: the first to
-    // publish wins, and the VFS commit is refused as a stale snapshot, not merged.
-    let path: PathBuf = e.scion.checkout(&main, false).unwrap().path;
     let c = e.open("both@main");
+    let rows = |c: &Connection| -> Vec<i64> {
+        c.prepare("SELECT x FROM t ORDER BY x")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    };
+    // The branch is checked out while a VFS write transaction is open: the checkout is
+    // recorded first, and the VFS commit is refused as a stale snapshot, not merged.
     c.execute_batch("BEGIN IMMEDIATE; INSERT INTO t VALUES (1);")
         .unwrap();
-    exec(&path, "INSERT INTO t VALUES (99)");
-    e.scion.checkpoint(&main, &"file".parse().unwrap()).unwrap();
+    let path: PathBuf = e.scion.checkout(&main, false).unwrap().path;
     let err = c.execute_batch("COMMIT").unwrap_err();
     assert_eq!(
         err.sqlite_error().map(|e| e.extended_code),
@@ -257,37 +263,82 @@ fn a_vfs_writer_and_a_file_checkout_writer_exclude_each_other() {
         "{err}"
     );
     let why = scion_vfs::last_error().unwrap();
-    assert!(why.contains("it was not committed"), "{why}");
-    // Front ends present a lost race as a conflict (exit 5): retry the transaction.
-    let failure = scion_vfs::last_failure().unwrap();
+    assert!(why.contains("was not committed"), "{why}");
     assert_eq!(
-        failure.described.exit,
-        scion_core::described::Exit::Conflict
+        scion_vfs::last_failure().unwrap().described.code,
+        "checked_out"
     );
-    assert_eq!(failure.described.code, "conflict");
+    let _ = c.execute_batch("ROLLBACK");
     // The refused transaction's pages are gone from the connection's cache too: it reads
-    // the checkout's row, not its own (both versions are number 2).
-    let rows: Vec<i64> = c
-        .prepare("SELECT x FROM t ORDER BY x")
-        .unwrap()
-        .query_map([], |r| r.get(0))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
-    assert_eq!(rows, vec![99]);
-    // The checkout holds changes never checkpointed: a VFS writer is refused, clearly.
-    exec(&path, "INSERT INTO t VALUES (100)");
+    // the checkout's checkpointed row, not its own (both versions are number 2).
+    exec(&path, "INSERT INTO t VALUES (99)");
+    e.scion.checkpoint(&main, &"file".parse().unwrap()).unwrap();
+    assert_eq!(rows(&c), vec![99]);
+    // While the checkout exists, clean or not, a VFS writer is refused, clearly.
     let err = c.execute_batch("INSERT INTO t VALUES (2)").unwrap_err();
     assert!(
         err.to_string().contains("locked") || err.to_string().contains("busy"),
         "{err}"
     );
     let why = scion_vfs::last_error().unwrap();
-    assert!(why.contains("checkout file with changes"), "{why}");
-    assert_eq!(
-        scion_vfs::last_failure().unwrap().described.code,
-        "dirty_checkout"
+    assert!(
+        why.contains("is checked out") && why.contains("checkout both@main --release"),
+        "{why}"
     );
+    let failure = scion_vfs::last_failure().unwrap();
+    assert_eq!(failure.described.code, "checked_out");
+    assert_eq!(failure.described.exit, scion_core::described::Exit::Refused);
+    // A checkout holding changes is not released without force.
+    exec(&path, "INSERT INTO t VALUES (100)");
+    let refused = e.scion.release_checkout(&main, false).unwrap_err();
+    assert!(
+        matches!(refused, scion_core::CoreError::DirtyCheckout { .. }),
+        "{refused}"
+    );
+    assert!(path.exists(), "nothing was removed");
+    exec(&path, "DELETE FROM t WHERE x = 100");
+    e.scion.checkout(&main, true).unwrap();
+    // Released, the file goes, and VFS writers are welcome again.
+    let released = e.scion.release_checkout(&main, false).unwrap();
+    assert!(released.files_removed >= 1, "{released:?}");
+    assert!(released.remaining.is_empty(), "{released:?}");
+    assert!(!path.exists());
+    c.execute_batch("INSERT INTO t VALUES (2)").unwrap();
+    assert_eq!(rows(&c), vec![2, 99]);
+}
+
+/// A checkout made by another scion of the same store (another checkouts tree, as on
+/// another host) keeps this one's VFS writers out: the rule lives in the store.
+#[test]
+fn a_checkout_anywhere_keeps_vfs_writers_out_until_it_is_released() {
+    let e = Env::new();
+    e.create("far", 4096, "CREATE TABLE t(x);");
+    let main: BranchRef = "far@main".parse().unwrap();
+    let elsewhere = {
+        let store = e.store();
+        let mut options = scion_core::ScionOptions::new(
+            e.path("elsewhere-checkouts"),
+            scion_core::ClonePolicy::Auto,
+        );
+        options.store_dir = Some(store.clone());
+        let backend = std::sync::Arc::new(scion_store::LocalBackend::open(&store).unwrap());
+        Scion::open(backend, &store.display().to_string(), options).unwrap()
+    };
+    let far_file = elsewhere.checkout(&main, false).unwrap().path;
+    let c = e.open("far@main");
+    c.execute_batch("INSERT INTO t VALUES (1)").unwrap_err();
+    let why = scion_vfs::last_error().unwrap();
+    assert!(why.contains(&far_file.display().to_string()), "{why}");
+    // Releasing here leaves the other checkout in place, and says so.
+    let here = e.scion.release_checkout(&main, false).unwrap();
+    assert_eq!(here.remaining.len(), 1, "{here:?}");
+    c.execute_batch("INSERT INTO t VALUES (1)").unwrap_err();
+    // With force, every record goes (the other file is left, to go stale).
+    let forced = e.scion.release_checkout(&main, true).unwrap();
+    assert_eq!(forced.released_elsewhere.len(), 1, "{forced:?}");
+    assert!(forced.remaining.is_empty());
+    c.execute_batch("INSERT INTO t VALUES (1)").unwrap();
+    assert!(far_file.exists());
 }
 
 /// A session's (or any holder's) lease keeps VFS writers out for as long as it lives.

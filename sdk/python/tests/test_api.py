@@ -105,6 +105,17 @@ def test_fork_is_isolated_and_keeps_meta_and_ttl(shop: scion.Branch) -> None:
         conn.execute("DELETE FROM items")
     assert rows(fork.checkout()) == []
     assert len(rows(shop.checkout())) == 3
+    # Released, the checkout file goes; one holding changes is kept unless forced.
+    fork.checkpoint("emptied")
+    path = fork.checkout()
+    released = fork.release_checkout()
+    assert released["files_removed"] >= 1 and released["remaining"] == []
+    assert not path.exists()
+    with sqlite3.connect(fork.checkout()) as conn:
+        conn.execute("INSERT INTO items VALUES (99, 'kept', 1)")
+    with pytest.raises(scion.DirtyCheckout):
+        fork.release_checkout()
+    assert fork.release_checkout(force=True)["discarded"] == "dirty"
 
 
 def test_fork_errors(shop: scion.Branch) -> None:

@@ -169,6 +169,11 @@ export class ScionClient {
     return this.#json("POST", `/v1/branches/${q(ref)}/checkout`, { force: opts.force ?? false, read_only: opts.readOnly ?? false, checkpoint: opts.checkpoint }, opts);
   }
 
+  /** End the branch's writable checkout on the daemon's host (its file is removed; VFS writers may write again). `force` discards changes never checkpointed. */
+  releaseCheckout(ref: string, opts: CallOptions & { force?: boolean } = {}): Promise<Json & { files_removed: number; remaining: string[] }> {
+    return this.#json("DELETE", `/v1/branches/${q(ref)}/checkout${opts.force ? "?force=true" : ""}`, undefined, opts);
+  }
+
   async checkpoints(ref: string, opts: CallOptions = {}): Promise<Json[]> {
     return (await this.#json<{ checkpoints: Json[] }>("GET", `/v1/branches/${q(ref)}/checkpoints`, undefined, opts)).checkpoints;
   }

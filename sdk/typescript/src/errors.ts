@@ -75,6 +75,9 @@ export class StaleCheckoutError extends ScionError {}
 /** `checkout_busy` */
 export class CheckoutBusyError extends ScionError {}
 
+/** `checked_out`: the branch is written through its checkout file. */
+export class CheckedOutError extends ScionError {}
+
 /** `not_sqlite` */
 export class NotSqliteError extends ScionError {}
 
@@ -218,6 +221,7 @@ const byCode: Record<string, new (body: ErrorBody, status?: number) => ScionErro
   unknown_checkout: UnknownCheckoutError,
   stale_checkout: StaleCheckoutError,
   checkout_busy: CheckoutBusyError,
+  checked_out: CheckedOutError,
   not_sqlite: NotSqliteError,
   journal_leftovers: JournalLeftoversError,
   checkpoint_target: CheckpointTargetError,

@@ -40,6 +40,9 @@ test("databases, branches, fork, checkout, checkpoint, diff, rollback, promote, 
   assert.equal((await c.checkpoints("shop@try"))[0].name, "trimmed");
   const d = await c.diff("shop@main", "shop@try", { rows: true, limit: 2 });
   assert.equal(d.tables[0].removed, 3);
+  const released = await c.releaseCheckout("shop@try");
+  assert.ok(released.files_removed >= 1);
+  assert.deepEqual(released.remaining, []);
   const ro = await c.checkout("shop@try", { readOnly: true, checkpoint: "trimmed" });
   assert.match(ro.path, /trimmed/);
   const rb = await c.rollback("shop@try", "fork");

@@ -86,6 +86,11 @@ impl Session {
         let dir = self.dir.path().canonicalize().unwrap();
         let mut out = s.replace(&dir.display().to_string(), "[DIR]");
         out = out.replace(&self.dir.path().display().to_string(), "[DIR]");
+        // Checkouts are recorded as `host:path`; the host is the machine's.
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+        if !host.trim().is_empty() {
+            out = out.replace(&format!("\"{}:[DIR]", host.trim()), "\"[HOST]:[DIR]");
+        }
         let re_time = regex_lite(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z", "[TIME]");
         out = re_time(&out);
         let re_id = regex_lite(r"[0-9a-f]{32}", "[ID]");

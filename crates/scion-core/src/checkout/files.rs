@@ -285,6 +285,37 @@ impl DbFiles {
             Err(CoreError::CheckoutBusy { .. }) => None,
             other => other?,
         };
+        self.remove_locked()
+    }
+
+    /// Remove the whole set as [`Self::remove_all`] does, but only if no SQLite connection
+    /// has the file open (else [`CoreError::CheckoutBusy`]) and it is still as `expect`
+    /// says (else `Ok(None)`: written to since it was judged).
+    pub(crate) fn remove_if_unused(&self, expect: Expect) -> CoreResult<Option<usize>> {
+        if self.db.parent().is_some_and(|d| !d.exists()) {
+            return Ok(Some(0));
+        }
+        let _scions = self.replace_lock()?;
+        let _sqlite = lock::against_sqlite(&self.db)?;
+        let now = Fingerprint::of(&self.db)?;
+        let unchanged = match (expect, now) {
+            (Expect::Anything, _) | (Expect::Absent, None) => true,
+            (Expect::Unchanged(seen), Some(now)) => seen.same_writes(&now),
+            _ => false,
+        };
+        if !unchanged {
+            return Ok(None);
+        }
+        if sqlite_io::wal_index_in_use(&self.db)? {
+            return Err(CoreError::CheckoutBusy {
+                path: self.db.clone(),
+            });
+        }
+        self.remove_locked().map(Some)
+    }
+
+    /// The removal itself, under the caller's locks.
+    fn remove_locked(&self) -> CoreResult<usize> {
         let mut removed = 0;
         // The journals that could be replayed go before the database; the WAL index after
         // it, then the records.

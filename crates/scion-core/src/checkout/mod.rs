@@ -2,6 +2,7 @@
 //! sidecar that proves, usually without reading the file, whether it still holds exactly
 //! the version it was made from.
 
+mod claims;
 mod clean;
 mod clone;
 mod files;
@@ -16,6 +17,7 @@ use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 
+pub use claims::ReleaseReport;
 pub(crate) use clean::CleanFile;
 pub use clone::{probe as probe_clone, CloneCapability, ClonePolicy, CopyKind};
 pub(crate) use files::{DbFiles, Expect, Install};
@@ -387,8 +389,8 @@ impl Scion {
         force: bool,
         judged: Option<Inspection>,
     ) -> CoreResult<CheckoutReport> {
-        let (r, _) = self.read_ref(b)?;
         let files = DbFiles::checkout(self.checkout_path(b));
+        let r = self.claim_checkout(b, files.db())?;
         let report = |action, discarded, dirty| CheckoutReport {
             branch: b.to_string(),
             path: files.db().to_path_buf(),

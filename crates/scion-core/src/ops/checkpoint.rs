@@ -214,6 +214,7 @@ impl Scion {
             next.page_size = record.page_size;
             next.page_count = record.page_count;
             next.touched_at = touched;
+            Ok(())
         });
         if let Err(e) = published {
             // The pending record is adopted only if the head really names the new version

@@ -129,6 +129,7 @@ impl Scion {
             meta: Default::default(),
             history: Vec::new(),
             history_before: None,
+            checkouts: Vec::new(),
             nonce: Default::default(),
         };
         match self.publish_new_ref(&main, &imported, &mut r) {

@@ -95,6 +95,7 @@ impl Scion {
             meta,
             history: Vec::new(),
             history_before: None,
+            checkouts: Vec::new(),
             nonce: Default::default(),
         };
         let new_ref = BranchRef::new(source.db.clone(), new.clone());

@@ -420,6 +420,7 @@ impl Scion {
         let (next, _) = self.publish_head(b, &r, etag, Some(&sealed), &mv, |next| {
             next.root = new_root;
             next.version = r.version + 1;
+            Ok(())
         })?;
         // A clean checkout holds the same bytes: point its record at the new root.
         if state == CheckoutState::Clean {

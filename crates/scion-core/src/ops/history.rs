@@ -467,6 +467,7 @@ impl Scion {
                 undoes: None,
             }],
             history_before: Some(key),
+            checkouts: Vec::new(),
             nonce: Default::default(),
         };
         self.create_ref(b, &mut r)?;

@@ -195,6 +195,7 @@ impl Scion {
             next.version = r.version + 1;
             next.page_count = page_count;
             next.touched_at = touched;
+            Ok(())
         })?;
         let history_entry = next.history.last().map_or(0, |e| e.seq);
         let mut checkout = None;
@@ -313,6 +314,7 @@ impl Scion {
             meta: Default::default(),
             history: Vec::new(),
             history_before: None,
+            checkouts: Vec::new(),
             nonce: Default::default(),
         };
         Ok((fork, keep))

@@ -94,6 +94,18 @@ pub struct PageCommit<'a> {
     known_hash: Option<&'a dyn Fn(u32) -> Option<u64>>,
     meta: Option<MetaFor<'a>>,
     lease: LeaseAfter,
+    writer: PageWriter,
+}
+
+/// Who commits the pages: a page writer of its own (the VFS), or the capturer of the
+/// branch's checkout file, whose changes these are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PageWriter {
+    /// Refused while the branch is checked out anywhere ([`CoreError::CheckedOut`]).
+    #[default]
+    Own,
+    /// The pages come from the branch's checkout file.
+    Checkout,
 }
 
 impl<'a> PageCommit<'a> {
@@ -112,6 +124,7 @@ impl<'a> PageCommit<'a> {
             known_hash: None,
             meta: None,
             lease: LeaseAfter::Keep,
+            writer: PageWriter::Own,
         }
     }
 
@@ -134,6 +147,25 @@ impl<'a> PageCommit<'a> {
         self.lease = lease;
         self
     }
+
+    /// The pages are the branch's checkout file's changes (a capturer): committed even
+    /// though the branch is checked out.
+    pub fn from_checkout(mut self) -> Self {
+        self.writer = PageWriter::Checkout;
+        self
+    }
+}
+
+/// Refuse a page writer of its own on a branch that is checked out: its file would go
+/// stale under it, and its changes could no longer be checkpointed.
+pub fn refuse_checked_out(b: &BranchRef, r: &Ref) -> CoreResult<()> {
+    if r.checkouts.is_empty() {
+        return Ok(());
+    }
+    Err(CoreError::CheckedOut {
+        branch: b.to_string(),
+        checkouts: r.checkouts.iter().map(|c| c.to_string()).collect(),
+    })
 }
 
 /// What a page commit made.
@@ -208,7 +240,13 @@ impl Scion {
             known_hash,
             meta,
             lease,
+            writer,
         } = c;
+        let admit = |r: &Ref| match writer {
+            PageWriter::Own => refuse_checked_out(b, r),
+            PageWriter::Checkout => Ok(()),
+        };
+        admit(base)?;
         let old_hash = |pgno: u32| known_hash.and_then(|f| f(pgno));
         let old = self.reader.root(&base.root)?;
         if changes.page_size != old.page_size && old.page_count > 0 {
@@ -328,6 +366,7 @@ impl Scion {
         let meta = meta.map(|f| f(&root)).unwrap_or_default();
         let mv = HeadMove::new(HeadOp::Commit);
         let (r, etag) = self.publish_head(b, base, etag, Some(&sealed), &mv, |next| {
+            admit(next)?;
             next.root = root;
             next.version = version;
             next.page_size = changes.page_size;
@@ -339,6 +378,7 @@ impl Scion {
             if lease == LeaseAfter::Release {
                 next.lease = None;
             }
+            Ok(())
         })?;
         let committed = PagesCommitted {
             version,

@@ -18,6 +18,10 @@ pub struct BranchStatus {
     pub protected: bool,
     pub checkpoints: usize,
     pub checkout: CheckoutState,
+    /// The branch's writable checkouts on any host (`host:path`): while there is one,
+    /// writers through the VFS are refused.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub checked_out: Vec<String>,
     pub parent: Option<String>,
     pub created_at: StoreTime,
     pub touched_at: StoreTime,
@@ -124,6 +128,7 @@ impl Scion {
             protected: r.protected,
             checkpoints,
             checkout,
+            checked_out: r.checkouts.iter().map(|c| c.to_string()).collect(),
             parent: r.parent.as_ref().map(|p| match &p.checkpoint {
                 Some(c) => format!("{}@{}@{}", db, p.branch, c),
                 None => format!("{}@{} v{}", db, p.branch, p.version),

@@ -217,6 +217,21 @@ pub async fn checkout(
     Ok(json(&report))
 }
 
+/// End the branch's writable checkout on this host (`scion checkout --release`).
+pub async fn release_checkout(
+    State(shared): State<Arc<Shared>>,
+    Path(branch): Path<String>,
+    Query(q): Query<ForceQuery>,
+) -> ApiResult<Response> {
+    let b: BranchRef = parse(&branch)?;
+    refuse_live(&shared, &branch)?;
+    let report = blocking(&shared, Context::Other, move |s| {
+        s.release_checkout(&b, q.force)
+    })
+    .await?;
+    Ok(json(&report))
+}
+
 pub async fn checkpoints(
     State(shared): State<Arc<Shared>>,
     Path(branch): Path<String>,

@@ -171,7 +171,10 @@ pub fn router(shared: Arc<Shared>, access: Access, stop: watch::Receiver<bool>) 
             "/v1/branches/{branch}",
             get(branches::branch).delete(branches::destroy),
         )
-        .route("/v1/branches/{branch}/checkout", post(branches::checkout))
+        .route(
+            "/v1/branches/{branch}/checkout",
+            post(branches::checkout).delete(branches::release_checkout),
+        )
         .route(
             "/v1/branches/{branch}/checkpoints",
             get(branches::checkpoints).post(branches::checkpoint),

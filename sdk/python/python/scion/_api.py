@@ -143,6 +143,15 @@ class Branch:
         v = self._api.call("POST", self._path("/checkout"), {"force": force})
         return Path(v["path"])
 
+    def release_checkout(self, *, force: bool = False) -> Dict[str, Any]:
+        """End the branch's writable checkout on the daemon's host: the file is removed
+        and writers through the VFS may write the branch again. Raises ``DirtyCheckout``
+        while the file holds changes never checkpointed, unless ``force`` (which also drops
+        other hosts' checkout records)."""
+        query = "?force=true" if force else ""
+        result: Dict[str, Any] = self._api.call("DELETE", self._path("/checkout") + query)
+        return result
+
     def checkout_read_only(self, at: Optional[str] = None) -> Path:
         """A read-only file of the head (or of checkpoint ``at``)."""
         body: Dict[str, Any] = {"read_only": True}

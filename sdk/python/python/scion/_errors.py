@@ -177,6 +177,11 @@ class CheckoutBusy(Refused):
     """Error code ``checkout_busy``."""
 
 
+class CheckedOut(Refused):
+    """Error code ``checked_out``: the branch is written through its checkout file
+    (``scion checkout <branch> --release`` ends it)."""
+
+
 class NotSqlite(InvalidInput):
     """Error code ``not_sqlite``."""
 
@@ -354,6 +359,7 @@ _BY_CODE: Dict[str, Type[Error]] = {
     "unknown_checkout": UnknownCheckout,
     "stale_checkout": StaleCheckout,
     "checkout_busy": CheckoutBusy,
+    "checked_out": CheckedOut,
     "not_sqlite": NotSqlite,
     "journal_leftovers": JournalLeftovers,
     "checkpoint_target": CheckpointTarget,

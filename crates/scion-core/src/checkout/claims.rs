@@ -1,0 +1,108 @@
+//! Checkouts recorded in their branch's ref: a branch with a writable checkout file is
+//! written through that file, and page writers (the VFS) are refused until the checkout is
+//! released. The record lives in the store, so the rule holds across hosts.
+
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::files::{DbFiles, Expect};
+use super::{refuse_unsaved, CheckoutState};
+use crate::error::{CoreError, CoreResult};
+use crate::names::BranchRef;
+use crate::refs::{CheckoutClaim, Ref};
+use crate::scion::host_name;
+use crate::Scion;
+
+/// What `checkout --release` did.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReleaseReport {
+    pub branch: String,
+    /// The checkout file of this host that was released.
+    pub path: String,
+    /// How many of its files (database, WAL, records) were removed.
+    pub files_removed: usize,
+    /// What the removed file held that was never checkpointed (with `force`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub discarded: Option<CheckoutState>,
+    /// Checkouts on other hosts that were released too (with `force`), as `host:path`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub released_elsewhere: Vec<String>,
+    /// Writable checkouts of the branch still recorded.
+    pub remaining: Vec<String>,
+}
+
+impl Scion {
+    /// Record the checkout file at `path` in `b`'s ref (once: later calls find it there)
+    /// and return the ref as it now is. Recorded before the file is made, so a page
+    /// writer that publishes after this point is refused, and one that published before
+    /// it is in the head the file is made from.
+    pub(crate) fn claim_checkout(&self, b: &BranchRef, path: &Path) -> CoreResult<Ref> {
+        let (host, path) = (host_name(), path.display().to_string());
+        let (r, _) = self.read_ref(b)?;
+        if r.checkouts.iter().any(|c| c.is_same_file(&host, &path)) {
+            return Ok(r);
+        }
+        let since = self.store_time()?;
+        self.update_ref(b, |r| {
+            if !r.checkouts.iter().any(|c| c.is_same_file(&host, &path)) {
+                r.checkouts.push(CheckoutClaim {
+                    host: host.clone(),
+                    path: path.clone(),
+                    since,
+                });
+            }
+            Ok(())
+        })
+    }
+
+    /// End the writable checkout of `b` on this host: its file is removed and its record
+    /// dropped from the ref, so page writers may write the branch again. Refused while the
+    /// file holds changes never checkpointed (unless `force`, which discards them, and also
+    /// releases the checkouts other hosts recorded, whose files are left to go stale) and
+    /// while a connection has it open.
+    pub fn release_checkout(&self, b: &BranchRef, force: bool) -> CoreResult<ReleaseReport> {
+        let path = self.checkout_path(b);
+        let (host, text) = (host_name(), path.display().to_string());
+        let (r, _) = self.read_ref(b)?;
+        let judged = self.inspect(&path, &r.root)?;
+        let discarded = match judged.state {
+            CheckoutState::Dirty | CheckoutState::Unknown if !force => {
+                refuse_unsaved(&judged, &path, b)?;
+                None
+            }
+            CheckoutState::Dirty | CheckoutState::Unknown => Some(judged.state),
+            _ => None,
+        };
+        let expect = if force {
+            Expect::Anything
+        } else {
+            judged.expect()
+        };
+        let files_removed = match DbFiles::checkout(path.clone()).remove_if_unused(expect)? {
+            Some(n) => n,
+            // Written to since it was judged: judge it again from the start.
+            None => return Err(CoreError::CheckoutBusy { path }),
+        };
+        let mut released_elsewhere = Vec::new();
+        let r = self.update_ref(b, |r| {
+            released_elsewhere.clear();
+            r.checkouts.retain(|c| {
+                let mine = c.is_same_file(&host, &text);
+                if !mine && force {
+                    released_elsewhere.push(c.to_string());
+                }
+                !mine && !force
+            });
+            Ok(())
+        })?;
+        Ok(ReleaseReport {
+            branch: b.to_string(),
+            path: text,
+            files_removed,
+            discarded,
+            released_elsewhere,
+            remaining: r.checkouts.iter().map(|c| c.to_string()).collect(),
+        })
+    }
+}
