@@ -167,7 +167,7 @@ pub fn run(opts: &VfsOptions, progress: Progress<'_>) -> BenchResult<VfsReport> 
         )?);
         // Connections the VFS opens use this very attachment: its requests are counted.
         let location = StoreSpec::parse(&store_dir.display().to_string())?.location();
-        scion_vfs::adopt(&location, scion.clone());
+        scion_vfs::adopt(&location, scion.engine().clone());
         scion.create(&"seed".parse()?, Some(&native))?;
         let main: BranchRef = "seed".parse()?;
 

@@ -131,7 +131,7 @@ pub fn sql(scion: scion_core::Scion, args: &SqlArgs) -> Result<SqlReport> {
         .map_err(|rc| anyhow::anyhow!("registering the scion VFS failed ({rc})"))?;
     let location = scion.location().to_string();
     // The VFS works on this very attachment: `--stats` counts what it reads and writes.
-    scion_vfs::adopt(&location, std::sync::Arc::new(scion));
+    scion_vfs::adopt(&location, scion.engine().clone());
     let uri = scion_vfs::uri(&target.to_string(), &location, args.read_only);
     let flags = if args.read_only {
         OpenFlags::SQLITE_OPEN_READ_ONLY

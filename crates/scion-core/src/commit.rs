@@ -7,8 +7,8 @@
 //! 3. **check**: before publishing, a commit older than half the store's minimum GC grace
 //!    re-checks that every segment it wrote is still there (GC never deletes a segment
 //!    younger than the grace, so a younger commit needs no check);
-//! 4. **publish**: one compare-and-swap of the ref ([`Scion::publish_head`]) or one
-//!    create-only ref write ([`Scion::publish_new_ref`]), decided by re-reading when the
+//! 4. **publish**: one compare-and-swap of the ref ([`Engine::publish_head`]) or one
+//!    create-only ref write ([`Engine::publish_new_ref`]), decided by re-reading when the
 //!    answer is ambiguous;
 //! 5. **verify**: the new segments exist after publishing; if a GC run with a grace below
 //!    the minimum (forced) removed one, the head is put back and the commit fails.
@@ -27,7 +27,7 @@ use crate::names::BranchRef;
 use crate::refs::{ref_key, Ref};
 use crate::retry::CasRetry;
 use crate::writer::{VersionWriter, WriteStats};
-use crate::Scion;
+use crate::Engine;
 
 /// A version being staged.
 pub(crate) struct Commit<'a> {
@@ -48,7 +48,7 @@ pub(crate) struct Sealed {
 }
 
 impl<'a> Commit<'a> {
-    pub fn begin(scion: &'a Scion) -> CoreResult<Self> {
+    pub fn begin(scion: &'a Engine) -> CoreResult<Self> {
         Ok(Commit {
             started: scion.store_time()?,
             writer: VersionWriter::new(&scion.backend, scion.page_compression()),
@@ -68,7 +68,7 @@ impl<'a> Commit<'a> {
     }
 }
 
-impl Scion {
+impl Engine {
     /// Step 3: a commit that took longer than half the minimum grace proves its segments
     /// are still there before it publishes them.
     fn check_sealed(&self, b: &BranchRef, sealed: &Sealed) -> CoreResult<()> {

@@ -1,5 +1,8 @@
-//! scion's engine: names, refs, the page map, segments, commit, fork, checkpoints,
-//! checkouts and export. It prints nothing and returns typed errors ([`CoreError`]).
+//! scion's core, in two rooms: the [`Engine`] (names, refs, the page map, segments, commit,
+//! fork, checkpoints, leases, head history: the store alone) and [`Scion`], the engine
+//! with this host's checkout files on top (checkout, refresh, export, and the operations
+//! that must judge a checkout before they move a head). It prints nothing and returns
+//! typed errors ([`CoreError`]).
 
 pub mod attach;
 pub mod checkout;
@@ -34,5 +37,5 @@ pub use format::PageCompression;
 pub(crate) use manifest::{Manifest, MANIFEST_KEY};
 pub use manifest::{StoreSettings, DEFAULT_MIN_GRACE};
 pub use names::{BranchName, BranchRef, CheckpointName, DbName, Target};
-pub use scion::{ResolvedVersion, Scion, ScionOptions};
+pub use scion::{Engine, ResolvedVersion, Scion, ScionOptions};
 pub use writer::WriteStats;

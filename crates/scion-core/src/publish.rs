@@ -9,9 +9,9 @@ use crate::error::{CoreError, CoreResult};
 use crate::names::BranchRef;
 use crate::refs::{ref_key, Ref};
 use crate::retry::CasRetry;
-use crate::Scion;
+use crate::Engine;
 
-impl Scion {
+impl Engine {
     /// Create a branch's ref. `AlreadyExists` comes back as [`CoreError::BranchExists`].
     pub(crate) fn create_ref(&self, b: &BranchRef, r: &mut Ref) -> CoreResult<ETag> {
         let body = r.encode_fresh();

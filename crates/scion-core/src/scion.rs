@@ -1,4 +1,8 @@
-//! [`Scion`]: one opened store, and the read-side helpers every operation shares.
+//! The two rooms of an opened store: the [`Engine`] (refs, versions, segments, commit,
+//! fork, leases, head history: everything that lives in the store, on any host) and
+//! [`Scion`], the engine with this host's working tree of checkout files on top. The VFS
+//! needs only the engine; the CLI, the daemon and the SDKs open a `Scion`, which derefs to
+//! its engine.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
@@ -81,20 +85,47 @@ fn holder_place() -> String {
     format!("{host}:{boot}:{pidns}")
 }
 
+/// The store room: one opened store, knowing nothing of checkout files. Every write it
+/// makes is a compare-and-swap or a create-only write, so any number of engines, on any
+/// hosts, share one store.
 #[derive(Debug)]
-pub struct Scion {
+pub struct Engine {
     pub(crate) backend: Arc<dyn Backend>,
     pub(crate) location: String,
     /// The store's identity, from its manifest: a manifest that names another later means
     /// the store was replaced underneath this process.
     pub(crate) store_id: String,
-    /// Fixed at `init`; see [`Scion::min_grace`].
+    /// Fixed at `init`; see [`Engine::min_grace`].
     min_grace: Duration,
     /// How new full pages are stored: the manifest's setting when opened, or when last
-    /// re-read ([`Scion::reload_settings`]) or changed by this process.
+    /// re-read ([`Engine::reload_settings`]) or changed by this process.
     pub(crate) page_compression: RwLock<PageCompression>,
-    pub(crate) options: ScionOptions,
     pub(crate) reader: FrameReader,
+    /// Who this process is when it takes or checks leases.
+    holder: String,
+    pub(crate) progress: crate::progress::ProgressSink,
+    /// Where this host's page writers take turns: lock files beside where the branches'
+    /// checkouts would be (the working tree's directory; the engine never opens a
+    /// checkout file there).
+    turns_dir: PathBuf,
+}
+
+/// The working-tree room: the [`Engine`] of a store and this host's checkouts of it
+/// (files, sidecars, locks, refresh, materialize). Operations that must not strand a
+/// checkout's changes (rollback, promote, destroy, gc) judge the file here before the
+/// engine moves anything.
+#[derive(Debug)]
+pub struct Scion {
+    engine: Arc<Engine>,
+    pub(crate) options: ScionOptions,
+}
+
+impl std::ops::Deref for Scion {
+    type Target = Engine;
+
+    fn deref(&self) -> &Engine {
+        &self.engine
+    }
 }
 
 /// A version picked out by a target, and how it was named.
@@ -158,17 +189,38 @@ impl Scion {
         manifest: Manifest,
         options: ScionOptions,
     ) -> Self {
-        Scion {
+        let engine = Engine {
             reader: FrameReader::new(backend.clone()),
             backend,
             location: location.to_string(),
             page_compression: RwLock::new(manifest.page_compression()),
             min_grace: manifest.min_grace(),
             store_id: manifest.store_id,
+            holder: options.holder.clone(),
+            progress: options.progress.clone(),
+            turns_dir: options.checkouts_dir.clone(),
+        };
+        Scion {
+            engine: Arc::new(engine),
             options,
         }
     }
 
+    /// The store room alone, to hand to what needs no working tree (the VFS).
+    pub fn engine(&self) -> &Arc<Engine> {
+        &self.engine
+    }
+
+    pub fn checkouts_dir(&self) -> &Path {
+        &self.options.checkouts_dir
+    }
+
+    pub fn clone_policy(&self) -> ClonePolicy {
+        self.options.clone_policy
+    }
+}
+
+impl Engine {
     pub fn backend(&self) -> &Arc<dyn Backend> {
         &self.backend
     }
@@ -189,12 +241,11 @@ impl Scion {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    pub fn checkouts_dir(&self) -> &Path {
-        &self.options.checkouts_dir
-    }
-
-    pub fn clone_policy(&self) -> ClonePolicy {
-        self.options.clone_policy
+    /// The lock file where `b`'s page writers on this host take turns.
+    pub(crate) fn turn_lock_path(&self, b: &BranchRef) -> PathBuf {
+        self.turns_dir
+            .join(b.db.as_str())
+            .join(format!("{}.db", b.branch))
     }
 
     /// Read a branch's ref and the etag to compare-and-swap it with. A branch that a
@@ -236,7 +287,7 @@ impl Scion {
     }
 
     pub fn holder(&self) -> &str {
-        &self.options.holder
+        &self.holder
     }
 
     fn missing_branch(&self, b: &BranchRef) -> CoreResult<CoreError> {

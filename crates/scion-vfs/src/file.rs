@@ -16,7 +16,7 @@ use scion_core::format::Locator;
 use scion_core::ops::pages::{refuse_checked_out, PageCommit};
 use scion_core::ops::view::VersionView;
 use scion_core::refs::{ref_key, Ref};
-use scion_core::{CoreError, Scion};
+use scion_core::{CoreError, Engine};
 use scion_store::ETag;
 
 use crate::ahead::{Ahead, Readahead};
@@ -139,7 +139,7 @@ struct CachedHead {
 }
 
 pub(crate) struct DbFile {
-    scion: Arc<Scion>,
+    engine: Arc<Engine>,
     target: OpenTarget,
     read_only: bool,
     holder: String,
@@ -168,34 +168,36 @@ pub(crate) struct DbFile {
 
 impl DbFile {
     pub(crate) fn open(
-        scion: Arc<Scion>,
+        engine: Arc<Engine>,
         target: OpenTarget,
         read_only: bool,
         spill_after: u64,
     ) -> VfsResult<DbFile> {
         let fixed = match (&target.checkpoint, target.version) {
             (Some(_), _) => {
-                let v = scion.resolve(&target.target()).map_err(open_error)?;
+                let v = engine.resolve(&target.target()).map_err(open_error)?;
                 Some(Arc::new(
-                    scion
+                    engine
                         .version_view(v.root, v.version)
                         .map_err(VfsError::io)?,
                 ))
             }
             (None, Some(n)) => {
-                let root = version_root(&scion, &target.branch, n)?;
-                Some(Arc::new(scion.version_view(root, n).map_err(VfsError::io)?))
+                let root = version_root(&engine, &target.branch, n)?;
+                Some(Arc::new(
+                    engine.version_view(root, n).map_err(VfsError::io)?,
+                ))
             }
             (None, None) => {
-                scion.read_ref(&target.branch).map_err(open_error)?;
+                engine.read_ref(&target.branch).map_err(open_error)?;
                 None
             }
         };
         let n = CONNECTIONS.fetch_add(1, Ordering::Relaxed);
-        let holder = format!("{}#vfs-{}-{n}", scion.holder(), std::process::id());
+        let holder = format!("{}#vfs-{}-{n}", engine.holder(), std::process::id());
         Ok(DbFile {
             read_only: read_only || fixed.is_some(),
-            scion,
+            engine,
             target,
             holder,
             lock: Lock::None,
@@ -232,7 +234,7 @@ impl DbFile {
         // transaction, decoded (and the version's root record read) only when its bytes
         // changed. The stamp is taken before the read it vouches for.
         let key = ref_key(&self.target.branch);
-        let backend = self.scion.backend();
+        let backend = self.engine.backend();
         let stamp = backend.change_stamp(&key);
         if let Some(cached) = &*self.head.borrow() {
             if stamp.is_some() && cached.stamp == stamp {
@@ -250,7 +252,7 @@ impl DbFile {
         let view = match self.pinned.as_ref().or(self.last.as_ref()) {
             Some(p) if p.root == r.root && p.version == r.version => p.clone(),
             _ => Arc::new(
-                self.scion
+                self.engine
                     .version_view(r.root, r.version)
                     .map_err(VfsError::io)?,
             ),
@@ -276,10 +278,10 @@ impl DbFile {
         let plan = self.ahead.borrow_mut().plan(view.version, pgno);
         let mut page = match plan {
             Ahead::Buffered(page) => page,
-            Ahead::Single => self.scion.read_page(view, pgno).map_err(VfsError::io)?,
+            Ahead::Single => self.engine.read_page(view, pgno).map_err(VfsError::io)?,
             Ahead::Fetch(range) => {
                 let mut pages = self
-                    .scion
+                    .engine
                     .read_pages(view, range)
                     .map_err(VfsError::io)?
                     .into_iter();
@@ -328,7 +330,7 @@ impl DbFile {
                 "scion: a write lock without a read lock",
             )
         })?;
-        let turn = match self.scion.try_write_turn(b).map_err(VfsError::io)? {
+        let turn = match self.engine.try_write_turn(b).map_err(VfsError::io)? {
             TurnAnswer::Mine(turn) => Some(turn),
             TurnAnswer::Unavailable => None,
             TurnAnswer::Taken => {
@@ -339,14 +341,14 @@ impl DbFile {
             }
         };
         // Read after the turn was taken: a writer that just finished is seen.
-        let (base, etag) = self.scion.read_ref(b).map_err(VfsError::io)?;
+        let (base, etag) = self.engine.read_ref(b).map_err(VfsError::io)?;
         if base.root != pinned.root {
             return Err(VfsError::new(
                 ffi::SQLITE_BUSY_SNAPSHOT,
                 format!("scion: {b} moved since this transaction began: retry it"),
             ));
         }
-        match self.scion.check_lease_free_for(b, &base, &self.holder) {
+        match self.engine.check_lease_free_for(b, &base, &self.holder) {
             Ok(()) => {}
             Err(ref e @ CoreError::LeaseHeld { ref holder, .. }) => {
                 return Err(VfsError::new(
@@ -404,7 +406,7 @@ impl DbFile {
         if w.dirty.is_empty() && unchanged_size {
             return Ok(());
         }
-        let scion = &self.scion;
+        let engine = &self.engine;
         let changes = w
             .dirty
             .take(w.page_size, w.page_count, |p1| {
@@ -413,7 +415,7 @@ impl DbFile {
                 // base's (the VFS presents the version number instead), so a commit that
                 // changed no other byte of page 1 does not rewrite it.
                 if let Some(base) = pinned.as_ref().filter(|p| p.page_count > 0) {
-                    if let Some(stored) = scion.read_page(base, 1)? {
+                    if let Some(stored) = engine.read_page(base, 1)? {
                         keep_change_counter(p1, &stored);
                     }
                 }
@@ -422,7 +424,7 @@ impl DbFile {
             .map_err(VfsError::io)?;
         let b = &self.target.branch;
         let committed =
-            self.scion
+            self.engine
                 .commit_pages(PageCommit::onto(b, &w.base, w.etag.clone(), &changes));
         let (r, etag, done) = match committed {
             Ok(done) => done,
@@ -446,7 +448,7 @@ impl DbFile {
             }
         };
         let view = self
-            .scion
+            .engine
             .version_view(done.root, done.version)
             .map_err(VfsError::io)?;
         w.base = r;
@@ -527,7 +529,7 @@ impl DbFile {
             let pgno = (at / ps) as u32 + 1;
             let within = (at % ps) as usize;
             let take = (ps as usize - within).min(data.len() - done);
-            let scion = &self.scion;
+            let engine = &self.engine;
             let page = w
                 .dirty
                 .page_mut(pgno, || {
@@ -536,7 +538,7 @@ impl DbFile {
                     let base = if take == ps as usize || pgno > view.page_count {
                         None
                     } else {
-                        scion.read_page(&view, pgno)?
+                        engine.read_page(&view, pgno)?
                     };
                     Ok(base.unwrap_or_else(|| vec![0u8; ps as usize]))
                 })
@@ -580,12 +582,12 @@ impl DbFile {
 
 /// The root of version `n` of `b`: its head or a checkpoint holds it (versions nothing
 /// names are not kept).
-fn version_root(scion: &Scion, b: &scion_core::BranchRef, n: u64) -> VfsResult<Locator> {
-    let (head, _) = scion.read_ref(b).map_err(open_error)?;
+fn version_root(engine: &Engine, b: &scion_core::BranchRef, n: u64) -> VfsResult<Locator> {
+    let (head, _) = engine.read_ref(b).map_err(open_error)?;
     if head.version == n {
         return Ok(head.root);
     }
-    let checkpoints = scion.list_checkpoints(b).map_err(open_error)?;
+    let checkpoints = engine.list_checkpoints(b).map_err(open_error)?;
     if let Some((_, c)) = checkpoints.iter().find(|(_, c)| c.version == n) {
         return Ok(c.root);
     }

@@ -1,4 +1,4 @@
-//! Stores attached by this process (one `Scion` per store, so every connection shares its
+//! Stores attached by this process (one `Engine` per store, so every connection shares its
 //! node cache), and the last error of each thread, for front ends to show what SQLite's
 //! generic message ("unable to open database file") cannot say.
 
@@ -7,9 +7,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use scion_core::attach::{AttachOptions, StoreSpec};
-use scion_core::{CoreError, Scion};
+use scion_core::{CoreError, Engine};
 
-static STORES: Mutex<Option<HashMap<String, Arc<Scion>>>> = Mutex::new(None);
+static STORES: Mutex<Option<HashMap<String, Arc<Engine>>>> = Mutex::new(None);
 
 thread_local! {
     static LAST_ERROR: RefCell<Option<VfsFailure>> = const { RefCell::new(None) };
@@ -46,7 +46,7 @@ pub(crate) fn clear_last_error() {
 /// Use `scion` for the store at `location` (as `StoreSpec::location` names it) instead of
 /// attaching it again: a front end that already attached the store shares its caches and
 /// its request counts with the VFS.
-pub fn adopt(location: &str, scion: Arc<Scion>) {
+pub fn adopt(location: &str, scion: Arc<Engine>) {
     let mut stores = STORES.lock().unwrap_or_else(|p| p.into_inner());
     stores
         .get_or_insert_with(HashMap::new)
@@ -55,7 +55,7 @@ pub fn adopt(location: &str, scion: Arc<Scion>) {
 
 /// The store `spec` names (`store=` of the URI), else `SCION_STORE`, else the nearest
 /// `.scion` at or above the working directory; attached once per process.
-pub(crate) fn store(spec: Option<&str>) -> Result<Arc<Scion>, CoreError> {
+pub(crate) fn store(spec: Option<&str>) -> Result<Arc<Engine>, CoreError> {
     let cwd = std::env::current_dir().map_err(|source| CoreError::Io {
         path: ".".into(),
         source,
@@ -67,7 +67,10 @@ pub(crate) fn store(spec: Option<&str>) -> Result<Arc<Scion>, CoreError> {
     if let Some(s) = stores.get(&key) {
         return Ok(s.clone());
     }
-    let scion = Arc::new(Scion::attach(&found, AttachOptions::default())?.scion);
+    let scion = scion_core::Scion::attach(&found, AttachOptions::default())?
+        .scion
+        .engine()
+        .clone();
     stores.insert(key, scion.clone());
     Ok(scion)
 }

@@ -65,7 +65,7 @@ fn faulty_engine(store: &Path, plan: FaultPlan) -> Arc<FaultyBackend> {
     options.store_dir = Some(store.to_path_buf());
     let scion = Scion::open(faulty.clone(), &location(store), options).unwrap();
     scion_vfs::register().unwrap();
-    scion_vfs::adopt(&location(store), Arc::new(scion));
+    scion_vfs::adopt(&location(store), scion.engine().clone());
     faulty
 }
 
@@ -211,6 +211,6 @@ fn kill_9_at_every_step_of_a_vfs_commit_leaves_the_old_or_the_new_version() {
 
 /// A connection through the VFS on a freshly attached engine (not a fault-injected one).
 fn open_fresh(store: &Path, scion: Arc<Scion>) -> Connection {
-    scion_vfs::adopt(&location(store), scion);
+    scion_vfs::adopt(&location(store), scion.engine().clone());
     open(store)
 }

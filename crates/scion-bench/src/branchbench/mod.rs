@@ -265,7 +265,7 @@ fn run_workflow(
             let store = dir.join("store");
             let location =
                 scion_core::attach::StoreSpec::parse(&store.display().to_string())?.location();
-            scion_vfs::adopt(&location, scion.clone());
+            scion_vfs::adopt(&location, scion.engine().clone());
             scion_vfs::register()
                 .map_err(|rc| BenchError::Other(format!("registering the VFS: {rc}")))?;
             conn::ConnectMode::Vfs { store }

@@ -118,6 +118,16 @@ pub(crate) fn refuse_unsaved(judged: &Inspection, path: &Path, b: &BranchRef) ->
 /// How many times a checkout judges a file that keeps changing under it before giving up.
 const JUDGE_TRIES: usize = 8;
 
+impl crate::Engine {
+    /// Try to take `b`'s writing turn among this host's page writers (the VFS's write
+    /// transactions): a lock on the branch's checkout lock file, free again when the turn
+    /// is dropped or its process dies. Writers elsewhere meet at the head's
+    /// compare-and-swap.
+    pub fn try_write_turn(&self, b: &BranchRef) -> CoreResult<TurnAnswer> {
+        lock::write_turn(&self.turn_lock_path(b))
+    }
+}
+
 /// Result of comparing a file against its sidecar.
 pub(crate) struct Inspection {
     pub state: CheckoutState,
@@ -169,14 +179,6 @@ impl Scion {
             .checkouts_dir
             .join(b.db.as_str())
             .join(format!("{}.db", b.branch))
-    }
-
-    /// Try to take `b`'s writing turn among this host's page writers (the VFS's write
-    /// transactions): a lock on the branch's checkout lock file, free again when the turn
-    /// is dropped or its process dies. Writers elsewhere meet at the head's
-    /// compare-and-swap.
-    pub fn try_write_turn(&self, b: &BranchRef) -> CoreResult<TurnAnswer> {
-        lock::write_turn(&self.checkout_path(b))
     }
 
     /// Where read-only historical checkouts of `db` live.
@@ -237,7 +239,7 @@ impl Scion {
             tmp.path(),
             JournalMode::Rollback,
             Durability::Cache,
-            &*self.options.progress,
+            &*self.progress,
         )?;
         use std::os::unix::fs::PermissionsExt;
         fs::set_permissions(tmp.path(), fs::Permissions::from_mode(0o444))
@@ -335,7 +337,7 @@ impl Scion {
             true
         } else {
             // A file SQLite cannot read is a file scion cannot account for.
-            let scanned = scan(path, None, &*self.options.progress, |_, _, _| Ok(()));
+            let scanned = scan(path, None, &*self.progress, |_, _, _| Ok(()));
             let (info, hashes) = match scanned {
                 Ok(s) => s,
                 Err(e) if e.is_unreadable_database() => return Ok(unknown(seen)),
@@ -500,7 +502,7 @@ impl Scion {
                     tmp.path(),
                     JournalMode::Wal,
                     Durability::Cache,
-                    &*self.options.progress,
+                    &*self.progress,
                 )?;
                 (CheckoutAction::Materialized, m.hashes)
             }

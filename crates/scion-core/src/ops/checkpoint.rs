@@ -121,7 +121,7 @@ impl Scion {
             let (info, hashes) = scan(
                 &path,
                 Some(&sidecar),
-                &*self.options.progress,
+                &*self.progress,
                 |pgno, page, hash| {
                     lease_now(&mut leased)?;
                     let zero = *zero.get_or_insert_with(|| page_hash(&vec![0u8; page.len()]));
@@ -257,7 +257,7 @@ impl Scion {
         let mut leased = r.clone();
         leased.epoch += 1;
         leased.lease = Some(Lease {
-            holder: self.options.holder.clone(),
+            holder: self.holder().to_string(),
             epoch: leased.epoch,
             expires: now.saturating_add(OPERATION_LEASE),
         });
@@ -278,7 +278,7 @@ impl Drop for OperationLease<'_> {
         if !self.armed.get() {
             return;
         }
-        let holder = self.scion.options.holder.clone();
+        let holder = self.scion.holder().to_string();
         let _ = self.scion.update_ref(self.branch, |r| {
             if r.lease.as_ref().is_some_and(|l| l.holder == holder) {
                 r.lease = None;

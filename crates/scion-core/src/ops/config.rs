@@ -4,7 +4,7 @@
 //! codec whatever the manifest says, so frames written before and after a compression
 //! change sit side by side, and nothing already stored is rewritten (`compact` rewrites a head with the store's setting).
 //! A process that keeps a store open (the daemon) follows a change made by another when it
-//! re-reads the manifest ([`Scion::reload_settings`]).
+//! re-reads the manifest ([`Engine::reload_settings`](crate::Engine::reload_settings)).
 //! The minimum GC grace stays what `init` recorded: a commit in flight in another process
 //! decides from the grace it read whether to re-check its segments, and a shorter grace
 //! under it could let `gc` take what it is about to publish.
@@ -17,7 +17,7 @@ use crate::error::{CoreError, CoreResult};
 use crate::format::PageCompression;
 use crate::manifest::{Manifest, MANIFEST_KEY};
 use crate::scion::read_manifest;
-use crate::Scion;
+use crate::Engine;
 
 /// What changing a setting did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,7 +26,7 @@ pub struct PageCompressionChange {
     pub after: PageCompression,
 }
 
-impl Scion {
+impl Engine {
     /// Store new full page frames as `compression` says, from now on, in this process
     /// and every process that opens the store after this or re-reads its settings (one
     /// already open keeps the setting it read until then). The manifest is replaced by

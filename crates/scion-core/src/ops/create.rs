@@ -11,7 +11,7 @@ use crate::names::{BranchName, BranchRef, DbName};
 use crate::pagemap::{self, DEFAULT_FANOUT_BITS};
 use crate::refs::{refs_prefix, Ref, REF_SCHEMA};
 use crate::sqlite_io::{self, change_counter};
-use crate::Scion;
+use crate::Engine;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct CreateReport {
@@ -44,14 +44,14 @@ fn source_error(path: &Path, e: CoreError) -> CoreError {
 
 /// Read `path`'s committed state (through SQLite, in one read transaction) and write it
 /// to the store as a complete version, sealed but not yet published.
-pub(crate) fn import_file(scion: &Scion, path: &Path, read_only: bool) -> CoreResult<Sealed> {
+pub(crate) fn import_file(scion: &Engine, path: &Path, read_only: bool) -> CoreResult<Sealed> {
     let mut commit = Commit::begin(scion)?;
     let writer = &mut commit.writer;
     let mut pages: Vec<Option<Locator>> = Vec::new();
     let mut checksum = 0u64;
     let mut zero_hash = None;
     let mut counter = 0;
-    let info = sqlite_io::read_snapshot(path, read_only, &*scion.options.progress, |pgno, page| {
+    let info = sqlite_io::read_snapshot(path, read_only, &*scion.progress, |pgno, page| {
         let zero = *zero_hash.get_or_insert_with(|| page_hash(&vec![0u8; page.len()]));
         if pgno == 1 {
             counter = change_counter(page);
@@ -86,7 +86,7 @@ pub(crate) fn import_file(scion: &Scion, path: &Path, read_only: bool) -> CoreRe
     commit.seal(record)
 }
 
-impl Scion {
+impl Engine {
     /// Create database `db` with a protected `main` branch at version 1: empty, or the
     /// committed state of the SQLite file `from` (which is only read, never modified,
     /// even while other connections write to it).

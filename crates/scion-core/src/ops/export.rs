@@ -54,7 +54,7 @@ impl Scion {
             tmp.path(),
             JournalMode::Rollback,
             Durability::Synced,
-            &*self.options.progress,
+            &*self.progress,
         )?;
         let expect = if force {
             Expect::Anything

@@ -8,7 +8,7 @@ use serde::Serialize;
 use crate::error::{CoreError, CoreResult};
 use crate::names::{BranchName, BranchRef, CheckpointName, Target};
 use crate::refs::{check_user_meta, Parent, Ref, REF_SCHEMA};
-use crate::Scion;
+use crate::Engine;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct ForkReport {
@@ -18,7 +18,7 @@ pub struct ForkReport {
     pub ref_bytes: u64,
 }
 
-impl Scion {
+impl Engine {
     pub fn fork(
         &self,
         source: &BranchRef,

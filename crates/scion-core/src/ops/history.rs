@@ -19,7 +19,7 @@ use crate::history::{
 use crate::names::BranchRef;
 use crate::ops::lifecycle::{HeadTarget, MoveOptions, MoveReport};
 use crate::refs::{user_meta, Ref, REF_SCHEMA};
-use crate::Scion;
+use crate::{Engine, Scion};
 
 /// A branch's head history as read back, newest entry first.
 #[derive(Debug, Clone, Serialize)]
@@ -36,7 +36,7 @@ pub struct HeadHistory {
 
 /// Walks a history newest first, reading history objects only as far as it is asked to.
 struct HistoryWalk<'a> {
-    scion: &'a Scion,
+    scion: &'a Engine,
     /// Oldest first: the walk pops from the end.
     pending: Vec<HeadEntry>,
     next_object: Option<String>,
@@ -44,7 +44,7 @@ struct HistoryWalk<'a> {
 }
 
 impl<'a> HistoryWalk<'a> {
-    fn of_ref(scion: &'a Scion, r: &Ref) -> Self {
+    fn of_ref(scion: &'a Engine, r: &Ref) -> Self {
         HistoryWalk {
             scion,
             pending: r.history.clone(),
@@ -53,7 +53,7 @@ impl<'a> HistoryWalk<'a> {
         }
     }
 
-    fn from_object(scion: &'a Scion, object: HistoryObject) -> Self {
+    fn from_object(scion: &'a Engine, object: HistoryObject) -> Self {
         HistoryWalk {
             scion,
             pending: object.entries,
@@ -126,7 +126,7 @@ pub(crate) struct HistoryMarks {
     pub expired_objects: Vec<String>,
 }
 
-impl Scion {
+impl Engine {
     /// Append the move from `current` to `next` to `next`'s history; when the ref would
     /// hold more than [`INLINE_MAX`] entries, the older ones go into a new history object
     /// first (create-only, so a move that then loses its race leaves only an extra copy).
@@ -289,7 +289,9 @@ impl Scion {
         }
         Ok(false)
     }
+}
 
+impl Scion {
     /// Move `b`'s head back over its latest move that no undo has undone yet, as git's
     /// `reset` to a reflog entry or jj's `undo`. Repeated, it walks further back; the
     /// undo is itself a move in the history, so `restore` can redo.
@@ -491,7 +493,9 @@ impl Scion {
             warnings: Vec::new(),
         })
     }
+}
 
+impl Engine {
     /// The versions entries younger than the store's history retention name, in refs
     /// (`refs`) and in history objects, and the objects whose entries are all older.
     pub(crate) fn history_marks<'r>(

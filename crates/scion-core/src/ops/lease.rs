@@ -10,7 +10,7 @@ use crate::clock::StoreTime;
 use crate::error::{CoreError, CoreResult};
 use crate::names::BranchRef;
 use crate::refs::{Lease, Ref};
-use crate::Scion;
+use crate::Engine;
 use scion_store::ETag;
 
 /// How long an at-rest operation (a checkpoint) holds the lease it takes for itself.
@@ -51,14 +51,14 @@ fn holder_is_dead(holder: &str) -> bool {
     place == this_place && !std::path::Path::new(&format!("/proc/{pid}")).exists()
 }
 
-impl Scion {
+impl Engine {
     /// Refuse if someone other than this process holds a live lease on `r`.
     pub(crate) fn check_not_leased(&self, b: &BranchRef, r: &Ref, force: bool) -> CoreResult<()> {
         if force {
             return Ok(());
         }
         if let Some(l) = &r.lease {
-            if l.holder != self.options.holder
+            if l.holder != self.holder()
                 && is_live(l, self.store_now()?)
                 && !holder_is_dead(&l.holder)
             {
@@ -91,7 +91,7 @@ impl Scion {
     /// Whether this process already holds a live lease on `r` (taken before the operation).
     pub(crate) fn holds_lease(&self, r: &Ref) -> CoreResult<bool> {
         Ok(match &r.lease {
-            Some(l) => l.holder == self.options.holder && is_live(l, self.store_now()?),
+            Some(l) => l.holder == self.holder() && is_live(l, self.store_now()?),
             None => false,
         })
     }
@@ -104,7 +104,7 @@ impl Scion {
             self.check_not_leased(b, r, false)?;
             r.epoch += 1;
             r.lease = Some(Lease {
-                holder: self.options.holder.clone(),
+                holder: self.holder().to_string(),
                 epoch: r.epoch,
                 expires: now.saturating_add(ttl),
             });

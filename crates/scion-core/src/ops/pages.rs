@@ -18,7 +18,7 @@ use crate::ops::MAX_DELTA_PAGES;
 use crate::pagemap::{depth_for, leaves, lookup, Changes, TreeUpdate};
 use crate::refs::Ref;
 use crate::writer::WriteStats;
-use crate::Scion;
+use crate::Engine;
 
 /// The pages that changed since a head, with the database's size after the change.
 #[derive(Debug, Clone, Default)]
@@ -82,7 +82,7 @@ pub enum LeaseAfter {
 /// Makes the `meta` entries a new version's ref carries, given the version's root.
 pub(crate) type MetaFor<'a> = &'a dyn Fn(&Locator) -> BTreeMap<String, String>;
 
-/// One commit of changed pages onto a branch head, for [`Scion::commit_pages`]: the head
+/// One commit of changed pages onto a branch head, for [`Engine::commit_pages`](crate::Engine::commit_pages): the head
 /// it builds on (as read, with the etag to compare-and-swap) and the changes, plus what
 /// only some writers have (the old pages' hashes, entries for the ref's `meta`, the end of
 /// the lease), each optional.
@@ -182,7 +182,7 @@ pub struct PagesCommitted {
     pub hashes: Vec<(u32, u64)>,
 }
 
-impl Scion {
+impl Engine {
     /// The hash of every page of the version at `root` (an absent page hashes as zeros),
     /// read from the store: O(size), for a caller that lost its own table.
     pub fn page_hashes(&self, root: &Locator) -> CoreResult<Vec<u64>> {

@@ -5,7 +5,7 @@
 use crate::error::CoreResult;
 use crate::format::{Locator, RootRecord};
 use crate::pagemap::lookup;
-use crate::Scion;
+use crate::Engine;
 
 /// One version, ready to be read page by page.
 #[derive(Debug, Clone)]
@@ -17,7 +17,7 @@ pub struct VersionView {
     record: RootRecord,
 }
 
-impl Scion {
+impl Engine {
     /// The version at `root` (numbered `version`): one read of its root record.
     pub fn version_view(&self, root: Locator, version: u64) -> CoreResult<VersionView> {
         let record = self.reader.root(&root)?;
