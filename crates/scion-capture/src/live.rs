@@ -119,8 +119,8 @@ impl LiveBranch {
         lease_ttl: Duration,
         force: bool,
     ) -> CaptureResult<LiveBranch> {
-        let (base, etag) = scion.lease_acquire_as(b, holder, lease_ttl)?;
-        match Self::attach(scion.clone(), b, holder, lease_ttl, force, base, etag) {
+        let (base, _) = scion.lease_acquire_as(b, holder, lease_ttl)?;
+        match Self::attach(scion.clone(), b, holder, lease_ttl, force, base) {
             Ok(live) => Ok(live),
             Err(e) => {
                 let _ = scion.lease_release_as(b, holder);
@@ -136,7 +136,6 @@ impl LiveBranch {
         lease_ttl: Duration,
         force: bool,
         mut base: Ref,
-        mut etag: ETag,
     ) -> CaptureResult<LiveBranch> {
         let path = scion.checkout_path(b);
         let mark = base
@@ -145,7 +144,13 @@ impl LiveBranch {
             .and_then(|m| m.parse::<Mark>().ok())
             .filter(|m| m.root == base.root && Some(m.file) == file_id(&path));
         let mut sidecar = Sidecar::load(&path, &base.root)?.filter(|s| s.root == base.root);
-        if mark.is_none() && sidecar.is_none() {
+        let etag;
+        if mark.is_some() || sidecar.is_some() {
+            // Resumed on a file this attach does not check out: it is recorded all the same
+            // (the session's lease keeps the head where the file says meanwhile).
+            scion.record_checkout(b)?;
+            (base, etag) = scion.read_ref(b)?;
+        } else {
             // Everything that may open and close the file happens before capture opens.
             scion.checkout(b, force)?;
             (base, etag) = scion.read_ref(b)?;

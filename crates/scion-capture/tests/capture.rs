@@ -13,6 +13,8 @@ use common::*;
 use rusqlite::Connection;
 use scion_capture::walfile::{checksum, Checksum, FRAME_HEADER_LEN, WAL_HEADER_LEN};
 use scion_capture::{Attach, LiveBranch, Step};
+use scion_core::{ClonePolicy, Scion, ScionOptions};
+use scion_store::LocalBackend;
 
 const FOUR_TRANSACTIONS: &str = "
 INSERT INTO items(name, qty, blob) VALUES ('new', 1, randomblob(200));
@@ -213,7 +215,30 @@ fn a_restart_after_the_wal_was_checkpointed_away_reconciles_by_page_hashes() {
     // With no connection left, the writer's close checkpoints and deletes the WAL.
     sqlite3(&path, "UPDATE items SET qty = -1 WHERE id = 1500;");
     assert!(!std::path::Path::new(&format!("{}-wal", path.display())).exists());
+    // The file's record in the ref is dropped meanwhile (a forced release elsewhere, which
+    // leaves this file in place): capture resuming on the file records it again.
+    let store = env.path("store");
+    let mut elsewhere = ScionOptions::new(env.path("elsewhere"), ClonePolicy::Auto);
+    elsewhere.store_dir = Some(store.clone());
+    let other = Scion::open(
+        Arc::new(LocalBackend::open(&store).unwrap()),
+        "test",
+        elsewhere,
+    )
+    .unwrap();
+    assert_eq!(
+        other
+            .release_checkout(&b, true)
+            .unwrap()
+            .released_elsewhere
+            .len(),
+        1
+    );
+    assert!(env.scion.read_ref(&b).unwrap().0.checkouts.is_empty());
     let live = env.open(&b);
+    let recorded = &env.scion.read_ref(&b).unwrap().0.checkouts;
+    assert_eq!(recorded.len(), 1, "{recorded:?}");
+    assert_eq!(recorded[0].path, path.display().to_string());
     let Attach::Reconciled(r) = live.attach else {
         panic!("expected a reconcile, got {:?}", live.attach);
     };

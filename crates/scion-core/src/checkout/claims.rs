@@ -56,6 +56,14 @@ impl Scion {
         })
     }
 
+    /// Make sure the checkout file of `b` on this host is recorded in its ref (a file
+    /// made before checkouts were recorded, or whose record was released by force
+    /// elsewhere), without touching the file: what a capturer that resumes on a file it
+    /// did not just check out calls.
+    pub fn record_checkout(&self, b: &BranchRef) -> CoreResult<Ref> {
+        self.claim_checkout(b, &self.checkout_path(b))
+    }
+
     /// End the writable checkout of `b` on this host: its file is removed and its record
     /// dropped from the ref, so page writers may write the branch again. Refused while the
     /// file holds changes never checkpointed (unless `force`, which discards them, and also

@@ -6,6 +6,7 @@ mod claims;
 mod clean;
 mod clone;
 mod files;
+mod guard;
 pub mod live;
 mod lock;
 mod patch;

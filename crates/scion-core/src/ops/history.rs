@@ -18,8 +18,9 @@ use crate::history::{
 };
 use crate::names::BranchRef;
 use crate::ops::lifecycle::{HeadTarget, MoveOptions, MoveReport};
+use crate::ops::moves::{MoveGuard, StoreOnly};
 use crate::refs::{user_meta, Ref, REF_SCHEMA};
-use crate::{Engine, Scion};
+use crate::Engine;
 
 /// A branch's head history as read back, newest entry first.
 #[derive(Debug, Clone, Serialize)]
@@ -289,13 +290,20 @@ impl Engine {
         }
         Ok(false)
     }
-}
-
-impl Scion {
     /// Move `b`'s head back over its latest move that no undo has undone yet, as git's
     /// `reset` to a reflog entry or jj's `undo`. Repeated, it walks further back; the
     /// undo is itself a move in the history, so `restore` can redo.
     pub fn undo(&self, b: &BranchRef, opts: &MoveOptions) -> CoreResult<MoveReport> {
+        self.undo_with(b, opts, &mut StoreOnly)
+    }
+
+    /// [`Engine::undo`], with `guard` told before and after the head moves.
+    pub(crate) fn undo_with(
+        &self,
+        b: &BranchRef,
+        opts: &MoveOptions,
+        guard: &mut dyn MoveGuard,
+    ) -> CoreResult<MoveReport> {
         let (r, etag) = self.read_ref(b)?;
         if r.protected && !opts.force {
             return Err(CoreError::Protected {
@@ -349,6 +357,7 @@ impl Scion {
                 safety: None,
             },
             opts,
+            guard,
         )
     }
 
@@ -359,6 +368,17 @@ impl Scion {
         b: &BranchRef,
         to: Option<u64>,
         opts: &MoveOptions,
+    ) -> CoreResult<MoveReport> {
+        self.restore_with(b, to, opts, &mut StoreOnly)
+    }
+
+    /// [`Engine::restore`], with `guard` told before and after the head moves.
+    pub(crate) fn restore_with(
+        &self,
+        b: &BranchRef,
+        to: Option<u64>,
+        opts: &MoveOptions,
+        guard: &mut dyn MoveGuard,
     ) -> CoreResult<MoveReport> {
         let (r, etag) = match self.read_ref(b) {
             Ok(x) => x,
@@ -401,6 +421,7 @@ impl Scion {
                 safety: None,
             },
             opts,
+            guard,
         )
     }
 

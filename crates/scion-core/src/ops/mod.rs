@@ -9,6 +9,7 @@ pub mod gc;
 pub mod history;
 pub mod lease;
 pub mod lifecycle;
+pub(crate) mod moves;
 pub mod pages;
 pub mod spill;
 pub mod status;
