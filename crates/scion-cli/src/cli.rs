@@ -364,9 +364,10 @@ pub enum Command {
     Mcp(crate::cli_daemon::McpArgs),
 
     /// Run SQL on a branch through the scion VFS: nothing is materialized, and each change
-    /// commits the pages SQLite wrote as a new version.
+    /// commits the pages SQLite wrote as a new version. --attach reads other branches and
+    /// checkpoints beside it, read-only, in the same statements.
     #[command(
-        after_help = "Examples:\n  scion sql shop \"SELECT count(*) FROM orders\"\n  scion sql shop@try-1 \"UPDATE items SET price = price * 2\"\n  scion sql shop@main@before \"SELECT * FROM items\"   # a checkpoint: read-only"
+        after_help = "Examples:\n  scion sql shop \"SELECT count(*) FROM orders\"\n  scion sql shop@try-1 \"UPDATE items SET price = price * 2\"\n  scion sql shop@main@before \"SELECT * FROM items\"   # a checkpoint: read-only\n  scion sql shop@try-1 --attach base=shop@main \\\n    \"SELECT t.id, b.price, t.price FROM items t JOIN base.items b USING (id) WHERE b.price <> t.price\""
     )]
     Sql(crate::cli_vfs::SqlArgs),
 

@@ -21,6 +21,41 @@ pub struct SqlArgs {
     /// Open read-only (no statement may write).
     #[arg(long)]
     pub read_only: bool,
+    /// Read another version beside the target, as NAME=db@branch[@checkpoint]: attached
+    /// read-only under NAME (`SELECT ... FROM NAME.items`). Repeatable, up to 125 times.
+    #[arg(long = "attach", value_name = "NAME=TARGET")]
+    pub attach: Vec<String>,
+}
+
+/// Most databases one connection attaches besides its own (`main` and `temp`): SQLite's
+/// maximum, which this build is compiled with (`SQLITE_MAX_ATTACHED`).
+const MAX_ATTACHED: usize = 125;
+
+/// One `--attach NAME=TARGET`, checked.
+struct Attachment {
+    name: String,
+    target: Target,
+}
+
+fn parse_attachment(text: &str) -> Result<Attachment, scion_core::CoreError> {
+    let invalid = |reason: String| scion_core::CoreError::InvalidInput { reason };
+    let Some((name, target)) = text.split_once('=') else {
+        return Err(invalid(format!(
+            "--attach {text:?}: give NAME=db@branch[@checkpoint], e.g. --attach base=shop@main"
+        )));
+    };
+    let plain = name.len() <= 64
+        && name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !plain || name.eq_ignore_ascii_case("main") || name.eq_ignore_ascii_case("temp") {
+        return Err(invalid(format!(
+            "--attach {text:?}: the name is an SQL schema name: letters, digits and '_' (not starting with a digit, at most 64), and neither main nor temp"
+        )));
+    }
+    Ok(Attachment {
+        name: name.to_string(),
+        target: target.parse()?,
+    })
 }
 
 #[derive(Debug, Args)]
@@ -87,17 +122,20 @@ fn explain(e: rusqlite::Error) -> anyhow::Error {
             }
             .into()
         }
-        // SQLite refuses the write itself on a connection opened read-only (a
-        // checkpoint, or --read-only): bad input, as for a checkout of a checkpoint.
+        // SQLite refuses the write itself on a database opened read-only (a checkpoint,
+        // an --attach'ed version, or --read-only): bad input, as for a checkout of a
+        // checkpoint.
         _ if code.is_some_and(|c| c & 0xff == rusqlite::ffi::SQLITE_READONLY) => SqlFailure {
             failure: scion_vfs::VfsFailure {
                 sqlite_code: rusqlite::ffi::SQLITE_READONLY,
-                message: "the target is read-only (a checkpoint, or --read-only)".into(),
+                message:
+                    "that database is read-only (a checkpoint, a version given with --attach, or --read-only)"
+                        .into(),
                 described: scion_core::described::Described {
                     exit: scion_core::described::Exit::InvalidInput,
                     code: "invalid_input",
                     hint: Some(
-                        "fork it to write: `scion fork <db>@<branch> <new> --at <checkpoint>`"
+                        "write to the target branch; to write a checkpoint, fork it: `scion fork <db>@<branch> <new> --at <checkpoint>`"
                             .into(),
                     ),
                 },
@@ -127,6 +165,30 @@ pub fn sql(scion: scion_core::Scion, args: &SqlArgs) -> Result<SqlReport> {
     // The engine says what is wrong with a target (and which exit code that is); SQLite
     // could only say "unable to open database file".
     scion.resolve(&target)?;
+    if args.attach.len() > MAX_ATTACHED {
+        return Err(scion_core::CoreError::InvalidInput {
+            reason: format!(
+                "--attach: at most {MAX_ATTACHED} versions beside the target ({} given)",
+                args.attach.len()
+            ),
+        }
+        .into());
+    }
+    let mut attachments: Vec<Attachment> = Vec::new();
+    for text in &args.attach {
+        let a = parse_attachment(text)?;
+        if attachments
+            .iter()
+            .any(|b| b.name.eq_ignore_ascii_case(&a.name))
+        {
+            return Err(scion_core::CoreError::InvalidInput {
+                reason: format!("--attach: the name {} is given twice", a.name),
+            }
+            .into());
+        }
+        scion.resolve(&a.target)?;
+        attachments.push(a);
+    }
     scion_vfs::register()
         .map_err(|rc| anyhow::anyhow!("registering the scion VFS failed ({rc})"))?;
     let location = scion.location().to_string();
@@ -139,6 +201,17 @@ pub fn sql(scion: scion_core::Scion, args: &SqlArgs) -> Result<SqlReport> {
         OpenFlags::SQLITE_OPEN_READ_WRITE
     } | OpenFlags::SQLITE_OPEN_URI;
     let conn = Connection::open_with_flags(&uri, flags).map_err(explain)?;
+    conn.set_limit(
+        rusqlite::limits::Limit::SQLITE_LIMIT_ATTACHED,
+        MAX_ATTACHED as i32,
+    )
+    .map_err(explain)?;
+    for a in &attachments {
+        // Read-only: a statement of this run writes its target, never another version.
+        let other = scion_vfs::uri(&a.target.to_string(), &location, true);
+        conn.execute(&format!("ATTACH DATABASE ?1 AS \"{}\"", a.name), [other])
+            .map_err(explain)?;
+    }
     let read_version = |conn: &Connection| -> Result<u64> {
         let v: String = conn
             .pragma_query_value(None, "scion_version", |r| r.get(0))

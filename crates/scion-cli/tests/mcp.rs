@@ -159,6 +159,27 @@ async fn every_tool_answers_a_real_mcp_client_and_unsafe_calls_are_refused() {
         .unwrap()
         .to_string();
     assert!(hint.contains("scion_checkout"), "{hint}");
+    // Versions compared in one statement: the branch beside its parent and a checkpoint.
+    let cmp = call(&c, "scion_query", json!({"database": "shop",
+        "sql": "SELECT (SELECT count(*) FROM base.items) - (SELECT count(*) FROM items), (SELECT count(*) FROM kept.items)",
+        "targets": ["try-1"], "attach": {"base": "main", "kept": "try-1@trimmed"}})).await;
+    assert_eq!(ok(&cmp)["results"][0]["rows"][0], json!([5, 45]));
+    let bad = call(
+        &c,
+        "scion_query",
+        json!({"database": "shop", "sql": "SELECT 1",
+        "targets": ["main"], "attach": {"main": "try-1"}}),
+    )
+    .await;
+    assert_eq!(refused(&bad), "invalid_input");
+    let sneaky = call(
+        &c,
+        "scion_query",
+        json!({"database": "shop", "sql": "DELETE FROM base.items",
+        "targets": ["try-1"], "attach": {"base": "main"}}),
+    )
+    .await;
+    assert_eq!(refused(&sneaky), "read_only_tool");
     let capped = call(&c, "scion_query", json!({"database": "shop", "sql": "SELECT * FROM items", "targets": ["main"], "max_rows": 3})).await;
     assert_eq!(ok(&capped)["results"][0]["truncated"], true);
     let d = call(

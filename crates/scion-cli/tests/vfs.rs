@@ -404,3 +404,98 @@ fn kill_9_during_a_vfs_commit_leaves_the_old_or_the_new_version() {
     }
     eprintln!("{killed} of 15 VFS writers were killed before they finished");
 }
+
+/// `--attach NAME=TARGET` reads other branches and checkpoints beside the target in the
+/// same statements, read-only, up to SQLite's maximum of 125 attached databases.
+#[test]
+fn sql_attaches_other_versions_read_only() {
+    let s = Session::new();
+    seed(&s.path("shop.db"), 50);
+    s.ok(&["init"]);
+    s.ok(&["create", "shop", "--from", "shop.db"]);
+    s.ok(&["checkpoint", "shop", "v1"]);
+    s.ok(&["fork", "shop", "try"]);
+    s.ok(&[
+        "sql",
+        "shop@try",
+        "UPDATE items SET price = 999 WHERE id IN (3, 7)",
+    ]);
+    s.ok(&["sql", "shop", "DELETE FROM items WHERE id = 50"]);
+    // The branch beside its parent's head and the parent's checkpoint, in one join.
+    let out = s.ok(&[
+        "sql",
+        "shop@try",
+        "--attach",
+        "base=shop@main",
+        "--attach",
+        "before=shop@main@v1",
+        "SELECT t.id, t.price FROM items t JOIN base.items b USING (id) WHERE t.price <> b.price ORDER BY t.id; \
+         SELECT (SELECT count(*) FROM before.items) - (SELECT count(*) FROM base.items) AS gone",
+    ]);
+    assert_eq!(out, "id|price\n3|999.0\n7|999.0\ngone\n1\n");
+    // An attached version is read-only: nothing is written to it, clearly.
+    let failed = |args: &[&str], exit: i32, code: &str| -> String {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        let r = s.run(&all);
+        assert_eq!(r.code, exit, "{args:?}: {}", r.stderr);
+        let v: serde_json::Value = serde_json::from_str(r.stderr.trim()).unwrap();
+        assert_eq!(v["error"]["code"], code, "{}", r.stderr);
+        v["error"]["message"].as_str().unwrap().to_string()
+    };
+    let why = failed(
+        &[
+            "sql",
+            "shop@try",
+            "--attach",
+            "base=shop@main",
+            "DELETE FROM base.items",
+        ],
+        8,
+        "invalid_input",
+    );
+    assert!(why.contains("--attach"), "{why}");
+    assert_eq!(
+        s.ok(&["sql", "shop", "SELECT count(*) FROM items"]),
+        "count(*)\n49\n"
+    );
+    // Bad names, unknown versions and repeated names are refused before anything runs.
+    for bad in [
+        "main=shop@main",
+        "1x=shop@main",
+        "no-dash=shop@main",
+        "shop@main",
+    ] {
+        failed(
+            &["sql", "shop@try", "--attach", bad, "SELECT 1"],
+            8,
+            "invalid_input",
+        );
+    }
+    failed(
+        &["sql", "shop@try", "--attach", "g=shop@ghost", "SELECT 1"],
+        3,
+        "branch_not_found",
+    );
+    failed(
+        &[
+            "sql", "shop@try", "--attach", "a=shop", "--attach", "A=shop", "SELECT 1",
+        ],
+        8,
+        "invalid_input",
+    );
+    // SQLite's maximum of attached databases, and one more.
+    let mut args: Vec<String> = vec!["sql".into(), "shop@try".into()];
+    for i in 1..=125 {
+        args.push("--attach".into());
+        args.push(format!("v{i}=shop@main"));
+    }
+    args.push("SELECT count(*) AS n FROM v125.items".into());
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    assert_eq!(s.ok(&refs), "n\n49\n");
+    let mut more = refs.clone();
+    more.insert(2, "--attach");
+    more.insert(3, "v126=shop@main");
+    let why = failed(&more, 8, "invalid_input");
+    assert!(why.contains("at most 125"), "{why}");
+}

@@ -180,6 +180,11 @@ pub struct QueryArgs {
     pub sql: String,
     /// The versions to run it on, `branch[@checkpoint]` each (1 to 8).
     pub targets: Vec<String>,
+    /// Other versions to read beside each target in the same statement, by schema name:
+    /// `{"base": "main", "before": "main@v1"}` makes `base.items` and `before.items`
+    /// (up to 8; read-only).
+    #[serde(default)]
+    pub attach: std::collections::BTreeMap<String, String>,
     /// Values for `?` parameters.
     #[serde(default)]
     pub params: Vec<serde_json::Value>,

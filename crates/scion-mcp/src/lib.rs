@@ -392,7 +392,9 @@ impl ScionMcp {
     }
 
     /// Read-only SQL on one or more versions of a database (`branch[@checkpoint]` targets,
-    /// up to 8), side by side; rows and bytes are capped and the query has a time limit.
+    /// up to 8), side by side; `attach` puts other versions beside each target under a
+    /// schema name, to compare branches in one statement (`JOIN base.items`). Rows and
+    /// bytes are capped and the query has a time limit.
     #[tool(
         name = "scion_query",
         annotations(
@@ -409,6 +411,37 @@ impl ScionMcp {
                 "targets: 1 to 8 versions",
                 "name versions as branch or branch@checkpoint",
             );
+        }
+        if a.attach.len() > 8 {
+            return refuse(
+                "invalid_input",
+                "attach: at most 8 versions",
+                "compare fewer versions at once",
+            );
+        }
+        if let Some(bad) = a.attach.keys().find(|n| !query::is_schema_name(n)) {
+            return refuse(
+                "invalid_input",
+                format!("attach: {bad:?} is not a schema name"),
+                "name each attached version with letters, digits and '_' (not main or temp)",
+            );
+        }
+        let mut attached = Vec::new();
+        for (name, version) in &a.attach {
+            let (branch, checkpoint) = match version.split_once('@') {
+                Some((b, c)) => (b.to_string(), Some(c.to_string())),
+                None => (version.clone(), None),
+            };
+            let co = answer!(
+                self.call(
+                    "POST",
+                    &format!("/v1/branches/{}@{branch}/checkout", a.database),
+                    Some(json!({"read_only": true, "checkpoint": checkpoint}))
+                )
+                .await
+            );
+            let path = std::path::PathBuf::from(co["path"].as_str().unwrap_or_default());
+            attached.push((name.clone(), path));
         }
         let limits = query::Limits {
             max_rows: a.max_rows.clamp(1, 10_000),
@@ -433,10 +466,12 @@ impl ScionMcp {
             );
             let path = std::path::PathBuf::from(co["path"].as_str().unwrap_or_default());
             let (sql, params, t) = (a.sql.clone(), a.params.clone(), target.clone());
-            let (cols, rows) =
-                tokio::task::spawn_blocking(move || query::run(&path, &t, &sql, &params, limits))
-                    .await
-                    .map_err(|e| rmcp::ErrorData::internal_error(e.to_string(), None))?;
+            let beside = attached.clone();
+            let (cols, rows) = tokio::task::spawn_blocking(move || {
+                query::run(&path, &beside, &t, &sql, &params, limits)
+            })
+            .await
+            .map_err(|e| rmcp::ErrorData::internal_error(e.to_string(), None))?;
             if rows.wrote {
                 return refuse(
                     "read_only_tool",

@@ -60,8 +60,19 @@ fn reading_only(ctx: AuthContext<'_>) -> Authorization {
 
 /// Run `sql` on the database file at `path` (a read-only checkout). Returns the column
 /// names and the rows within `limits`.
+/// A name an attached version may go by: an SQL schema name that needs no quoting, and
+/// neither `main` nor `temp`.
+pub fn is_schema_name(name: &str) -> bool {
+    name.len() <= 64
+        && name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && !name.eq_ignore_ascii_case("main")
+        && !name.eq_ignore_ascii_case("temp")
+}
+
 pub fn run(
     path: &Path,
+    attached: &[(String, std::path::PathBuf)],
     target: &str,
     sql: &str,
     params: &[serde_json::Value],
@@ -83,6 +94,11 @@ pub fn run(
                 | OpenFlags::SQLITE_OPEN_URI
                 | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )?;
+        // Attached before the authorizer, which refuses ATTACH in the statement itself.
+        for (name, file) in attached {
+            let uri = format!("file:{}?mode=ro&immutable=1", file.display());
+            c.execute(&format!("ATTACH DATABASE ?1 AS \"{name}\""), [uri])?;
+        }
         c.pragma_update(None, "query_only", true)?;
         c.authorizer(Some(reading_only))?;
         let started = Instant::now();
