@@ -578,6 +578,7 @@ impl Command {
             Command::Promote { .. } => Context::Promote,
             Command::Destroy { .. } => Context::Destroy,
             Command::Compact { .. } => Context::Compact,
+            Command::Checkout { release: true, .. } => Context::Release,
             _ => Context::Other,
         }
     }

@@ -328,7 +328,11 @@ impl Printer {
         if self.json {
             return self.emit(r);
         }
-        println!("released the checkout of {} ({})", r.branch, r.path);
+        if r.files_removed == 0 {
+            println!("released {}: no checkout file was at {}", r.branch, r.path);
+        } else {
+            println!("released the checkout of {} ({})", r.branch, r.path);
+        }
         for other in &r.released_elsewhere {
             println!("released the checkout at {other} (--force; that file is now stale)");
         }

@@ -293,6 +293,17 @@ fn cases() -> Vec<Case> {
             ..Case::default()
         },
         Case {
+            what: "release of a checkout holding changes",
+            state: || {
+                let s = base();
+                dirty(&s);
+                s.into()
+            },
+            command: &["checkout", "shop@try", "--release"],
+            code: "dirty_checkout",
+            ..Case::default()
+        },
+        Case {
             what: "a VFS write onto a branch whose checkout holds changes",
             state: || {
                 let s = base();

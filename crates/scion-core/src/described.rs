@@ -36,6 +36,8 @@ pub enum Context {
     Promote,
     Destroy,
     Compact,
+    /// `scion checkout --release`.
+    Release,
     Other,
 }
 
@@ -46,6 +48,8 @@ impl Context {
             Context::Promote => Some("promote"),
             Context::Destroy => Some("destroy"),
             Context::Compact => Some("compact"),
+            // Named in full where it is used: it needs the branch.
+            Context::Release => None,
             Context::Other => None,
         }
     }
@@ -53,6 +57,11 @@ impl Context {
 
 /// What to do about a checkout holding changes, said for the command that refused.
 fn unsaved_hint(branch: &str, context: Context, discard_with_checkout: &str) -> String {
+    if context == Context::Release {
+        return format!(
+            "keep the changes with `scion checkpoint {branch} <name>` first, or discard them with `scion checkout {branch} --release --force`"
+        );
+    }
     match context.discarding_command() {
         Some(cmd) => format!(
             "keep the changes with `scion checkpoint {branch} <name>` first, or repeat `scion {cmd}` with --force to discard them"
@@ -85,6 +94,7 @@ pub fn describe(e: &CoreError, context: Context) -> Described {
         // A file scion has no record of cannot be checkpointed: keeping it means moving it.
         UnknownCheckout { branch, .. } => d(Exit::Refused, "unknown_checkout", Some(match context.discarding_command() {
             Some(cmd) => format!("move the file away to keep it, or repeat `scion {cmd}` with --force to discard it"),
+            None if context == Context::Release => format!("move the file away to keep it, or discard it with `scion checkout {branch} --release --force`"),
             None => format!("move the file away to keep it, or replace it with `scion checkout {branch} --force`"),
         })),
         StaleCheckout { branch, path } => d(Exit::Refused, "stale_checkout", Some(format!(
@@ -92,6 +102,7 @@ pub fn describe(e: &CoreError, context: Context) -> Described {
             shell_quoted(path),
             match context.discarding_command() {
                 Some(cmd) => format!("repeat `scion {cmd}` with --force"),
+                None if context == Context::Release => format!("`scion checkout {branch} --release --force` removes it"),
                 None => format!("`scion checkout {branch} --force` brings the head"),
             }
         ))),

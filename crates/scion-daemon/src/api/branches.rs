@@ -225,7 +225,7 @@ pub async fn release_checkout(
 ) -> ApiResult<Response> {
     let b: BranchRef = parse(&branch)?;
     refuse_live(&shared, &branch)?;
-    let report = blocking(&shared, Context::Other, move |s| {
+    let report = blocking(&shared, Context::Release, move |s| {
         s.release_checkout(&b, q.force)
     })
     .await?;
