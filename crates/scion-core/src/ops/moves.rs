@@ -20,12 +20,17 @@ pub(crate) trait MoveGuard {
     fn after(&mut self, b: &BranchRef, report: &mut MoveReport, force: bool) -> CoreResult<()>;
 }
 
-/// Nothing follows the head: the engine's own moves.
+/// Nothing follows the head: the engine's own moves. A branch with a recorded checkout
+/// is refused without `force`: the engine cannot bring that file along, and its changes
+/// would be stranded on the old head.
 pub(crate) struct StoreOnly;
 
 impl MoveGuard for StoreOnly {
-    fn before(&mut self, _: &BranchRef, _: &Ref, _: bool) -> CoreResult<()> {
-        Ok(())
+    fn before(&mut self, b: &BranchRef, r: &Ref, force: bool) -> CoreResult<()> {
+        if force {
+            return Ok(());
+        }
+        crate::ops::pages::refuse_checked_out(b, r)
     }
 
     fn after(&mut self, _: &BranchRef, _: &mut MoveReport, _: bool) -> CoreResult<()> {
