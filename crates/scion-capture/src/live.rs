@@ -148,8 +148,7 @@ impl LiveBranch {
         if mark.is_some() || sidecar.is_some() {
             // Resumed on a file this attach does not check out: it is recorded all the same
             // (the session's lease keeps the head where the file says meanwhile).
-            scion.record_checkout(b)?;
-            (base, etag) = scion.read_ref(b)?;
+            (base, etag) = scion.record_checkout(b)?;
         } else {
             // Everything that may open and close the file happens before capture opens.
             scion.checkout(b, force)?;

@@ -4,10 +4,11 @@
 
 use std::path::Path;
 
+use scion_store::ETag;
 use serde::Serialize;
 
 use super::files::{DbFiles, Expect};
-use super::{refuse_unsaved, CheckoutState};
+use super::{refuse_unsaved, CheckoutState, JUDGE_TRIES};
 use crate::error::{CoreError, CoreResult};
 use crate::names::BranchRef;
 use crate::refs::{CheckoutClaim, Ref};
@@ -37,14 +38,14 @@ impl Scion {
     /// and return the ref as it now is. Recorded before the file is made, so a page
     /// writer that publishes after this point is refused, and one that published before
     /// it is in the head the file is made from.
-    pub(crate) fn claim_checkout(&self, b: &BranchRef, path: &Path) -> CoreResult<Ref> {
+    pub(crate) fn claim_checkout(&self, b: &BranchRef, path: &Path) -> CoreResult<(Ref, ETag)> {
         let (host, path) = (host_name(), path.display().to_string());
-        let (r, _) = self.read_ref(b)?;
+        let (r, etag) = self.read_ref(b)?;
         if r.checkouts.iter().any(|c| c.is_same_file(&host, &path)) {
-            return Ok(r);
+            return Ok((r, etag));
         }
         let since = self.store_time()?;
-        self.update_ref(b, |r| {
+        self.update_ref_with(b, false, |r| {
             if !r.checkouts.iter().any(|c| c.is_same_file(&host, &path)) {
                 r.checkouts.push(CheckoutClaim {
                     host: host.clone(),
@@ -60,7 +61,7 @@ impl Scion {
     /// made before checkouts were recorded, or whose record was released by force
     /// elsewhere), without touching the file: what a capturer that resumes on a file it
     /// did not just check out calls.
-    pub fn record_checkout(&self, b: &BranchRef) -> CoreResult<Ref> {
+    pub fn record_checkout(&self, b: &BranchRef) -> CoreResult<(Ref, ETag)> {
         self.claim_checkout(b, &self.checkout_path(b))
     }
 
@@ -73,24 +74,30 @@ impl Scion {
         let path = self.checkout_path(b);
         let (host, text) = (host_name(), path.display().to_string());
         let (r, _) = self.read_ref(b)?;
-        let judged = self.inspect(&path, &r.root)?;
-        let discarded = match judged.state {
-            CheckoutState::Dirty | CheckoutState::Unknown if !force => {
-                refuse_unsaved(&judged, &path, b)?;
-                None
+        let mut removed = None;
+        for _ in 0..JUDGE_TRIES {
+            let judged = self.inspect(&path, &r.root)?;
+            let discarded = match judged.state {
+                CheckoutState::Dirty | CheckoutState::Unknown if !force => {
+                    refuse_unsaved(&judged, &path, b)?;
+                    None
+                }
+                CheckoutState::Dirty | CheckoutState::Unknown => Some(judged.state),
+                _ => None,
+            };
+            let expect = if force {
+                Expect::Anything
+            } else {
+                judged.expect()
+            };
+            // None: written to since it was judged; judge it again.
+            if let Some(n) = DbFiles::checkout(path.clone()).remove_if_unused(expect)? {
+                removed = Some((n, discarded));
+                break;
             }
-            CheckoutState::Dirty | CheckoutState::Unknown => Some(judged.state),
-            _ => None,
-        };
-        let expect = if force {
-            Expect::Anything
-        } else {
-            judged.expect()
-        };
-        let files_removed = match DbFiles::checkout(path.clone()).remove_if_unused(expect)? {
-            Some(n) => n,
-            // Written to since it was judged: judge it again from the start.
-            None => return Err(CoreError::CheckoutBusy { path }),
+        }
+        let Some((files_removed, discarded)) = removed else {
+            return Err(CoreError::CheckoutBusy { path });
         };
         let mut released_elsewhere = Vec::new();
         let r = self.update_ref(b, |r| {

@@ -37,6 +37,16 @@ impl Expect {
             Some(f) => Expect::Unchanged(f),
         }
     }
+
+    /// Whether the file at `db` is still what this expects (read under the caller's
+    /// replace lock).
+    fn holds_for(self, db: &Path) -> CoreResult<bool> {
+        Ok(match (self, Fingerprint::of(db)?) {
+            (Expect::Anything, _) | (Expect::Absent, None) => true,
+            (Expect::Unchanged(seen), Some(now)) => seen.same_writes(&now),
+            _ => false,
+        })
+    }
 }
 
 /// The result of a replacement.
@@ -147,13 +157,7 @@ impl DbFiles {
     ) -> CoreResult<Install> {
         let _scions = self.replace_lock()?;
         let old = lock::against_sqlite(&self.db)?;
-        let now = Fingerprint::of(&self.db)?;
-        let unchanged = match (expect, now) {
-            (Expect::Anything, _) | (Expect::Absent, None) => true,
-            (Expect::Unchanged(seen), Some(now)) => seen.same_writes(&now),
-            _ => false,
-        };
-        if !unchanged {
+        if !expect.holds_for(&self.db)? {
             return Ok(Install::Changed(tmp));
         }
         // A connection still attached to a WAL here (its database deleted under it) would
@@ -297,13 +301,7 @@ impl DbFiles {
         }
         let _scions = self.replace_lock()?;
         let _sqlite = lock::against_sqlite(&self.db)?;
-        let now = Fingerprint::of(&self.db)?;
-        let unchanged = match (expect, now) {
-            (Expect::Anything, _) | (Expect::Absent, None) => true,
-            (Expect::Unchanged(seen), Some(now)) => seen.same_writes(&now),
-            _ => false,
-        };
-        if !unchanged {
+        if !expect.holds_for(&self.db)? {
             return Ok(None);
         }
         if sqlite_io::wal_index_in_use(&self.db)? {

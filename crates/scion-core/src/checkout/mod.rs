@@ -393,7 +393,7 @@ impl Scion {
         judged: Option<Inspection>,
     ) -> CoreResult<CheckoutReport> {
         let files = DbFiles::checkout(self.checkout_path(b));
-        let r = self.claim_checkout(b, files.db())?;
+        let (r, _) = self.claim_checkout(b, files.db())?;
         let report = |action, discarded, dirty| CheckoutReport {
             branch: b.to_string(),
             path: files.db().to_path_buf(),
