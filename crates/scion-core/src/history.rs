@@ -23,8 +23,17 @@ use crate::format::Locator;
 use crate::names::{BranchName, BranchRef, DbName};
 use crate::objects::{random_hex, Parent};
 
-/// History object schema this binary writes and the newest it reads.
-pub const HISTORY_SCHEMA: u32 = 1;
+/// The newest history object schema this binary reads. Schema 2 adds `merge` entries
+/// (with `merged`); an object without one is still written as schema 1, which older
+/// binaries read.
+pub const HISTORY_SCHEMA: u32 = 2;
+/// The schema an object without merge entries is written with.
+const HISTORY_SCHEMA_WITHOUT_MERGES: u32 = 1;
+
+/// Whether any of `entries` is a merge, which older binaries cannot read.
+pub(crate) fn has_merges(entries: &[HeadEntry]) -> bool {
+    entries.iter().any(|e| e.op == HeadOp::Merge)
+}
 /// A ref carries at most this many entries before older ones spill into an object.
 pub const INLINE_MAX: usize = 16;
 /// Entries left in the ref after a spill.
@@ -45,6 +54,8 @@ pub enum HeadOp {
     Undo,
     Restore,
     Destroy,
+    /// Another branch's changes brought in, three-way (see [`MergedFrom`]).
+    Merge,
 }
 
 impl HeadOp {
@@ -57,6 +68,7 @@ impl HeadOp {
             HeadOp::Undo => "undo",
             HeadOp::Restore => "restore",
             HeadOp::Destroy => "destroy",
+            HeadOp::Merge => "merge",
         }
     }
 }
@@ -91,12 +103,33 @@ pub struct HeadEntry {
     /// For an undo: the entry it undid.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub undoes: Option<u64>,
+    /// For a merge: what was merged in, and from which base.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merged: Option<MergedFrom>,
+}
+
+/// The sources of a merge: the version of a branch of the same database that was merged
+/// in, and the base the two sides were compared against. The next merge of that branch
+/// starts from `root`, so the same changes are never merged twice.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MergedFrom {
+    pub branch: String,
+    #[serde(with = "crate::objects::locator_text")]
+    pub root: Locator,
+    pub version: u64,
+    #[serde(with = "crate::objects::locator_text")]
+    pub base: Locator,
 }
 
 impl HeadEntry {
     /// The versions this entry keeps from `gc` while it is younger than the retention.
     pub(crate) fn roots(&self) -> impl Iterator<Item = Locator> {
-        self.old.into_iter().chain(self.new)
+        let merged = self
+            .merged
+            .clone()
+            .into_iter()
+            .flat_map(|m| [m.root, m.base]);
+        self.old.into_iter().chain(self.new).chain(merged)
     }
 }
 
@@ -106,6 +139,7 @@ pub(crate) struct HeadMove {
     pub op: HeadOp,
     pub detail: Option<String>,
     pub undoes: Option<u64>,
+    pub merged: Option<MergedFrom>,
 }
 
 impl HeadMove {
@@ -114,6 +148,7 @@ impl HeadMove {
             op,
             detail: None,
             undoes: None,
+            merged: None,
         }
     }
 
@@ -122,6 +157,7 @@ impl HeadMove {
             op,
             detail: Some(detail.into()),
             undoes: None,
+            merged: None,
         }
     }
 }
@@ -163,15 +199,20 @@ pub struct HistoryObject {
 
 impl HistoryObject {
     pub fn decode(bytes: &[u8], key: &str) -> CoreResult<Self> {
-        let o: HistoryObject = crate::objects::decode_versioned(bytes, key, HISTORY_SCHEMA)?;
+        let mut o: HistoryObject = crate::objects::decode_versioned(bytes, key, HISTORY_SCHEMA)?;
         if o.entries.is_empty() {
             return Err(CoreError::corrupt(key, "a history object with no entries"));
         }
+        o.schema = HISTORY_SCHEMA;
         Ok(o)
     }
 
     pub fn encode(&self) -> Vec<u8> {
-        serde_json::to_vec(self).expect("history objects always serialize")
+        let mut written = std::borrow::Cow::Borrowed(self);
+        if !has_merges(&self.entries) && self.schema == HISTORY_SCHEMA {
+            written.to_mut().schema = HISTORY_SCHEMA_WITHOUT_MERGES;
+        }
+        serde_json::to_vec(written.as_ref()).expect("history objects always serialize")
     }
 
     /// The key this object is written under: sorted by its newest entry's time, so `gc`
@@ -241,6 +282,7 @@ mod tests {
             holder: "h".into(),
             detail: None,
             undoes: None,
+            merged: None,
         }
     }
 

@@ -19,8 +19,12 @@ pub(crate) use crate::objects::{decode_versioned, locator_text, random_hex};
 /// next write, so it must refuse the ref instead. Schema 4 adds `checkouts` (the branch's
 /// writable checkouts, which keep page writers out); a ref without any is still written as
 /// schema 3, so a binary that knows 3 keeps reading every branch nobody has checked out.
-pub const REF_SCHEMA: u32 = 4;
-/// The schema a ref without checkouts is written with.
+/// Schema 5 adds `merge` entries to the history; a ref whose inline history has none is
+/// written as 4 (or 3), so older binaries keep reading every branch no merge moved lately.
+pub const REF_SCHEMA: u32 = 5;
+/// The schema a ref with checkouts and no merge entries is written with.
+const REF_SCHEMA_WITHOUT_MERGES: u32 = 4;
+/// The schema a ref without checkouts or merge entries is written with.
 const REF_SCHEMA_WITHOUT_CHECKOUTS: u32 = 3;
 /// Checkpoint schema 1; `nonce` is an optional field older readers ignore.
 pub(crate) const CHECKPOINT_SCHEMA: u32 = 1;
@@ -242,8 +246,12 @@ impl Ref {
 
     pub fn encode(&self) -> Vec<u8> {
         let mut written = std::borrow::Cow::Borrowed(self);
-        if self.checkouts.is_empty() && self.schema == REF_SCHEMA {
-            written.to_mut().schema = REF_SCHEMA_WITHOUT_CHECKOUTS;
+        if self.schema == REF_SCHEMA && !crate::history::has_merges(&self.history) {
+            written.to_mut().schema = if self.checkouts.is_empty() {
+                REF_SCHEMA_WITHOUT_CHECKOUTS
+            } else {
+                REF_SCHEMA_WITHOUT_MERGES
+            };
         }
         serde_json::to_vec(written.as_ref()).expect("refs always serialize")
     }

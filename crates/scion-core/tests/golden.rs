@@ -186,6 +186,7 @@ fn ref_schema_3_and_history_objects_are_pinned() {
         holder: "host:1a2b3c4d:4026531836/812".into(),
         detail: (op == HeadOp::Rollback).then(|| "shop@try@v1".to_string()),
         undoes: (op == HeadOp::Undo).then_some(seq - 1),
+        merged: None,
     };
     let (a, b) = (loc(0x1111, 32, 68), loc(0x2222, 32, 68));
     let r = Ref {
@@ -303,4 +304,94 @@ fn ref_schema_4_with_checkouts_is_pinned() {
     r.checkouts.clear();
     let without: serde_json::Value = serde_json::from_slice(&r.encode()).unwrap();
     assert_eq!(without["schema"], 3, "{without}");
+}
+
+/// Ref schema 5 and history schema 2 (a merge entry in the history): today's encoder
+/// writes these exact bytes; without the merge entry the same ref is written as schema 3
+/// and the same history object as schema 1.
+#[test]
+fn ref_schema_5_and_history_schema_2_with_merges_are_pinned() {
+    use scion_core::clock::StoreTime;
+    use scion_core::history::{HeadEntry, HeadOp, HistoryObject, MergedFrom};
+    use scion_core::refs::Ref;
+
+    let at = |ms: u64| {
+        StoreTime::from_store_clock(std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms))
+    };
+    let (a, b, c) = (
+        loc(0x1111, 32, 68),
+        loc(0x2222, 32, 68),
+        loc(0x3333, 32, 68),
+    );
+    let merge = HeadEntry {
+        seq: 1,
+        op: HeadOp::Merge,
+        old: Some(a),
+        old_version: 1,
+        new: Some(c),
+        new_version: 2,
+        at: at(1_700_000_000_001),
+        holder: "host:1a2b3c4d:4026531836/812".into(),
+        detail: Some("shop@feature".into()),
+        undoes: None,
+        merged: Some(MergedFrom {
+            branch: "feature".into(),
+            root: b,
+            version: 3,
+            base: a,
+        }),
+    };
+    let mut r = Ref {
+        schema: scion_core::refs::REF_SCHEMA,
+        root: c,
+        version: 2,
+        page_size: 4096,
+        page_count: 2,
+        fork_root: a,
+        fork_version: 1,
+        init_root: a,
+        parent: None,
+        protected: false,
+        created_at: at(1_700_000_000_000),
+        touched_at: at(1_700_000_000_001),
+        epoch: 0,
+        lease: None,
+        ttl_secs: None,
+        destroying_since: None,
+        safety: None,
+        meta: Default::default(),
+        history: vec![merge.clone()],
+        history_before: None,
+        checkouts: Vec::new(),
+        nonce: Default::default(),
+    };
+    pin("ref-v5.json", &r.encode());
+    let back = Ref::decode(
+        &std::fs::read(golden_dir().join("ref-v5.json")).unwrap(),
+        "refs/shop/main",
+    )
+    .unwrap();
+    assert_eq!(back, r);
+    let mut object = HistoryObject {
+        schema: scion_core::history::HISTORY_SCHEMA,
+        branch: "shop@main".into(),
+        previous: None,
+        entries: vec![merge],
+        destroyed: None,
+    };
+    pin("history-object-v2.json", &object.encode());
+    let back = HistoryObject::decode(
+        &std::fs::read(golden_dir().join("history-object-v2.json")).unwrap(),
+        "history/shop/main/x",
+    )
+    .unwrap();
+    assert_eq!(back, object);
+
+    r.history[0].op = HeadOp::Commit;
+    r.history[0].merged = None;
+    let without: serde_json::Value = serde_json::from_slice(&r.encode()).unwrap();
+    assert_eq!(without["schema"], 3, "{without}");
+    object.entries = r.history.clone();
+    let without: serde_json::Value = serde_json::from_slice(&object.encode()).unwrap();
+    assert_eq!(without["schema"], 1, "{without}");
 }

@@ -112,6 +112,27 @@ impl Scion {
             .promote_with(source, onto, opts, &mut CheckoutGuard::of(self))
     }
 
+    /// Publish a merge's result as `dst`'s head, as
+    /// [`Engine::publish_merge`](crate::Engine::publish_merge) does, refusing to strand a
+    /// checkout's changes and refreshing a clean checkout.
+    pub fn publish_merge(
+        &self,
+        dst: &BranchRef,
+        expect: &crate::ResolvedVersion,
+        result: crate::format::Locator,
+        merged: crate::history::MergedFrom,
+        allow_protected: bool,
+    ) -> CoreResult<MoveReport> {
+        self.engine().publish_merge_with(
+            dst,
+            expect,
+            result,
+            merged,
+            allow_protected,
+            &mut CheckoutGuard::of(self),
+        )
+    }
+
     /// Undo `b`'s latest move, as [`Engine::undo`](crate::Engine::undo) does, keeping
     /// its checkout safe.
     pub fn undo(&self, b: &BranchRef, opts: &MoveOptions) -> CoreResult<MoveReport> {

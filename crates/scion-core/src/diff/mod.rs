@@ -3,6 +3,7 @@
 //! b-trees' interior pages, and the changed pages themselves.
 
 mod btree;
+mod delta;
 pub(crate) mod pages;
 mod rows;
 mod sql;
@@ -16,6 +17,7 @@ use crate::checkout::{CheckoutState, CleanFile};
 use crate::format::RootRecord;
 pub use btree::Value;
 use btree::{decode_record, parse_page, PageKind};
+pub use delta::{DeltaRow, RowDelta, SchemaObject, TableDelta, TableLayout, VersionDelta};
 use pages::{changed_pages, VersionPages};
 pub use rows::{RowChange, RowChanges};
 

@@ -157,6 +157,7 @@ impl Engine {
             holder,
             detail: mv.detail.clone(),
             undoes: mv.undoes,
+            merged: mv.merged.clone(),
         });
         if next.history.len() > INLINE_MAX {
             let older: Vec<HeadEntry> = next
@@ -197,6 +198,7 @@ impl Engine {
             holder: self.holder().to_string(),
             detail: None,
             undoes: None,
+            merged: None,
         });
         let object = HistoryObject {
             schema: HISTORY_SCHEMA,
@@ -353,6 +355,7 @@ impl Engine {
                     op: HeadOp::Undo,
                     detail: Some(format!("#{} {}", target.seq, target.op)),
                     undoes: Some(target.seq),
+                    merged: None,
                 },
                 safety: None,
             },
@@ -488,6 +491,7 @@ impl Engine {
                 holder: self.holder().to_string(),
                 detail: Some(format!("#{seq}")),
                 undoes: None,
+                merged: None,
             }],
             history_before: Some(key),
             checkouts: Vec::new(),

@@ -6,11 +6,12 @@
 use std::time::Duration;
 
 use crate::error::{CoreError, CoreResult};
-use crate::history::{HeadMove, HeadOp};
+use crate::format::Locator;
+use crate::history::{HeadMove, HeadOp, MergedFrom};
 use crate::names::{BranchName, BranchRef, CheckpointName, Target};
 use crate::ops::lifecycle::{HeadTarget, MoveOptions, MoveReport, DEFAULT_BACKUP_TTL};
 use crate::refs::{Parent, Ref, SafetyKind, SafetyMark};
-use crate::Engine;
+use crate::{Engine, ResolvedVersion};
 
 /// What else must hold, and follow, when a head moves.
 pub(crate) trait MoveGuard {
@@ -126,6 +127,60 @@ impl Engine {
             opts,
             guard,
         )
+    }
+
+    /// Publish a merge's result as `dst`'s head, only if the head is still `expect` (the
+    /// version the merge read as ours): one compare-and-swap, recorded in the history with
+    /// what was merged. A protected `dst` needs `allow_protected`; a lease or a checkout
+    /// holding changes refuses it either way.
+    pub fn publish_merge(
+        &self,
+        dst: &BranchRef,
+        expect: &ResolvedVersion,
+        result: Locator,
+        merged: MergedFrom,
+        allow_protected: bool,
+    ) -> CoreResult<MoveReport> {
+        self.publish_merge_with(dst, expect, result, merged, allow_protected, &mut StoreOnly)
+    }
+
+    /// [`Engine::publish_merge`], with `guard` told before and after the head moves.
+    pub(crate) fn publish_merge_with(
+        &self,
+        dst: &BranchRef,
+        expect: &ResolvedVersion,
+        result: Locator,
+        merged: MergedFrom,
+        allow_protected: bool,
+        guard: &mut dyn MoveGuard,
+    ) -> CoreResult<MoveReport> {
+        let (r, etag) = self.read_ref(dst)?;
+        if r.root != expect.root || r.version != expect.version {
+            return Err(CoreError::Conflict {
+                branch: dst.to_string(),
+            });
+        }
+        if r.protected && !allow_protected {
+            return Err(CoreError::Protected {
+                branch: dst.to_string(),
+                action: "merging into it",
+            });
+        }
+        let from = format!("{}@{}", dst.db, merged.branch);
+        let mv = HeadMove {
+            op: HeadOp::Merge,
+            detail: Some(from.clone()),
+            undoes: None,
+            merged: Some(merged),
+        };
+        let target = HeadTarget {
+            root: result,
+            version: r.version + 1,
+            to: format!("{from} merged into {dst}"),
+            mv,
+            safety: None,
+        };
+        self.move_head(dst, r, etag, target, &MoveOptions::default(), guard)
     }
 
     /// Move `b`'s head (read as `r` with `etag`) to `target.root`, recorded in its history.

@@ -1,0 +1,40 @@
+//! What a merge can fail with (conflicts and violations are not failures: they are data in
+//! the report).
+
+use scion_core::CoreError;
+
+/// Why a merge did not run to a report.
+#[derive(Debug, thiserror::Error)]
+pub enum MergeError {
+    /// The store, a ref or a head move refused or failed (a lease held, a protected
+    /// destination, the destination moved while the merge ran, ...).
+    #[error(transparent)]
+    Core(#[from] CoreError),
+    #[error("no common version of {src} and {dst} is known: neither forked from the other, they share no parent, and no merge between them is recorded")]
+    NoBase { src: String, dst: String },
+    #[error("{src} and {dst} are branches of different databases; a merge brings together branches of one database")]
+    DifferentDatabases { src: String, dst: String },
+    #[error("{branch} cannot be merged into itself")]
+    SameBranch { branch: String },
+    #[error("resolution {id:?}: {reason}")]
+    InvalidResolution { id: String, reason: String },
+    /// SQLite failed while applying the merge to its scratch version (not a constraint:
+    /// those are reported as violations).
+    #[error("applying the merge failed ({context}): {source}")]
+    Apply {
+        context: String,
+        #[source]
+        source: rusqlite::Error,
+    },
+    #[error("registering the scion VFS failed (SQLite code {0})")]
+    Vfs(i32),
+}
+
+impl MergeError {
+    pub(crate) fn apply(context: impl Into<String>) -> impl FnOnce(rusqlite::Error) -> Self {
+        let context = context.into();
+        move |source| MergeError::Apply { context, source }
+    }
+}
+
+pub type MergeResult<T> = Result<T, MergeError>;

@@ -1,0 +1,287 @@
+//! `scion-merge`: bring a branch's changes into another branch of the same database,
+//! three-way at the cell, atomically.
+//!
+//! The base is the newest version both sides started from ([`base`]). Both sides' changes
+//! since the base come from the engine's page-skipping row delta (rows of pages neither
+//! side changed are never read); the schema is settled first ([`schema`]), then the rows
+//! ([`plan`]). The plan is applied through SQLite to a scratch fork of the destination,
+//! opened by the scion VFS ([`apply`]), checked for violations, and the scratch's version
+//! is published as the destination's head by one compare-and-swap, recorded in its head
+//! history with the merge's sources, or nothing is published. There is no merge in
+//! progress: conflicts and violations are data in the [`MergeReport`].
+
+mod apply;
+mod base;
+mod error;
+mod plan;
+mod report;
+mod schema;
+mod values;
+
+use rusqlite::{Connection, OpenFlags};
+use scion_core::history::MergedFrom;
+use scion_core::{BranchName, BranchRef, CheckoutState, ResolvedVersion, Scion, Target};
+
+pub use error::{MergeError, MergeResult};
+pub use report::{
+    BaseReport, CellValues, Conflict, ConflictKind, Granularity, MergeOptions, MergeReport,
+    Outcome, Published, Resolution, SchemaConflict, SchemaPolicy, SchemaStep, Strategy,
+    TableReport, Violation, ViolationKind,
+};
+
+/// How long a scratch fork outlives a merge killed before it removed it.
+const SCRATCH_TTL: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// Merge `src` (a branch head, or a checkpoint) into `dst`.
+pub fn merge(
+    scion: &Scion,
+    src: &Target,
+    dst: &BranchRef,
+    opts: &MergeOptions,
+) -> MergeResult<MergeReport> {
+    if src.branch.db != dst.db {
+        return Err(MergeError::DifferentDatabases {
+            src: src.to_string(),
+            dst: dst.to_string(),
+        });
+    }
+    if src.branch == *dst {
+        return Err(MergeError::SameBranch {
+            branch: dst.to_string(),
+        });
+    }
+    let (d, _) = scion.read_ref(dst)?;
+    let (s, _) = scion.read_ref(&src.branch)?;
+    let ours = ResolvedVersion {
+        root: d.root,
+        version: d.version,
+    };
+    let theirs = scion.resolve(src)?;
+    if !opts.dry_run {
+        refuse_unsaved_checkout(scion, dst, &ours)?;
+    }
+    let base = base::find_base(scion, &src.branch, &s, dst, &d, opts.base.as_ref())?;
+    let mut report = MergeReport {
+        src: src.to_string(),
+        dst: dst.to_string(),
+        dry_run: opts.dry_run,
+        outcome: Outcome::UpToDate,
+        base: BaseReport {
+            how: base.how.clone(),
+            root: base.root.to_string(),
+        },
+        strategy: opts.strategy,
+        granularity: opts.granularity,
+        schema_policy: opts.schema_policy,
+        schema: Vec::new(),
+        schema_conflicts: Vec::new(),
+        tables: Vec::new(),
+        conflicts: Vec::new(),
+        violations: Vec::new(),
+        unresolved: 0,
+        unused_resolutions: Vec::new(),
+        pages_read: 0,
+        published: None,
+    };
+    let merged = MergedFrom {
+        branch: src.branch.branch.to_string(),
+        root: theirs.root,
+        version: theirs.version,
+        base: base.root,
+    };
+    if theirs.root == base.root || theirs.root == ours.root {
+        report.unused_resolutions = opts.resolutions.keys().cloned().collect();
+        return Ok(report);
+    }
+    if ours.root == base.root {
+        report.outcome = Outcome::FastForward;
+        report.unused_resolutions = opts.resolutions.keys().cloned().collect();
+        if !opts.dry_run {
+            let moved =
+                scion.publish_merge(dst, &ours, theirs.root, merged, opts.allow_protected)?;
+            report.published = Some(Published {
+                version: moved.version,
+                history_entry: moved.history_entry,
+                warnings: moved.warnings,
+            });
+        }
+        return Ok(report);
+    }
+
+    let delta_ours = scion.version_delta(&base.root, &ours.root)?;
+    let delta_theirs = scion.version_delta(&base.root, &theirs.root)?;
+    report.pages_read = delta_ours.pages_read + delta_theirs.pages_read;
+    let schema_plan = schema::plan(&delta_ours, &delta_theirs, opts.schema_policy);
+    let data = plan::plan(&delta_ours, &delta_theirs, &schema_plan, opts)?;
+    report.unused_resolutions = opts
+        .resolutions
+        .keys()
+        .filter(|id| !data.used_resolutions.contains(*id))
+        .cloned()
+        .collect();
+    report.schema = schema_plan.steps.clone();
+    report.schema_conflicts = schema_plan.conflicts.clone();
+    report.tables = data.tables.clone();
+    report.conflicts = data.conflicts.clone();
+    report.unresolved = data.unresolved;
+    let nothing_to_do = data.changes.is_empty()
+        && schema_plan.before_rows.is_empty()
+        && schema_plan.after_rows.is_empty()
+        && data.sequences.is_empty();
+    if !report.schema_conflicts.is_empty() {
+        report.outcome = Outcome::Conflicts;
+        return Ok(report);
+    }
+    if nothing_to_do && report.unresolved == 0 {
+        return Ok(report);
+    }
+
+    let scratch = Scratch::fork(scion, dst, &ours)?;
+    let result = scratch.apply(scion, &schema_plan, &data, opts, &mut report);
+    let result_root = match result {
+        Ok(root) => root,
+        Err(e) => {
+            scratch.remove(scion);
+            return Err(e);
+        }
+    };
+    let published = match result_root {
+        Some(root) if root != ours.root => {
+            Some(scion.publish_merge(dst, &ours, root, merged, opts.allow_protected))
+        }
+        _ => None,
+    };
+    scratch.remove(scion);
+    match published {
+        Some(moved) => {
+            let moved = moved?;
+            report.outcome = Outcome::Merged;
+            report.published = Some(Published {
+                version: moved.version,
+                history_entry: moved.history_entry,
+                warnings: moved.warnings,
+            });
+        }
+        None if report.outcome != Outcome::Conflicts => {
+            // A dry run, or a merge whose changes were all there already.
+            report.outcome = if opts.dry_run && result_root.is_none() && !nothing_to_do {
+                Outcome::Merged
+            } else {
+                Outcome::UpToDate
+            };
+        }
+        None => {}
+    }
+    Ok(report)
+}
+
+/// A checkout of `dst` holding changes not checkpointed would be stranded by the move.
+fn refuse_unsaved_checkout(
+    scion: &Scion,
+    dst: &BranchRef,
+    ours: &ResolvedVersion,
+) -> MergeResult<()> {
+    match scion.checkout_state(dst, &ours.root)? {
+        CheckoutState::Dirty => Err(scion_core::CoreError::DirtyCheckout {
+            path: scion.checkout_path(dst),
+            branch: dst.to_string(),
+        }
+        .into()),
+        CheckoutState::Unknown => Err(scion_core::CoreError::UnknownCheckout {
+            path: scion.checkout_path(dst),
+            branch: dst.to_string(),
+        }
+        .into()),
+        _ => Ok(()),
+    }
+}
+
+/// The fork of the destination the merge is applied to: one ref, removed afterwards (a
+/// merge killed before that leaves it to expire with its TTL).
+struct Scratch {
+    branch: BranchRef,
+}
+
+impl Scratch {
+    fn fork(scion: &Scion, dst: &BranchRef, ours: &ResolvedVersion) -> MergeResult<Scratch> {
+        let mut tag = [0u8; 4];
+        getrandom::fill(&mut tag).expect("the OS random source is available");
+        let tag: String = tag.iter().map(|b| format!("{b:02x}")).collect();
+        let stem: String = dst.branch.as_str().chars().take(80).collect();
+        let name = BranchName::new(&format!("{stem}-merge-{tag}"))?;
+        let branch = BranchRef::new(dst.db.clone(), name);
+        scion.fork_with_ttl(dst, &branch.branch, None, Some(SCRATCH_TTL))?;
+        let scratch = Scratch { branch };
+        let (r, _) = scion.read_ref(&scratch.branch)?;
+        if r.root != ours.root {
+            // dst moved between reading it and forking it: the plan is for another version.
+            scratch.remove(scion);
+            return Err(scion_core::CoreError::Conflict {
+                branch: dst.to_string(),
+            }
+            .into());
+        }
+        Ok(scratch)
+    }
+
+    /// Apply the plan in one transaction. Returns the scratch's new head, or none when the
+    /// transaction was rolled back (a dry run, or a merge that conflicts or violates).
+    fn apply(
+        &self,
+        scion: &Scion,
+        schema: &schema::SchemaPlan,
+        data: &plan::DataPlan,
+        opts: &MergeOptions,
+        report: &mut MergeReport,
+    ) -> MergeResult<Option<scion_core::format::Locator>> {
+        scion_vfs::register().map_err(MergeError::Vfs)?;
+        scion_vfs::adopt(scion.location(), scion.engine().clone());
+        let uri = scion_vfs::uri(&self.branch.to_string(), scion.location(), false);
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_URI;
+        let conn = Connection::open_with_flags(&uri, flags)
+            .map_err(MergeError::apply("opening the scratch fork"))?;
+        conn.set_db_config(
+            rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_TRIGGER,
+            false,
+        )
+        .map_err(MergeError::apply("turning triggers off"))?;
+        conn.execute_batch("PRAGMA foreign_keys = OFF; BEGIN IMMEDIATE")
+            .map_err(MergeError::apply("starting the transaction"))?;
+        let applied = match apply::apply(&conn, schema, data) {
+            Ok(a) => a,
+            Err(e) => {
+                let _ = conn.execute_batch("ROLLBACK");
+                return Err(e);
+            }
+        };
+        report.violations = applied.violations;
+        for c in applied.clamped {
+            report
+                .tables
+                .iter_mut()
+                .filter(|t| t.table == c.table)
+                .for_each(|t| t.conflicts += 1);
+            report.conflicts.push(c);
+        }
+        let stopped =
+            report.unresolved > 0 || (!report.violations.is_empty() && !opts.allow_violations);
+        if stopped {
+            report.outcome = Outcome::Conflicts;
+        }
+        if stopped || opts.dry_run {
+            conn.execute_batch("ROLLBACK")
+                .map_err(MergeError::apply("rolling back"))?;
+            return Ok(None);
+        }
+        conn.execute_batch("COMMIT")
+            .map_err(MergeError::apply("committing to the scratch fork"))?;
+        drop(conn);
+        let (r, _) = scion.read_ref(&self.branch)?;
+        Ok(Some(r.root))
+    }
+
+    fn remove(&self, scion: &Scion) {
+        // Best effort: what is left expires with the TTL.
+        let _ = scion.destroy(&self.branch, true);
+    }
+}
