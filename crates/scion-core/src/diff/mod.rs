@@ -378,6 +378,15 @@ fn table_shape(s: &SchemaRow) -> CoreResult<Option<TableShape>> {
     let Some(create) = &s.sql else {
         return Ok(None);
     };
+    if s.name == "sqlite_sequence" {
+        // SQLite refuses to create a table by that name, so its shape is given here.
+        return Ok(Some(TableShape {
+            columns: vec!["name".into(), "seq".into()],
+            key: vec![],
+            rowid_alias: None,
+            real: vec![false, false],
+        }));
+    }
     let conn =
         rusqlite::Connection::open_in_memory().map_err(|e| CoreError::sqlite(":memory:", e))?;
     if conn.execute_batch(create).is_err() {
