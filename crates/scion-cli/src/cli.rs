@@ -249,6 +249,21 @@ pub enum Command {
         moving: MoveArgs,
     },
 
+    /// Bring another branch's changes into a branch: three-way at the cell, in one atomic
+    /// step, with no merge in progress.
+    ///
+    /// Both sides' changes since their common version (the fork point, or the last merge
+    /// between them) are read from the pages they changed; edits to different columns of a
+    /// row merge, the same edit on both sides agrees, and the rest are conflicts with their
+    /// base, ours and theirs values. The result is checked (UNIQUE, NOT NULL, CHECK,
+    /// foreign keys) and published as one new version of the destination, recorded in its
+    /// head history (`scion undo` takes it back), or nothing is published and the report
+    /// says why (exit 11). Merging the same source again is a no-op.
+    #[command(
+        after_help = "Examples:\n  scion merge shop@agent-1 --into main --dry-run --force\n  scion merge shop@agent-1 --into main --force\n  scion merge shop@agent-2 --into main --resolve fixes.json --force --json\n  scion merge shop@main --into feature   # take main's newer rows"
+    )]
+    Merge(crate::cli_merge::MergeArgs),
+
     /// Every move of a branch's head, newest first: commits, rollbacks, promotes, undos,
     /// restores, and its destroy.
     ///
@@ -579,6 +594,7 @@ impl Command {
             Command::Destroy { .. } => Context::Destroy,
             Command::Compact { .. } => Context::Compact,
             Command::Checkout { release: true, .. } => Context::Release,
+            Command::Merge(_) => Context::Merge,
             _ => Context::Other,
         }
     }

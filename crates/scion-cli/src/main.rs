@@ -4,6 +4,7 @@ mod cli;
 mod cli_bench;
 mod cli_daemon;
 mod cli_history;
+mod cli_merge;
 mod cli_vfs;
 mod config;
 mod daemon;

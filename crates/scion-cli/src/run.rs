@@ -202,6 +202,7 @@ fn run_command(cli: &Cli, open: &dyn Fn(&Cli, bool) -> Result<Scion>) -> Result<
                 .transpose()?;
             p.config(&s, change, retention_change)?;
         }
+        Command::Merge(args) => crate::cli_merge::merge(&p, &open(cli, false)?, args)?,
         Command::Log(args) => crate::cli_history::log(&p, &open(cli, false)?, args)?,
         Command::Undo(args) => crate::cli_history::undo(&p, &open(cli, false)?, args)?,
         Command::Restore(args) => crate::cli_history::restore(&p, &open(cli, false)?, args)?,

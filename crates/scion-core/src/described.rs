@@ -18,6 +18,9 @@ pub enum Exit {
     InvalidInput = 8,
     Transient = 9,
     Unsupported = 10,
+    /// A merge found conflicts or violations and published nothing (its report says
+    /// which); not an error of the tool.
+    MergeStopped = 11,
 }
 
 /// An error as front ends present it: exit code, stable code string, and what to do next.
@@ -38,6 +41,8 @@ pub enum Context {
     Compact,
     /// `scion checkout --release`.
     Release,
+    /// `scion merge`: it never discards a checkout's changes.
+    Merge,
     Other,
 }
 
@@ -50,13 +55,18 @@ impl Context {
             Context::Compact => Some("compact"),
             // Named in full where it is used: it needs the branch.
             Context::Release => None,
-            Context::Other => None,
+            Context::Merge | Context::Other => None,
         }
     }
 }
 
 /// What to do about a checkout holding changes, said for the command that refused.
 fn unsaved_hint(branch: &str, context: Context, discard_with_checkout: &str) -> String {
+    if context == Context::Merge {
+        return format!(
+            "keep the changes with `scion checkpoint {branch} <name>` first, then merge again"
+        );
+    }
     if context == Context::Release {
         return format!(
             "keep the changes with `scion checkpoint {branch} <name>` first, or discard them with `scion checkout {branch} --release --force`"

@@ -33,6 +33,7 @@ fn status_of(exit: Exit) -> StatusCode {
     match exit {
         Exit::NotFound => StatusCode::NOT_FOUND,
         Exit::AlreadyExists | Exit::Conflict | Exit::Refused => StatusCode::CONFLICT,
+        Exit::MergeStopped => StatusCode::UNPROCESSABLE_ENTITY,
         Exit::InvalidInput => StatusCode::BAD_REQUEST,
         Exit::Transient => StatusCode::SERVICE_UNAVAILABLE,
         Exit::Unsupported => StatusCode::NOT_IMPLEMENTED,

@@ -38,3 +38,34 @@ impl MergeError {
 }
 
 pub type MergeResult<T> = Result<T, MergeError>;
+
+impl MergeError {
+    /// How front ends present this error: the exit code, stable code and hint of the one
+    /// code set (a store error keeps its own).
+    pub fn describe(&self) -> scion_core::described::Described {
+        use scion_core::described::{describe, Context, Described, Exit};
+        let d = |exit, code, hint: Option<String>| Described { exit, code, hint };
+        match self {
+            MergeError::Core(e) => describe(e, Context::Merge),
+            MergeError::NoBase { .. } => d(
+                Exit::InvalidInput,
+                "no_merge_base",
+                Some("name the version both started from: --base db@branch[@checkpoint]".into()),
+            ),
+            MergeError::DifferentDatabases { .. } | MergeError::SameBranch { .. } => {
+                d(Exit::InvalidInput, "invalid_input", None)
+            }
+            MergeError::InvalidResolution { .. } => d(
+                Exit::InvalidInput,
+                "invalid_resolution",
+                Some("a resolution is \"ours\", \"theirs\", a cell's value, or for a row an object of column values; ids come from the report of a --dry-run".into()),
+            ),
+            MergeError::Apply { .. } | MergeError::Vfs(_) => d(Exit::Failure, "merge_failed", None),
+        }
+    }
+
+    /// Whether the same merge may succeed if retried (the destination moved meanwhile).
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, MergeError::Core(e) if e.is_retryable())
+    }
+}

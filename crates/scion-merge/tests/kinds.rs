@@ -311,3 +311,40 @@ fn a_conflict_free_merge_is_symmetric_as_data() {
     assert_eq!(one.rows("shop@main", q), other.rows("shop@feature", q));
     assert_eq!(one.rows("shop@main", q), ["1|f|11", "3|o|3"]);
 }
+
+#[test]
+fn a_destination_with_changes_in_its_checkout_is_refused_and_a_clean_one_follows() {
+    let env = env_with(T);
+    let main: scion_core::BranchRef = "shop@main".parse().unwrap();
+    let path = env.scion.checkout(&main, false).unwrap().path;
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute_batch("UPDATE t SET b = 99 WHERE id = 1")
+        .unwrap();
+    env.write("shop@feature", "UPDATE t SET a = 'f' WHERE id = 2");
+    let err = env
+        .try_merge("shop@feature", "shop@main", &MergeOptions::default())
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            scion_merge::MergeError::Core(scion_core::CoreError::DirtyCheckout { .. })
+        ),
+        "{err}"
+    );
+    let hint = err.describe().hint.unwrap();
+    assert!(hint.contains("scion checkpoint shop@main"), "{hint}");
+    // Checkpointed, the merge goes through and the clean checkout follows the new head.
+    env.scion
+        .checkpoint(&main, &"mine".parse().unwrap())
+        .unwrap();
+    let r = merge(&env, &MergeOptions::default());
+    assert_eq!(r.outcome, Outcome::Merged, "{r:#?}");
+    assert_eq!(
+        common::rows(
+            &rusqlite::Connection::open(&path).unwrap(),
+            "SELECT a, b FROM t ORDER BY id"
+        ),
+        ["a1|99", "f|20"]
+    );
+}
