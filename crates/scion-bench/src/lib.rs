@@ -13,6 +13,7 @@ pub mod isolation_python;
 pub mod isolation_vfs;
 pub mod live;
 pub mod machine;
+pub mod merge;
 pub mod postgres;
 pub mod refresh;
 pub mod stats;

@@ -28,6 +28,14 @@ pub enum BenchCommand {
         after_help = "Examples:\n  scion bench vfs --quick\n  scion bench vfs --json > vfs.json"
     )]
     Vfs(BenchRunArgs),
+    /// A merge of one changed row on each side, at 100 MiB and 1 GiB: the dry run and the
+    /// real merge (time, pages read, bytes read and written at the store) beside `scion
+    /// diff` of one side and the alternative without scion (export the three versions,
+    /// `sqldiff` base against theirs, apply the SQL to ours). Needs `sqldiff`.
+    #[command(
+        after_help = "Examples:\n  scion bench merge --quick\n  scion bench merge --json > merge.json"
+    )]
+    Merge(BenchRunArgs),
     /// Live capture under fire: a real `scion serve` captures a checkout while the stock
     /// `sqlite3` CLI and Python writers commit, and SIGKILL hits writers and the daemon at
     /// random points; after every round the durable version must hold exactly a prefix of

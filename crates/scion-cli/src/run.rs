@@ -239,6 +239,21 @@ fn run_command(cli: &Cli, open: &dyn Fn(&Cli, bool) -> Result<Scion>) -> Result<
             let report = report.map_err(|e| anyhow::anyhow!("{e}"))?;
             p.rendered(&report, &report.render());
         }
+        Command::Bench(BenchCommand::Merge(run)) => {
+            let dir = bench_dir(&run.dir);
+            let mut opts = if run.quick {
+                scion_bench::merge::MergeBenchOptions::quick(dir.clone())
+            } else {
+                scion_bench::merge::MergeBenchOptions::full(dir.clone())
+            };
+            run.override_sizes(&mut opts.sizes_mib);
+            opts.runs = run.runs.unwrap_or(opts.runs).max(1);
+            let mut progress = |m: &str| eprintln!("bench: {m}");
+            let report = scion_bench::merge::run(&opts, &mut progress);
+            let _ = std::fs::remove_dir_all(&dir);
+            let report = report.map_err(|e| anyhow::anyhow!("{e}"))?;
+            p.rendered(&report, &report.render());
+        }
         Command::Bench(BenchCommand::Capture(args)) => {
             let keep = args.dir.is_some();
             let dir = bench_dir(&args.dir);

@@ -437,3 +437,30 @@ fn bench_vfs_quick_counts_a_one_row_commit() {
     );
     assert!(!dir.exists(), "the bench's files are removed");
 }
+
+/// `scion bench merge --quick` merges one row on each side per run and pins what that costs
+/// at the store in bytes, beside `scion diff` and the sqldiff alternative.
+#[test]
+fn bench_merge_quick_counts_a_one_row_merge() {
+    let s = Session::new();
+    let (v, dir) = quick(&s, "merge", &[]);
+    let size = &v["sizes"][0];
+    for row in ["dry_run", "merge", "sqldiff"] {
+        assert!(size[row]["runs"].as_u64().unwrap() >= 3, "{row}");
+    }
+    // Both sides' one-row changes: a few leaves and the interior pages above them, as
+    // `scion diff` of each side reads.
+    let (pages, diff_pages) = (
+        size["pages_read"].as_u64().unwrap(),
+        size["diff_pages_read"].as_u64().unwrap(),
+    );
+    assert!(pages <= 2 * diff_pages + 2, "{size}");
+    // A scratch fork, one commit of the rewritten pages, the head, the scratch's removal:
+    // kilobytes, not the database.
+    let written = size["merge_bytes_written"].as_u64().unwrap();
+    assert!(
+        written > 0 && written <= 16 * 1024,
+        "a one-row merge wrote {written} B"
+    );
+    assert!(!dir.exists(), "the bench's files are removed");
+}

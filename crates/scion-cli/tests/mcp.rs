@@ -75,6 +75,7 @@ async fn every_tool_answers_a_real_mcp_client_and_unsafe_calls_are_refused() {
             "scion_fork",
             "scion_list",
             "scion_log",
+            "scion_merge",
             "scion_promote",
             "scion_query",
             "scion_rollback",
@@ -205,6 +206,27 @@ async fn every_tool_answers_a_real_mcp_client_and_unsafe_calls_are_refused() {
     assert_eq!(ok(&rb)["to"], "fork");
     let backup = ok(&rb)["backup"].as_str().unwrap_or_default().to_string();
     assert!(backup.contains("try-1-pre-rollback-v"), "{rb:?}");
+    // A merge is a dry run unless asked otherwise: the report, nothing published.
+    let m = call(
+        &c,
+        "scion_merge",
+        json!({"database": "shop", "source": "try-1@trimmed"}),
+    )
+    .await;
+    assert_eq!(ok(&m)["dry_run"], true, "{m:?}");
+    assert_eq!(ok(&m)["outcome"], "fast_forward");
+    assert_eq!(ok(&m)["published"], Value::Null);
+    let real = json!({"database": "shop", "source": "try-1@trimmed", "dry_run": false});
+    assert_eq!(
+        refused(&call(&c, "scion_merge", real.clone()).await),
+        "protected"
+    );
+    let mut forced = real;
+    forced["force"] = json!(true);
+    assert_eq!(
+        refused(&call(&c, "scion_merge", forced).await),
+        "force_not_allowed"
+    );
     // Force is refused; main is protected, so promoting onto it needs force.
     assert_eq!(
         refused(

@@ -131,6 +131,30 @@ pub struct PromoteArgs {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+pub struct MergeArgs {
+    pub database: String,
+    /// The branch whose changes are merged (`branch`, or `branch@checkpoint`).
+    pub source: String,
+    /// The branch that receives them.
+    #[serde(default = "main_branch")]
+    pub target: String,
+    /// Report what the merge would do and publish nothing (the default: run it once to
+    /// see the conflicts, then again with `dry_run: false`).
+    #[serde(default = "yes")]
+    pub dry_run: bool,
+    /// `fail` (default: any conflict left publishes nothing), `ours` or `theirs`.
+    #[serde(default)]
+    pub strategy: Option<String>,
+    /// By conflict id from the report: "ours", "theirs", or the value to write.
+    #[serde(default)]
+    pub resolutions: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Needed for a protected target (main is); refused unless the server allows force.
+    #[serde(default)]
+    pub force: bool,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct DestroyArgs {
     pub database: String,
     pub branch: String,

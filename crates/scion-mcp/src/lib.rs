@@ -297,6 +297,41 @@ impl ScionMcp {
         )
     }
 
+    /// Bring `source`'s changes into `target` (default main), three-way at the cell. A dry
+    /// run by default: the report lists every conflict (with its id and base, ours and
+    /// theirs values) and violation; run again with `dry_run: false`, a `strategy` or
+    /// `resolutions` to publish. Nothing is published while a conflict is left under
+    /// `fail`. A protected target needs force, which this server refuses unless allowed.
+    #[tool(
+        name = "scion_merge",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = true,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn merge(&self, Parameters(a): Parameters<MergeArgs>) -> ToolResult {
+        answer!(self.check_force(a.force));
+        let dst = format!("{}@{}", a.database, a.target);
+        let mut body = json!({
+            "from": format!("{}@{}", a.database, a.source),
+            "dry_run": a.dry_run,
+            "force": a.force,
+        });
+        if let Some(s) = &a.strategy {
+            body["strategy"] = json!(s);
+        }
+        if let Some(r) = &a.resolutions {
+            body["resolutions"] = json!(r);
+        }
+        let v = answer!(
+            self.call("POST", &format!("/v1/branches/{dst}/merge"), Some(body))
+                .await
+        );
+        done(v)
+    }
+
     /// Remove a branch, its checkpoints and its checkout.
     #[tool(
         name = "scion_destroy",

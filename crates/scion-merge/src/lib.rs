@@ -58,6 +58,14 @@ pub fn merge(
     };
     let theirs = scion.resolve(src)?;
     if !opts.dry_run {
+        // Refused before any work; the publish checks again against the ref it replaces.
+        if d.protected && !opts.allow_protected {
+            return Err(scion_core::CoreError::Protected {
+                branch: dst.to_string(),
+                action: "merging into it",
+            }
+            .into());
+        }
         refuse_unsaved_checkout(scion, dst, &ours)?;
     }
     let base = base::find_base(scion, &src.branch, &s, dst, &d, opts.base.as_ref())?;

@@ -4,11 +4,11 @@
 use std::collections::BTreeMap;
 
 use scion_core::Target;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 
 /// What to do with a conflict no resolution names.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Strategy {
     /// Any unresolved conflict publishes nothing.
@@ -21,7 +21,7 @@ pub enum Strategy {
 }
 
 /// What counts as one conflict.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Granularity {
     /// Edits to different columns of one row merge; the same column changed two ways is
@@ -33,7 +33,7 @@ pub enum Granularity {
 }
 
 /// Which schema changes a merge carries.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum SchemaPolicy {
     /// New tables, indexes, views and triggers are carried; any change to the definition

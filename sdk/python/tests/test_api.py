@@ -355,3 +355,30 @@ def test_error_attributes_and_str(shop: scion.Branch) -> None:
     assert err.code == "branch_exists" and err.retryable is False
     assert err.exit_code == 4 and err.status == 409
     assert "hint:" in str(err) and err.message in str(err)
+
+
+def test_merge_two_forks_with_a_resolution(store: scion.Store, shop: scion.Branch) -> None:
+    a, b = shop.fork("agent-a"), shop.fork("agent-b")
+    for branch, sql in [
+        (a, "UPDATE items SET price = 10 WHERE id = 1"),
+        (b, "UPDATE items SET price = 20 WHERE id = 1; UPDATE items SET name = 'b' WHERE id = 2"),
+    ]:
+        with branch.connect() as conn:
+            conn.executescript(sql)
+        branch.checkpoint("done")
+    with pytest.raises(scion.Protected):
+        shop.merge(a)
+    first = shop.merge(a, force=True)
+    assert first.outcome == "fast_forward" and first.version is not None
+    dry = shop.merge(b, dry_run=True, force=True)
+    assert dry.stopped and dry.unresolved == 1
+    (conflict,) = dry.conflicts
+    assert conflict.id == "items:1:price" and conflict.kind == "update/update"
+    assert (conflict.columns[0].ours, conflict.columns[0].theirs) == (10, 20)
+    done = shop.merge(b, resolutions={conflict.id: 15}, force=True)
+    assert done.outcome == "merged" and not done.stopped
+    with sqlite3.connect(shop.checkout()) as conn:
+        got = conn.execute("SELECT id, name, price FROM items WHERE id IN (1, 2) ORDER BY id").fetchall()
+    assert got[0][2] == 15 and got[1][1] == "b"
+    assert shop.history(limit=1).entries[0].op == "merge"
+    assert shop.merge(b, force=True).outcome == "up_to_date"

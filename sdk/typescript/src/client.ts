@@ -19,6 +19,22 @@ export interface MoveOptions extends CallOptions {
   backupTtl?: string;
 }
 
+export interface MergeOptions extends CallOptions {
+  /** Compute and check everything, publish nothing. */
+  dryRun?: boolean;
+  /** For conflicts no resolution names: "fail" (default: publish nothing), "ours" or "theirs". */
+  strategy?: "fail" | "ours" | "theirs";
+  /** By conflict id (from a report): "ours", "theirs", or the value(s) to write. */
+  resolutions?: Record<string, unknown>;
+  conflictGranularity?: "cell" | "row";
+  schemaPolicy?: "refuse" | "one-sided";
+  allowViolations?: boolean;
+  /** db@branch[@checkpoint]: the common version, where lineage cannot tell. */
+  base?: string;
+  /** Needed to merge into a protected branch. */
+  force?: boolean;
+}
+
 export interface DiffOptions extends CallOptions {
   table?: string;
   rows?: boolean;
@@ -205,6 +221,25 @@ export class ScionClient {
 
   promote(ref: string, opts: MoveOptions & { onto?: string } = {}): Promise<Json> {
     return this.#json("POST", `/v1/branches/${q(ref)}/promote`, { onto: opts.onto, force: opts.force, no_backup: opts.noBackup, backup_ttl: opts.backupTtl }, opts);
+  }
+
+  /**
+   * Bring `from` (a branch of the same database, or db@branch[@checkpoint]) into `ref`,
+   * three-way at the cell, atomically. The answer is the merge's report whatever its
+   * outcome: `"conflicts"` published nothing and lists every conflict and violation.
+   */
+  merge(ref: string, from: string, opts: MergeOptions = {}): Promise<Json> {
+    return this.#json("POST", `/v1/branches/${q(ref)}/merge`, {
+      from,
+      dry_run: opts.dryRun ?? false,
+      strategy: opts.strategy,
+      resolutions: opts.resolutions,
+      conflict_granularity: opts.conflictGranularity,
+      schema_policy: opts.schemaPolicy,
+      allow_violations: opts.allowViolations,
+      base: opts.base,
+      force: opts.force ?? false,
+    }, opts);
   }
 
   /** Reset the TTL clock; `ttl` sets ("2h") or clears ("") the TTL. */

@@ -69,6 +69,31 @@ test("databases, branches, fork, checkout, checkpoint, diff, rollback, promote, 
   await c.gc();
 });
 
+test("merge: two forks into one branch, a conflict reported, then resolved", async () => {
+  const c = daemon.client;
+  await c.fork("shop", "m-dst");
+  await c.fork("shop@m-dst", "m-a");
+  await c.fork("shop@m-dst", "m-b");
+  for (const [ref, sql] of [
+    ["shop@m-a", "UPDATE items SET qty = 100 WHERE id = 5"],
+    ["shop@m-b", "UPDATE items SET qty = 200 WHERE id = 5; UPDATE items SET name = 'b' WHERE id = 6"],
+  ]) {
+    const { path } = await c.checkout(ref);
+    const db = new Database(path);
+    db.exec(sql);
+    db.close();
+    await c.checkpoint(ref, "done");
+  }
+  assert.equal((await c.merge("shop@m-dst", "m-a")).outcome, "fast_forward");
+  const dry = await c.merge("shop@m-dst", "shop@m-b", { dryRun: true });
+  assert.equal(dry.outcome, "conflicts");
+  assert.equal(dry.conflicts[0].id, "items:5:qty");
+  const done = await c.merge("shop@m-dst", "m-b", { resolutions: { "items:5:qty": "theirs" } });
+  assert.equal(done.outcome, "merged");
+  assert.equal((await c.history("shop@m-dst", { limit: 1 })).entries[0].op, "merge");
+  await assert.rejects(c.merge("shop@main", "m-b"), ProtectedError);
+});
+
 test("errors are typed by code, with the daemon's hint", async () => {
   const c = daemon.client;
   await assert.rejects(c.branch("shop@nope"), (e) => e instanceof BranchNotFoundError && e instanceof ScionError && e.status === 404 && e.code === "branch_not_found" && e.exitCode === 3);

@@ -3,6 +3,7 @@
 mod branches;
 mod events;
 mod history;
+mod merge;
 mod sessions;
 
 use std::sync::Arc;
@@ -181,6 +182,7 @@ pub fn router(shared: Arc<Shared>, access: Access, stop: watch::Receiver<bool>) 
         )
         .route("/v1/branches/{branch}/rollback", post(branches::rollback))
         .route("/v1/branches/{branch}/promote", post(branches::promote))
+        .route("/v1/branches/{branch}/merge", post(merge::merge))
         .route("/v1/branches/{branch}/history", get(history::history))
         .route("/v1/branches/{branch}/undo", post(history::undo))
         .route("/v1/branches/{branch}/restore", post(history::restore))

@@ -89,6 +89,7 @@ from ._errors import (
     Unsupported,
     VerifyFailed,
 )
+from ._merge import MergeCell, MergeConflict, MergeReport, MergeViolation
 from ._native import __version__
 from ._store import Store, open_store
 from ._types import (
@@ -160,6 +161,10 @@ __all__ = [
     "KEEP",
     "LeaseHeld",
     "MissingData",
+    "MergeCell",
+    "MergeConflict",
+    "MergeReport",
+    "MergeViolation",
     "MoveResult",
     "NoSuchDirectory",
     "NoSuchEndpoint",

@@ -19,6 +19,7 @@ from typing import (
 )
 from urllib.parse import quote, urlencode
 
+from ._merge import MergeReport
 from ._types import (
     TTL,
     BranchInfo,
@@ -216,6 +217,44 @@ class Branch:
         body = self._move_body(force, backup, backup_ttl)
         body["onto"] = onto
         return MoveResult.from_json(self._api.call("POST", self._path("/promote"), body))
+
+    def merge(
+        self,
+        source: Union[str, "Branch"],
+        *,
+        dry_run: bool = False,
+        strategy: str = "fail",
+        resolutions: Optional[Mapping[str, Any]] = None,
+        conflict_granularity: str = "cell",
+        schema_policy: str = "refuse",
+        allow_violations: bool = False,
+        base: Optional[str] = None,
+        force: bool = False,
+    ) -> MergeReport:
+        """Bring ``source``'s changes (a branch of the same database, or
+        ``db@branch@checkpoint``) into this branch, three-way at the cell, atomically.
+
+        Conflicts and violations are data, not exceptions: a report whose ``outcome`` is
+        ``conflicts`` published nothing; settle them with ``strategy`` (``ours`` or
+        ``theirs``) or ``resolutions`` (by conflict id: ``"ours"``, ``"theirs"``, or the
+        value to write) and merge again. A protected branch needs ``force``."""
+        if isinstance(source, Branch):
+            if source.db != self.db:
+                raise ValueError(f"merge stays within a database: {source.ref} into {self.ref}")
+            source = source.ref
+        body: Dict[str, Any] = {
+            "from": source,
+            "dry_run": dry_run,
+            "strategy": strategy,
+            "conflict_granularity": conflict_granularity,
+            "schema_policy": schema_policy,
+            "resolutions": dict(resolutions or {}),
+            "allow_violations": allow_violations,
+            "force": force,
+        }
+        if base is not None:
+            body["base"] = base
+        return MergeReport.from_json(self._api.call("POST", self._path("/merge"), body))
 
     def history(self, *, limit: int = 50) -> HeadHistory:
         """Every move of the head, newest first: commits, rollbacks, promotes, undos,

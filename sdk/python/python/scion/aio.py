@@ -18,6 +18,7 @@ from typing import Any, AsyncIterator, Dict, List, Mapping, Optional, Union
 
 from . import _api, _client, _store
 from ._api import KEEP, PathLike
+from ._merge import MergeReport
 from ._types import (
     TTL,
     BranchInfo,
@@ -107,6 +108,10 @@ class AsyncBranch:
     async def promote(self, onto: Union[str, "AsyncBranch", _api.Branch] = "main", **kwargs: Any) -> MoveResult:
         target = onto.sync if isinstance(onto, AsyncBranch) else onto
         return await asyncio.to_thread(self.sync.promote, target, **kwargs)
+
+    async def merge(self, source: Union[str, "AsyncBranch", _api.Branch], **kwargs: Any) -> MergeReport:
+        src = source.sync if isinstance(source, AsyncBranch) else source
+        return await asyncio.to_thread(self.sync.merge, src, **kwargs)
 
     async def destroy(self, *, force: bool = False, missing_ok: bool = False) -> None:
         await asyncio.to_thread(self.sync.destroy, force=force, missing_ok=missing_ok)
