@@ -348,3 +348,69 @@ fn a_destination_with_changes_in_its_checkout_is_refused_and_a_clean_one_follows
         ["a1|99", "f|20"]
     );
 }
+
+#[test]
+fn not_null_and_check_violations_a_resolution_would_make_are_reported() {
+    let env = env_with(
+        "CREATE TABLE p(id INTEGER PRIMARY KEY, name TEXT NOT NULL, price INT CHECK (price >= 0));
+         INSERT INTO p VALUES (1, 'a', 1), (2, 'b', 2);",
+    );
+    env.write(
+        "shop@main",
+        "UPDATE p SET name = 'ours', price = 10 WHERE id IN (1, 2)",
+    );
+    env.write(
+        "shop@feature",
+        "UPDATE p SET name = 'theirs', price = 20 WHERE id IN (1, 2)",
+    );
+    let mut opts = MergeOptions::default();
+    for (id, v) in [
+        ("p:1:name", serde_json::Value::Null),
+        ("p:1:price", serde_json::json!(15)),
+        ("p:2:name", serde_json::json!("both")),
+        ("p:2:price", serde_json::json!(-5)),
+    ] {
+        opts.resolutions
+            .insert(id.into(), scion_merge::Resolution::Value(v));
+    }
+    let before = env.version("shop@main");
+    let r = merge(&env, &opts);
+    assert_eq!(r.outcome, Outcome::Conflicts, "{r:#?}");
+    let kinds: Vec<ViolationKind> = r.violations.iter().map(|v| v.kind).collect();
+    assert_eq!(kinds, [ViolationKind::NotNull, ViolationKind::Check]);
+    assert_eq!(r.violations[0].key, serde_json::json!({"id": 1}));
+    assert_eq!(r.violations[1].key, serde_json::json!({"id": 2}));
+    assert_eq!(env.version("shop@main"), before);
+}
+
+#[test]
+fn a_destination_leased_by_someone_else_is_refused_and_nothing_is_published() {
+    let env = env_with(T);
+    env.write("shop@main", "UPDATE t SET b = 11 WHERE id = 1");
+    env.write("shop@feature", "UPDATE t SET a = 'f' WHERE id = 2");
+    let main: scion_core::BranchRef = "shop@main".parse().unwrap();
+    env.scion
+        .lease_acquire_as(&main, "another-agent", std::time::Duration::from_secs(60))
+        .unwrap();
+    let before = env.version("shop@main");
+    let err = env
+        .try_merge("shop@feature", "shop@main", &MergeOptions::default())
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            scion_merge::MergeError::Core(scion_core::CoreError::LeaseHeld { .. })
+        ),
+        "{err}"
+    );
+    assert_eq!(env.version("shop@main"), before);
+    // Its scratch fork was removed with the refusal.
+    let names: Vec<String> = env
+        .scion
+        .list_branches(&"shop".parse().unwrap())
+        .unwrap()
+        .into_iter()
+        .map(|(n, _)| n.to_string())
+        .collect();
+    assert_eq!(names, ["feature", "main"]);
+}

@@ -4,6 +4,7 @@
 
 mod btree;
 mod delta;
+mod descent;
 pub(crate) mod pages;
 mod rows;
 mod sql;
@@ -459,6 +460,13 @@ fn collect_rows(
     shape: &TableShape,
 ) -> CoreResult<Rows> {
     let usable = v.usable_size()?;
+    if !full {
+        let page = v.page(root)?;
+        if matches!(parse_page(&page, root, usable)?, Some(p) if p.kind == PageKind::TableInterior)
+        {
+            return descent::collect_rows(v, root, changed, shape);
+        }
+    }
     let mut rows = Rows::new();
     // A b-tree's leaves are all at one depth: find it along the leftmost path first, so
     // that unchanged leaves can be skipped without being read.
