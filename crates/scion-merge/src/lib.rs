@@ -1,11 +1,11 @@
 //! `scion-merge`: bring a branch's changes into another branch of the same database,
 //! three-way at the cell, atomically.
 //!
-//! The base is the newest version both sides started from ([`base`]). Both sides' changes
+//! The base is the newest version both sides started from (`base.rs`). Both sides' changes
 //! since the base come from the engine's page-skipping row delta (rows of pages neither
-//! side changed are never read); the schema is settled first ([`schema`]), then the rows
-//! ([`plan`]). The plan is applied through SQLite to a scratch fork of the destination,
-//! opened by the scion VFS ([`apply`]), checked for violations, and the scratch's version
+//! side changed are never read); the schema is settled first (`schema.rs`), then the rows
+//! (`plan.rs`). The plan is applied through SQLite to a scratch fork of the destination,
+//! opened by the scion VFS (`apply.rs`), checked for violations, and the scratch's version
 //! is published as the destination's head by one compare-and-swap, recorded in its head
 //! history with the merge's sources, or nothing is published. There is no merge in
 //! progress: conflicts and violations are data in the [`MergeReport`].

@@ -414,3 +414,85 @@ fn a_destination_leased_by_someone_else_is_refused_and_nothing_is_published() {
         .collect();
     assert_eq!(names, ["feature", "main"]);
 }
+
+#[test]
+fn row_granularity_makes_any_row_both_sides_changed_one_conflict() {
+    let env = env_with(T);
+    env.write("shop@main", "UPDATE t SET b = 11 WHERE id = 1");
+    env.write(
+        "shop@feature",
+        "UPDATE t SET a = 'f' WHERE id = 1; UPDATE t SET a = 'g' WHERE id = 2",
+    );
+    // By cell, edits to different columns of row 1 merge.
+    let cell = merge(
+        &env,
+        &MergeOptions {
+            dry_run: true,
+            ..Default::default()
+        },
+    );
+    assert!(cell.conflicts.is_empty(), "{cell:#?}");
+    // By row, row 1 is one conflict (both sides changed it); row 2 (theirs only) merges.
+    let opts = MergeOptions {
+        granularity: scion_merge::Granularity::Row,
+        ..Default::default()
+    };
+    let r = merge(&env, &opts);
+    assert_eq!(r.outcome, Outcome::Conflicts);
+    let ids: Vec<&str> = r.conflicts.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(ids, ["t:1"]);
+    let cols: Vec<&str> = r.conflicts[0]
+        .columns
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(cols, ["a", "b"]);
+    let theirs = MergeOptions {
+        strategy: scion_merge::Strategy::Theirs,
+        ..opts
+    };
+    assert_eq!(merge(&env, &theirs).outcome, Outcome::Merged);
+    assert_eq!(
+        env.rows("shop@main", "SELECT a, b FROM t ORDER BY id"),
+        ["f|10", "g|20"]
+    );
+}
+
+#[test]
+fn a_table_one_side_redefined_is_taken_whole_where_the_other_left_it_alone() {
+    let env = env_with(
+        "CREATE TABLE t(id INTEGER PRIMARY KEY, a TEXT, b INT);
+         CREATE INDEX t_b ON t(b);
+         CREATE TABLE other(x);
+         INSERT INTO t VALUES (1,'a1',10),(2,'a2',20);",
+    );
+    env.write("shop@main", "INSERT INTO other VALUES ('ours')");
+    // Theirs rebuilds t with a CHECK and without column b (not an ADD COLUMN).
+    env.write(
+        "shop@feature",
+        "CREATE TABLE t2(id INTEGER PRIMARY KEY, a TEXT CHECK (a <> ''));
+         INSERT INTO t2 SELECT id, a FROM t; DROP TABLE t; ALTER TABLE t2 RENAME TO t;
+         CREATE INDEX t_a ON t(a); UPDATE t SET a = 'x' WHERE id = 2",
+    );
+    let r = merge(&env, &MergeOptions::default());
+    assert_eq!(r.outcome, Outcome::Merged, "{r:#?}");
+    let actions: Vec<(&str, &str)> = r
+        .schema
+        .iter()
+        .map(|s| (s.name.as_str(), s.action))
+        .collect();
+    assert!(actions.contains(&("t", "rebuild")), "{actions:?}");
+    assert_eq!(
+        env.rows("shop@main", "SELECT * FROM t ORDER BY id"),
+        ["1|a1", "2|x"]
+    );
+    assert_eq!(env.rows("shop@main", "SELECT x FROM other"), ["ours"]);
+    assert_eq!(
+        env.rows(
+            "shop@main",
+            "SELECT name FROM sqlite_schema WHERE type = 'index' ORDER BY name"
+        ),
+        ["t_a"]
+    );
+    assert_eq!(env.rows("shop@main", "PRAGMA integrity_check"), ["ok"]);
+}
