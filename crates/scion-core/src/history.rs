@@ -310,7 +310,7 @@ mod tests {
     fn a_history_object_without_entries_or_from_a_newer_binary_is_refused() {
         let empty = br#"{"schema":1,"branch":"a@b","entries":[]}"#;
         assert!(HistoryObject::decode(empty, "k").is_err());
-        let newer = br#"{"schema":2,"branch":"a@b","entries":[]}"#;
+        let newer = br#"{"schema":3,"branch":"a@b","entries":[]}"#;
         assert!(matches!(
             HistoryObject::decode(newer, "k"),
             Err(CoreError::FormatTooNew { .. })
