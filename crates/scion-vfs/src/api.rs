@@ -70,6 +70,11 @@ impl Api {
         }
     }
 
+    /// Whether `other` calls into the same SQLite library (the VFS registers once in each).
+    pub(crate) fn same_library(&self, other: &Api) -> bool {
+        std::ptr::fn_addr_eq(self.register, other.register)
+    }
+
     pub(crate) fn register(&self, vfs: *mut ffi::sqlite3_vfs) -> c_int {
         // SAFETY: `vfs` is a fully initialized, never freed sqlite3_vfs.
         unsafe { (self.register)(vfs, 0) }

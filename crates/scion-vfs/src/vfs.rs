@@ -4,7 +4,7 @@
 
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::OnceLock;
+use std::sync::Mutex;
 
 use rusqlite::ffi;
 
@@ -19,40 +19,84 @@ enum Handle {
     Mem(MemFile),
 }
 
-/// What SQLite allocates per open file (`szOsFile`): its base struct, then our handle.
+/// What SQLite allocates per open file (`szOsFile`): its base struct, then our handle and
+/// the SQLite library the file was opened through.
 #[repr(C)]
 struct FileSlot {
     base: ffi::sqlite3_file,
     handle: *mut Handle,
+    library: *const Library,
 }
 
-struct Registered {
+/// One SQLite library the VFS is registered in. A process can hold more than one (the
+/// SQLite linked into scion's own module and the one Python's `sqlite3` uses): each gets
+/// its own `sqlite3_vfs`, whose `pAppData` points here, so every call answers through the
+/// library that made it.
+struct Library {
     api: Api,
     methods: ffi::sqlite3_io_methods,
 }
 
 // SAFETY: written once at registration, then only read; the io methods hold function
 // pointers only.
-unsafe impl Send for Registered {}
-unsafe impl Sync for Registered {}
+unsafe impl Send for Library {}
+unsafe impl Sync for Library {}
 
-static REGISTERED: OnceLock<Registered> = OnceLock::new();
-
-fn registered() -> &'static Registered {
-    REGISTERED
-        .get()
-        .expect("the scion VFS is registered before SQLite calls it")
-}
+/// Every library registered so far, never freed: SQLite keeps their VFS pointers for the
+/// life of the process.
+static LIBRARIES: Mutex<Vec<&'static Library>> = Mutex::new(Vec::new());
 
 pub(crate) fn register(api: Api) -> Result<(), i32> {
-    if REGISTERED.get().is_some() {
+    let mut libraries = LIBRARIES.lock().unwrap_or_else(|e| e.into_inner());
+    if libraries.iter().any(|l| l.api.same_library(&api)) {
         return Ok(());
     }
     let default = api.default_vfs();
     if default.is_null() {
         return Err(ffi::SQLITE_ERROR);
     }
-    let methods = ffi::sqlite3_io_methods {
+    let library: &'static Library = Box::leak(Box::new(Library {
+        api,
+        methods: io_methods(),
+    }));
+    // SAFETY: reading plain fields of the default VFS, which lives as long as the process.
+    let (max_path, default_ref) = unsafe { ((*default).mxPathname, &*default) };
+    let vfs = Box::new(ffi::sqlite3_vfs {
+        iVersion: 2,
+        szOsFile: std::mem::size_of::<FileSlot>() as c_int,
+        mxPathname: max_path.max(512),
+        pNext: std::ptr::null_mut(),
+        zName: c"scion".as_ptr(),
+        pAppData: (library as *const Library).cast_mut().cast::<c_void>(),
+        xOpen: Some(x_open),
+        xDelete: Some(x_delete),
+        xAccess: Some(x_access),
+        xFullPathname: Some(x_full_pathname),
+        xDlOpen: default_ref.xDlOpen,
+        xDlError: default_ref.xDlError,
+        xDlSym: default_ref.xDlSym,
+        xDlClose: default_ref.xDlClose,
+        xRandomness: default_ref.xRandomness,
+        xSleep: default_ref.xSleep,
+        xCurrentTime: default_ref.xCurrentTime,
+        xGetLastError: default_ref.xGetLastError,
+        xCurrentTimeInt64: default_ref.xCurrentTimeInt64,
+        xSetSystemCall: None,
+        xGetSystemCall: None,
+        xNextSystemCall: None,
+    });
+    // SQLite keeps the pointer for the life of the process: the struct is never freed.
+    match library.api.register(Box::into_raw(vfs)) {
+        ffi::SQLITE_OK => {
+            libraries.push(library);
+            Ok(())
+        }
+        rc => Err(rc),
+    }
+}
+
+fn io_methods() -> ffi::sqlite3_io_methods {
+    ffi::sqlite3_io_methods {
         iVersion: 1,
         xClose: Some(x_close),
         xRead: Some(x_read),
@@ -72,44 +116,6 @@ pub(crate) fn register(api: Api) -> Result<(), i32> {
         xShmUnmap: None,
         xFetch: None,
         xUnfetch: None,
-    };
-    // SAFETY: reading plain fields of the default VFS, which lives as long as the process.
-    let (max_path, default_ref) = unsafe { ((*default).mxPathname, &*default) };
-    let vfs = Box::new(ffi::sqlite3_vfs {
-        iVersion: 2,
-        szOsFile: std::mem::size_of::<FileSlot>() as c_int,
-        mxPathname: max_path.max(512),
-        pNext: std::ptr::null_mut(),
-        zName: c"scion".as_ptr(),
-        pAppData: std::ptr::null_mut(),
-        xOpen: Some(x_open),
-        xDelete: Some(x_delete),
-        xAccess: Some(x_access),
-        xFullPathname: Some(x_full_pathname),
-        xDlOpen: default_ref.xDlOpen,
-        xDlError: default_ref.xDlError,
-        xDlSym: default_ref.xDlSym,
-        xDlClose: default_ref.xDlClose,
-        xRandomness: default_ref.xRandomness,
-        xSleep: default_ref.xSleep,
-        xCurrentTime: default_ref.xCurrentTime,
-        xGetLastError: default_ref.xGetLastError,
-        xCurrentTimeInt64: default_ref.xCurrentTimeInt64,
-        xSetSystemCall: None,
-        xGetSystemCall: None,
-        xNextSystemCall: None,
-    });
-    // SQLite keeps the pointer for the life of the process: the struct is never freed.
-    let vfs = Box::into_raw(vfs);
-    if REGISTERED.set(Registered { api, methods }).is_err() {
-        // Registered meanwhile by another thread.
-        // SAFETY: ours, never handed to SQLite.
-        drop(unsafe { Box::from_raw(vfs) });
-        return Ok(());
-    }
-    match api.register(vfs) {
-        ffi::SQLITE_OK => Ok(()),
-        rc => Err(rc),
     }
 }
 
@@ -118,8 +124,8 @@ fn guarded(f: impl FnOnce() -> c_int) -> c_int {
     catch_unwind(AssertUnwindSafe(f)).unwrap_or(ffi::SQLITE_INTERNAL)
 }
 
-fn fail(e: VfsError) -> c_int {
-    registered().api.log(e.code, &e.message);
+fn fail(api: &Api, e: VfsError) -> c_int {
+    api.log(e.code, &e.message);
     let failure = registry::VfsFailure {
         sqlite_code: e.code,
         message: e.message,
@@ -160,13 +166,16 @@ fn report_failure(f: &registry::VfsFailure) {
 
 /// # Safety
 /// `file` must be a FileSlot that x_open filled.
-unsafe fn handle<'a>(file: *mut ffi::sqlite3_file) -> Option<&'a mut Handle> {
-    // SAFETY: per the contract; the handle lives until x_close.
-    unsafe { file.cast::<FileSlot>().as_mut()?.handle.as_mut() }
+unsafe fn handle<'a>(file: *mut ffi::sqlite3_file) -> Option<(&'static Api, &'a mut Handle)> {
+    // SAFETY: per the contract; the handle lives until x_close, the library forever.
+    unsafe {
+        let slot = file.cast::<FileSlot>().as_mut()?;
+        Some((&slot.library.as_ref()?.api, slot.handle.as_mut()?))
+    }
 }
 
 unsafe extern "C" fn x_open(
-    _vfs: *mut ffi::sqlite3_vfs,
+    vfs: *mut ffi::sqlite3_vfs,
     name: ffi::sqlite3_filename,
     file: *mut ffi::sqlite3_file,
     flags: c_int,
@@ -178,13 +187,20 @@ unsafe extern "C" fn x_open(
         let slot = unsafe { &mut *file.cast::<FileSlot>() };
         slot.base.pMethods = std::ptr::null();
         slot.handle = std::ptr::null_mut();
+        slot.library = std::ptr::null();
+        // SAFETY: SQLite passes the sqlite3_vfs `register` made, whose pAppData is its
+        // never-freed Library.
+        let Some(library) = (unsafe { (*vfs).pAppData.cast::<Library>().as_ref() }) else {
+            return ffi::SQLITE_INTERNAL;
+        };
+        let api = &library.api;
         let handle = if flags & ffi::SQLITE_OPEN_MAIN_DB != 0 {
-            match open_db(name, flags) {
+            match open_db(api, name, flags) {
                 Ok(db) => Handle::Db(Box::new(db)),
-                Err(e) => return fail(e),
+                Err(e) => return fail(api, e),
             }
         } else if flags & ffi::SQLITE_OPEN_WAL != 0 {
-            return fail(VfsError::new(
+            return fail(api, VfsError::new(
                 ffi::SQLITE_CANTOPEN,
                 "scion: a WAL file cannot be opened through the scion VFS (it keeps journals in memory)",
             ));
@@ -202,14 +218,14 @@ unsafe extern "C" fn x_open(
             unsafe { *out_flags = f };
         }
         slot.handle = Box::into_raw(Box::new(handle));
-        slot.base.pMethods = &registered().methods;
+        slot.library = library;
+        slot.base.pMethods = &library.methods;
         registry::clear_last_error();
         ffi::SQLITE_OK
     })
 }
 
-fn open_db(name: ffi::sqlite3_filename, flags: c_int) -> Result<DbFile, VfsError> {
-    let api = &registered().api;
+fn open_db(api: &Api, name: ffi::sqlite3_filename, flags: c_int) -> Result<DbFile, VfsError> {
     if name.is_null() {
         return Err(VfsError::new(
             ffi::SQLITE_CANTOPEN,
@@ -317,7 +333,7 @@ unsafe extern "C" fn x_read(
 ) -> c_int {
     guarded(|| {
         // SAFETY: x_open filled the slot; SQLite gives a buffer of `amt` bytes.
-        let (Some(h), out) = (unsafe { handle(file) }, unsafe {
+        let (Some((api, h)), out) = (unsafe { handle(file) }, unsafe {
             std::slice::from_raw_parts_mut(buf.cast::<u8>(), amt.max(0) as usize)
         }) else {
             return ffi::SQLITE_IOERR_READ;
@@ -326,7 +342,7 @@ unsafe extern "C" fn x_read(
             Handle::Mem(m) => m.read(offset as usize, out),
             Handle::Db(db) => match db.read(offset as u64, out) {
                 Ok(c) => c,
-                Err(e) => return fail(e),
+                Err(e) => return fail(api, e),
             },
         };
         if complete {
@@ -345,7 +361,7 @@ unsafe extern "C" fn x_write(
 ) -> c_int {
     guarded(|| {
         // SAFETY: as in x_read.
-        let (Some(h), data) = (unsafe { handle(file) }, unsafe {
+        let (Some((api, h)), data) = (unsafe { handle(file) }, unsafe {
             std::slice::from_raw_parts(buf.cast::<u8>(), amt.max(0) as usize)
         }) else {
             return ffi::SQLITE_IOERR_WRITE;
@@ -357,7 +373,7 @@ unsafe extern "C" fn x_write(
             }
             Handle::Db(db) => match db.write(offset as u64, data) {
                 Ok(()) => ffi::SQLITE_OK,
-                Err(e) => fail(e),
+                Err(e) => fail(api, e),
             },
         }
     })
@@ -365,13 +381,13 @@ unsafe extern "C" fn x_write(
 
 unsafe extern "C" fn x_truncate(file: *mut ffi::sqlite3_file, size: i64) -> c_int {
     guarded(|| match unsafe { handle(file) } {
-        Some(Handle::Mem(m)) => {
+        Some((_, Handle::Mem(m))) => {
             m.truncate(size as usize);
             ffi::SQLITE_OK
         }
-        Some(Handle::Db(db)) => match db.truncate(size as u64) {
+        Some((api, Handle::Db(db))) => match db.truncate(size as u64) {
             Ok(()) => ffi::SQLITE_OK,
-            Err(e) => fail(e),
+            Err(e) => fail(api, e),
         },
         None => ffi::SQLITE_IOERR_TRUNCATE,
     })
@@ -385,10 +401,10 @@ unsafe extern "C" fn x_sync(_file: *mut ffi::sqlite3_file, _flags: c_int) -> c_i
 unsafe extern "C" fn x_file_size(file: *mut ffi::sqlite3_file, out: *mut i64) -> c_int {
     guarded(|| {
         let size = match unsafe { handle(file) } {
-            Some(Handle::Mem(m)) => m.data.len() as u64,
-            Some(Handle::Db(db)) => match db.size() {
+            Some((_, Handle::Mem(m))) => m.data.len() as u64,
+            Some((api, Handle::Db(db))) => match db.size() {
                 Ok(s) => s,
-                Err(e) => return fail(e),
+                Err(e) => return fail(api, e),
             },
             None => return ffi::SQLITE_IOERR_FSTAT,
         };
@@ -400,29 +416,29 @@ unsafe extern "C" fn x_file_size(file: *mut ffi::sqlite3_file, out: *mut i64) ->
 
 unsafe extern "C" fn x_lock(file: *mut ffi::sqlite3_file, level: c_int) -> c_int {
     guarded(|| match unsafe { handle(file) } {
-        Some(Handle::Db(db)) => match db.lock(Lock::from_raw(level)) {
+        Some((api, Handle::Db(db))) => match db.lock(Lock::from_raw(level)) {
             Ok(()) => ffi::SQLITE_OK,
-            Err(e) => fail(e),
+            Err(e) => fail(api, e),
         },
-        Some(Handle::Mem(_)) => ffi::SQLITE_OK,
+        Some((_, Handle::Mem(_))) => ffi::SQLITE_OK,
         None => ffi::SQLITE_IOERR_LOCK,
     })
 }
 
 unsafe extern "C" fn x_unlock(file: *mut ffi::sqlite3_file, level: c_int) -> c_int {
     guarded(|| match unsafe { handle(file) } {
-        Some(Handle::Db(db)) => match db.unlock(Lock::from_raw(level)) {
+        Some((api, Handle::Db(db))) => match db.unlock(Lock::from_raw(level)) {
             Ok(()) => ffi::SQLITE_OK,
-            Err(e) => fail(e),
+            Err(e) => fail(api, e),
         },
-        Some(Handle::Mem(_)) => ffi::SQLITE_OK,
+        Some((_, Handle::Mem(_))) => ffi::SQLITE_OK,
         None => ffi::SQLITE_IOERR_UNLOCK,
     })
 }
 
 unsafe extern "C" fn x_check_reserved_lock(file: *mut ffi::sqlite3_file, out: *mut c_int) -> c_int {
     guarded(|| {
-        let held = matches!(unsafe { handle(file) }, Some(Handle::Db(db)) if db.has_writer());
+        let held = matches!(unsafe { handle(file) }, Some((_, Handle::Db(db))) if db.has_writer());
         // SAFETY: SQLite passes a valid out pointer.
         unsafe { *out = held as c_int };
         ffi::SQLITE_OK
@@ -435,16 +451,16 @@ unsafe extern "C" fn x_file_control(
     arg: *mut c_void,
 ) -> c_int {
     guarded(|| {
-        let Some(Handle::Db(db)) = (unsafe { handle(file) }) else {
+        let Some((api, Handle::Db(db))) = (unsafe { handle(file) }) else {
             return ffi::SQLITE_NOTFOUND;
         };
         match op {
             ffi::SQLITE_FCNTL_COMMIT_PHASETWO => match db.commit() {
                 Ok(()) => ffi::SQLITE_OK,
-                Err(e) => fail(e),
+                Err(e) => fail(api, e),
             },
             // SAFETY: for FCNTL_PRAGMA, `arg` is SQLite's char*[3] (result, name, value).
-            ffi::SQLITE_FCNTL_PRAGMA => unsafe { pragma(db, arg.cast::<*mut c_char>()) },
+            ffi::SQLITE_FCNTL_PRAGMA => unsafe { pragma(api, db, arg.cast::<*mut c_char>()) },
             _ => ffi::SQLITE_NOTFOUND,
         }
     })
@@ -452,8 +468,7 @@ unsafe extern "C" fn x_file_control(
 
 /// # Safety
 /// `args` must be FCNTL_PRAGMA's array: [0] the result slot, [1] the name, [2] the value.
-unsafe fn pragma(db: &mut DbFile, args: *mut *mut c_char) -> c_int {
-    let api = &registered().api;
+unsafe fn pragma(api: &Api, db: &mut DbFile, args: *mut *mut c_char) -> c_int {
     // SAFETY: per the contract.
     let (name, value) = unsafe {
         let text = |p: *mut c_char| {
@@ -482,7 +497,7 @@ unsafe fn pragma(db: &mut DbFile, args: *mut *mut c_char) -> c_int {
                 answer(&v.to_string());
                 ffi::SQLITE_OK
             }
-            Err(e) => fail(e),
+            Err(e) => fail(api, e),
         },
         _ => ffi::SQLITE_NOTFOUND,
     }

@@ -79,3 +79,43 @@ def test_each_interpreter_on_this_machine(python: str, store: scion.Store, tmp_p
         check=True,
     ).stdout.strip()
     assert got["how"] == ("load_extension" if can_load == "True" else "ctypes")
+
+
+BOTH_LIBRARIES = """
+import site, json
+site.addsitedir({site!r})
+import sqlite3, scion, scion.vfs
+store = scion.open_store({store!r})
+shop = store.branch("shop@main")
+a, b = shop.fork("a"), shop.fork("b")
+for branch, sql in [(a, "UPDATE items SET price = 10 WHERE id = 1"), (b, "UPDATE items SET price = 20 WHERE id = 2")]:
+    with branch.connect() as conn:
+        conn.executescript(sql)
+    branch.checkpoint("done")
+shop.merge(a, force=True)
+merged = shop.merge(b, force=True)
+conn = scion.vfs.connect("shop@main", store={store!r})
+prices = conn.execute("SELECT price FROM items WHERE id IN (1, 2) ORDER BY id").fetchall()
+print(json.dumps({{"outcome": merged.outcome, "prices": [p[0] for p in prices]}}))
+"""
+
+
+def test_the_vfs_in_this_interpreter_after_a_merge_used_it_in_scions_own_sqlite(
+    store: scion.Store, tmp_path: Path
+) -> None:
+    # A three-way merge opens its scratch fork through the VFS in the SQLite linked into
+    # scion's module; the interpreter's sqlite3 is another library, where the VFS must be
+    # registered too. A fresh process makes the order certain.
+    store.create("shop", source=make_sqlite(tmp_path / "s.db"))
+    site = sysconfig.get_paths()["purelib"]
+    out = subprocess.run(
+        [sys.executable, "-c", BOTH_LIBRARIES.format(site=site, store=str(store.location))],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    import json
+
+    got = json.loads(out.stdout)
+    assert got == {"outcome": "merged", "prices": [10, 20]}
