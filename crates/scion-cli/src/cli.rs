@@ -242,7 +242,7 @@ pub enum Command {
     Promote {
         /// The winning branch: db@branch.
         source: String,
-        /// The branch to move (of the same database).
+        /// The branch to move: `main`, or `db@main` (of the same database).
         #[arg(long, value_name = "BRANCH")]
         onto: String,
         #[command(flatten)]

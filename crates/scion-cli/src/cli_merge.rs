@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use anyhow::Result;
-use scion_core::{BranchName, BranchRef, Scion, Target};
+use scion_core::{BranchRef, Scion, Target};
 use scion_merge::{
     Granularity, MergeOptions, MergeReport, Outcome, Resolution, SchemaPolicy, Strategy,
 };
@@ -17,7 +17,7 @@ use crate::output::Printer;
 pub struct MergeArgs {
     /// What to merge: db@branch, or db@branch@checkpoint.
     pub source: String,
-    /// The branch that receives the changes (of the same database).
+    /// The branch that receives the changes: `main`, or `db@main` (of the same database).
     #[arg(long, value_name = "BRANCH")]
     pub into: String,
     /// Compute and check everything, publish nothing: the same report as a real run.
@@ -76,11 +76,16 @@ pub enum PolicyArg {
 #[error("{what}; nothing was published")]
 pub struct MergeStopped {
     what: String,
+    /// What settles each kind of stop the report holds.
+    pub hint: String,
 }
 
 pub fn merge(p: &Printer, scion: &Scion, args: &MergeArgs) -> Result<()> {
     let src: Target = args.source.parse()?;
-    let dst = BranchRef::new(src.branch.db.clone(), BranchName::new(&args.into)?);
+    let dst = BranchRef::new(
+        src.branch.db.clone(),
+        crate::run::branch_of(&src.branch.db, &args.into)?,
+    );
     let resolutions = match &args.resolve {
         Some(path) => read_resolutions(path)?,
         None => BTreeMap::new(),
@@ -112,18 +117,22 @@ pub fn merge(p: &Printer, scion: &Scion, args: &MergeArgs) -> Result<()> {
         print!("{}", render(&report));
     }
     if report.stopped() {
-        let mut parts = Vec::new();
+        let (mut parts, mut hints) = (Vec::new(), Vec::new());
         if report.unresolved > 0 {
             parts.push(count(report.unresolved, "unresolved conflict"));
+            hints.push("settle conflicts by their ids in the report with --resolve FILE.json, or all at once with --strategy ours|theirs");
         }
         if !report.schema_conflicts.is_empty() {
             parts.push(count(report.schema_conflicts.len(), "schema conflict"));
+            hints.push("a schema change on one side only merges with --schema-policy one-sided; changes on both sides are merged by hand");
         }
         if !report.violations.is_empty() && !args.allow_violations {
             parts.push(count(report.violations.len(), "violation"));
+            hints.push("fix the rows the violations name on either side, or publish them anyway with --allow-violations");
         }
         return Err(MergeStopped {
             what: parts.join(", "),
+            hint: hints.join("; "),
         }
         .into());
     }

@@ -16,14 +16,11 @@ pub fn report(err: &anyhow::Error, json: bool, context: Context) -> ExitCode {
     } else if let Some(e) = err.downcast_ref::<scion_merge::MergeError>() {
         let d = e.describe();
         (d.exit as u8, d.code.to_string(), d.hint, e.is_retryable())
-    } else if err
-        .downcast_ref::<crate::cli_merge::MergeStopped>()
-        .is_some()
-    {
+    } else if let Some(e) = err.downcast_ref::<crate::cli_merge::MergeStopped>() {
         (
             Exit::MergeStopped as u8,
             "merge_conflicts".to_string(),
-            Some("the report lists each conflict by id: settle them with --strategy ours|theirs or --resolve FILE.json, or pass --allow-violations".into()),
+            Some(e.hint.clone()),
             false,
         )
     } else if let Some(e) = err.downcast_ref::<crate::cli_vfs::SqlFailure>() {

@@ -197,3 +197,31 @@ fn merge_refuses_bad_input_with_the_documented_codes() {
     failed(&["merge", "shop@g", "--into", "h"], 8, "no_merge_base");
     s.ok(&["merge", "shop@g", "--into", "h", "--base", "shop@main"]);
 }
+
+/// `--into` and `--onto` take the branch as `main` or as `shop@main`; another database's
+/// branch is refused as an invalid name (exit 8) before anything is read.
+#[test]
+fn into_and_onto_take_a_branch_or_a_ref_of_the_same_database() {
+    let s = Session::new();
+    sqlite3(
+        &s.path("shop.db"),
+        "CREATE TABLE items(id INTEGER PRIMARY KEY, price INT); INSERT INTO items VALUES (1, 3);",
+    );
+    s.ok(&["init"]);
+    s.ok(&["create", "shop", "--from", "shop.db"]);
+    s.ok(&["create", "other", "--from", "shop.db"]);
+    s.ok(&["fork", "shop", "a"]);
+    s.ok(&["fork", "shop", "b"]);
+    s.ok(&["sql", "shop@a", "UPDATE items SET price = 4"]);
+    let (code, report) = json(&s, &["merge", "shop@a", "--into", "shop@main", "--force"]);
+    assert_eq!(
+        (code, report["outcome"].as_str()),
+        (0, Some("fast_forward"))
+    );
+    let r = s.run(&["merge", "shop@a", "--into", "other@main", "--force"]);
+    assert_eq!(r.code, 8, "{}", r.stderr);
+    assert!(r.stderr.contains("another database"), "{}", r.stderr);
+    s.ok(&["promote", "shop@b", "--onto", "shop@main", "--force"]);
+    let r = s.run(&["promote", "shop@b", "--onto", "other@main", "--force"]);
+    assert_eq!(r.code, 8, "{}", r.stderr);
+}
