@@ -84,7 +84,7 @@ pub fn merge(p: &Printer, scion: &Scion, args: &MergeArgs) -> Result<()> {
     let src: Target = args.source.parse()?;
     let dst = BranchRef::new(
         src.branch.db.clone(),
-        crate::run::branch_of(&src.branch.db, &args.into)?,
+        crate::branch_arg::branch_of(&src.branch.db, &args.into)?,
     );
     let resolutions = match &args.resolve {
         Some(path) => read_resolutions(path)?,

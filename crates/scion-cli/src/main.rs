@@ -1,5 +1,6 @@
 //! The `scion` command-line tool.
 
+mod branch_arg;
 mod cli;
 mod cli_bench;
 mod cli_daemon;

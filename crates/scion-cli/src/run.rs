@@ -42,24 +42,6 @@ fn move_options(m: &crate::cli::MoveArgs) -> Result<MoveOptions> {
     })
 }
 
-/// A branch of `db` named as `branch` or as `db@branch` (what `--onto` and `--into` take:
-/// moves and merges stay within one database).
-pub(crate) fn branch_of(db: &DbName, text: &str) -> Result<BranchName> {
-    if !text.contains('@') {
-        return Ok(BranchName::new(text)?);
-    }
-    let named: BranchRef = text.parse()?;
-    if &named.db != db {
-        return Err(scion_core::CoreError::InvalidName {
-            kind: "branch",
-            name: text.to_string(),
-            reason: "is a branch of another database (a branch receives changes from its own database only)",
-        }
-        .into());
-    }
-    Ok(named.branch)
-}
-
 fn run_command(cli: &Cli, open: &dyn Fn(&Cli, bool) -> Result<Scion>) -> Result<()> {
     let p = Printer { json: cli.json };
     match &cli.command {
@@ -360,7 +342,7 @@ fn run_command(cli: &Cli, open: &dyn Fn(&Cli, bool) -> Result<Scion>) -> Result<
             moving,
         } => {
             let src: BranchRef = source.parse()?;
-            let onto = branch_of(&src.db, onto)?;
+            let onto = crate::branch_arg::branch_of(&src.db, onto)?;
             let opts = move_options(moving)?;
             let s = open(cli, false)?;
             p.moved("promoted", &s.promote(&src, &onto, &opts)?);

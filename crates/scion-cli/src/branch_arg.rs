@@ -1,0 +1,22 @@
+//! A branch named on the command line where the database is already known.
+
+use anyhow::Result;
+use scion_core::{BranchName, BranchRef, DbName};
+
+/// A branch of `db` named as `branch` or as `db@branch` (what `--onto` and `--into` take:
+/// moves and merges stay within one database).
+pub(crate) fn branch_of(db: &DbName, text: &str) -> Result<BranchName> {
+    if !text.contains('@') {
+        return Ok(BranchName::new(text)?);
+    }
+    let named: BranchRef = text.parse()?;
+    if &named.db != db {
+        return Err(scion_core::CoreError::InvalidName {
+            kind: "branch",
+            name: text.to_string(),
+            reason: "is a branch of another database (a branch receives changes from its own database only)",
+        }
+        .into());
+    }
+    Ok(named.branch)
+}
