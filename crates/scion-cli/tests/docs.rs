@@ -38,19 +38,53 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// The docs a user reads, README first.
-fn docs() -> Vec<PathBuf> {
-    let mut docs = vec![repo().join("README.md")];
-    let mut more: Vec<PathBuf> = std::fs::read_dir(repo().join("docs"))
+/// The Markdown files of a directory of the repository, sorted.
+fn markdown_in(dir: &str) -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir(repo().join(dir))
         .unwrap()
         .flatten()
         .map(|e| e.path())
         .filter(|p| p.extension().is_some_and(|x| x == "md"))
         .collect();
-    more.sort();
-    docs.extend(more);
+    found.sort();
+    found
+}
+
+/// The docs a user reads, README first.
+fn docs() -> Vec<PathBuf> {
+    let mut docs = vec![repo().join("README.md")];
+    docs.extend(markdown_in("docs"));
+    docs.extend(markdown_in("docs/recipes"));
     docs.push(repo().join("sdk/typescript/README.md"));
     docs
+}
+
+/// The code a recipe page shows under `<!-- recipe: PATH -->`: the fenced block right after
+/// the marker, and the repository file it says it is.
+fn recipe_blocks(text: &str) -> Vec<(String, String)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let Some(path) = line
+            .trim()
+            .strip_prefix("<!-- recipe:")
+            .and_then(|l| l.strip_suffix("-->"))
+        else {
+            continue;
+        };
+        let open = i + 1;
+        assert!(
+            lines.get(open).is_some_and(|l| l.starts_with("```")),
+            "line {}: a recipe marker not followed by a fenced block",
+            i + 1
+        );
+        let close = (open + 1..lines.len())
+            .find(|&j| lines[j].starts_with("```"))
+            .unwrap_or_else(|| panic!("line {}: an unclosed block", open + 1));
+        let shown = lines[open + 1..close].join("\n") + "\n";
+        out.push((path.trim().to_string(), shown));
+    }
+    out
 }
 
 /// The shell blocks of `text` (the doc `name`) and how each is to be run; an error names a
@@ -271,6 +305,36 @@ fn every_shell_block_of_the_docs_has_a_marker_and_the_runnable_ones_run() {
     eprintln!("docs: {ran} shell blocks run, {skipped} skipped (each with its reason)");
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
     assert!(ran >= 5, "only {ran} blocks ran");
+}
+
+/// Each recipe page shows its code whole, and that code is a file the tests run: the block
+/// under `<!-- recipe: PATH -->` is PATH, byte for byte, so the page cannot drift from what
+/// runs.
+#[test]
+fn every_recipe_shows_the_file_its_tests_run() {
+    let pages = markdown_in("docs/recipes");
+    assert!(!pages.is_empty(), "docs/recipes holds the recipes");
+    let mut shown = 0;
+    for page in pages {
+        let text = std::fs::read_to_string(&page).unwrap();
+        let blocks = recipe_blocks(&text);
+        assert!(
+            !blocks.is_empty(),
+            "{}: a recipe page shows the code its test runs, under <!-- recipe: PATH -->",
+            page.display()
+        );
+        for (path, code) in blocks {
+            let file = std::fs::read_to_string(repo().join(&path))
+                .unwrap_or_else(|e| panic!("{}: {path}: {e}", page.display()));
+            assert!(
+                file == code,
+                "{}: the block under <!-- recipe: {path} --> is not that file; copy it again",
+                page.display()
+            );
+            shown += 1;
+        }
+    }
+    eprintln!("recipes: {shown} files shown whole");
 }
 
 #[test]

@@ -132,12 +132,42 @@ impl Default for Metrics {
     }
 }
 
+/// The two exposition formats a scraper may ask for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exposition {
+    /// OpenMetrics 1.0, which Prometheus asks for first in its `Accept` header.
+    OpenMetrics,
+    /// Prometheus text format 0.0.4, for every other reader (`curl`, `promtool check
+    /// metrics`, older scrapers).
+    Text,
+}
+
+impl Exposition {
+    /// The format an `Accept` header asks for.
+    pub fn from_accept(accept: Option<&str>) -> Exposition {
+        match accept {
+            Some(a) if a.contains("application/openmetrics-text") => Exposition::OpenMetrics,
+            _ => Exposition::Text,
+        }
+    }
+
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Exposition::OpenMetrics => "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            Exposition::Text => "text/plain; version=0.0.4; charset=utf-8",
+        }
+    }
+}
+
 impl Metrics {
-    pub fn render(&self) -> String {
+    pub fn render(&self, format: Exposition) -> String {
         let mut out = String::new();
         encode(&mut out, &self.registry.lock().expect("registry lock"))
             .expect("writing to a String cannot fail");
-        out
+        match format {
+            Exposition::OpenMetrics => out,
+            Exposition::Text => openmetrics_to_text(&out),
+        }
     }
 
     pub fn refuse(&self, reason: &'static str) {
@@ -163,5 +193,80 @@ impl RequestObserver for StoreObserver {
             .store_request_seconds
             .get_or_create(&OpLabels { op: op.name() })
             .observe(took.as_secs_f64());
+    }
+}
+
+/// OpenMetrics as the Prometheus text format reads it: a counter family is named by its
+/// sample (`scion_x_total`, where OpenMetrics names it `scion_x`), and there is no `# EOF`
+/// or `# UNIT` line. Samples are the same bytes in both.
+fn openmetrics_to_text(openmetrics: &str) -> String {
+    let counters: std::collections::HashSet<&str> = openmetrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.strip_suffix(" counter"))
+        .collect();
+    let mut out = String::with_capacity(openmetrics.len());
+    for line in openmetrics.lines() {
+        if line == "# EOF" || line.starts_with("# UNIT ") {
+            continue;
+        }
+        let described = ["# HELP ", "# TYPE "]
+            .into_iter()
+            .find_map(|p| line.strip_prefix(p).map(|rest| (p, rest)));
+        match described {
+            Some((prefix, rest)) => {
+                let (name, tail) = rest.split_once(' ').unwrap_or((rest, ""));
+                let name = if counters.contains(name) {
+                    format!("{name}_total")
+                } else {
+                    name.to_string()
+                };
+                out.push_str(&format!("{prefix}{name} {tail}\n"));
+            }
+            None => {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::metrics::{Exposition, Metrics};
+
+    #[test]
+    fn the_text_format_names_counters_by_their_samples_and_has_no_eof() {
+        let m = Metrics::default();
+        m.committed_bytes.inc_by(7);
+        let open = m.render(Exposition::OpenMetrics);
+        assert!(open.contains("# TYPE scion_committed_bytes counter\n"));
+        assert!(open.ends_with("# EOF\n"));
+        let text = m.render(Exposition::Text);
+        assert!(text.contains("# HELP scion_committed_bytes_total Page bytes committed"));
+        assert!(text.contains(
+            "# TYPE scion_committed_bytes_total counter\nscion_committed_bytes_total 7\n"
+        ));
+        assert!(text.contains("# TYPE scion_flush_seconds histogram\n"));
+        assert!(!text.contains("# EOF"));
+        let samples = |s: &str| {
+            s.lines()
+                .filter(|l| !l.starts_with('#'))
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(samples(&open), samples(&text));
+    }
+
+    #[test]
+    fn prometheus_gets_openmetrics_and_everyone_else_the_text_format() {
+        let prometheus = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+        assert_eq!(
+            Exposition::from_accept(Some(prometheus)),
+            Exposition::OpenMetrics
+        );
+        assert_eq!(Exposition::from_accept(Some("*/*")), Exposition::Text);
+        assert_eq!(Exposition::from_accept(None), Exposition::Text);
     }
 }

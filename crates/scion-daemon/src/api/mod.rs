@@ -21,6 +21,7 @@ use tokio::sync::watch;
 
 pub use crate::answer::{json, json_with};
 use crate::error::{ApiError, ApiResult};
+use crate::metrics::Exposition;
 use crate::state::Shared;
 use crate::transport::{self, Access};
 
@@ -121,13 +122,16 @@ async fn readyz(State(shared): State<Arc<Shared>>) -> ApiResult<&'static str> {
     Ok("ready\n")
 }
 
-async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
+/// Prometheus asks for OpenMetrics and gets it; `curl` and `promtool check metrics` get the
+/// Prometheus text format.
+async fn metrics(State(shared): State<Arc<Shared>>, headers: axum::http::HeaderMap) -> Response {
+    let accept = headers
+        .get(axum::http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok());
+    let format = Exposition::from_accept(accept);
     (
-        [(
-            "content-type",
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
-        shared.metrics.render(),
+        [("content-type", format.content_type())],
+        shared.metrics.render(format),
     )
         .into_response()
 }
