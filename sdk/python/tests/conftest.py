@@ -17,6 +17,12 @@ import scion
 
 pytest_plugins = ["pytester"]
 
+
+def pytest_configure(config: pytest.Config) -> None:
+    # scripts/test-python runs the tests without this mark against the stdlib-only scion-client.
+    config.addinivalue_line("markers", "engine: needs the embedded engine (open_store, the VFS)")
+
+
 REPO = Path(__file__).resolve().parents[3]
 
 

@@ -117,6 +117,7 @@ def test_unreachable_daemon(tmp_path: Path) -> None:
     assert e.value.retryable and "scion serve" in (e.value.hint or "")
 
 
+@pytest.mark.engine
 def test_default_socket_matches_the_daemon(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # The daemon derives its socket from the store's location; so does the client.
     import subprocess

@@ -64,6 +64,7 @@ def test_unknown_code_falls_back_to_its_family() -> None:
     assert scion.DirtyCheckout.__module__ == "scion" and issubclass(scion.DirtyCheckout, scion.Refused)
 
 
+@pytest.mark.engine
 def test_threads_share_a_store(store: scion.Store, tmp_path: Path) -> None:
     main = store.create("shop", source=make_sqlite(tmp_path / "s.db"))
 
@@ -82,6 +83,7 @@ def test_threads_share_a_store(store: scion.Store, tmp_path: Path) -> None:
     assert [b.branch for b in store.branches("shop")] == ["shop@main"]
 
 
+@pytest.mark.engine
 def test_the_gil_is_released_during_engine_work(store: scion.Store, tmp_path: Path) -> None:
     # A database of some size, so importing it takes a while: while the engine works in
     # one thread, this thread must keep running Python.
@@ -114,6 +116,7 @@ def test_the_gil_is_released_during_engine_work(store: scion.Store, tmp_path: Pa
     assert len(middle) > 100, f"{len(middle)} spins of {len(spins)} in the middle of the call"
 
 
+@pytest.mark.engine
 def test_asyncio_surface(tmp_path: Path) -> None:
     async def main() -> None:
         store = await scion.aio.open_store(tmp_path / "as", create=True)

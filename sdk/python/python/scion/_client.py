@@ -214,8 +214,11 @@ class Client(Api):
             elif os.environ.get("SCION_SOCKET"):
                 path = Path(os.environ["SCION_SOCKET"])
             else:
-                from ._store import open_store
-
+                try:
+                    # Absent from scion-client, which has no engine to find the store with.
+                    from ._store import open_store  # type: ignore[import-not-found, unused-ignore]
+                except ImportError as e:
+                    raise _errors.EngineNotInstalled("Client() with no socket (pass one, or set SCION_SOCKET)") from e
                 path = default_socket(open_store().location)
         self._http = _HttpTransport(path, url, token, timeout)
         super().__init__(self._http)

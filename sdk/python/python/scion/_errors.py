@@ -436,3 +436,16 @@ def from_envelope(text: str, status: Optional[int] = None) -> Error:
     except (ValueError, KeyError, TypeError):
         return Failure(f"unexpected answer: {text[:200]}", code="daemon_error", status=status)
     return from_body(body, status)
+
+
+class EngineNotInstalled(ImportError):
+    """Raised by the stdlib-only distribution (``scion-client``) for what needs the engine in
+    this process (``open_store``, ``Store``, ``scion.vfs``): it talks to ``scion serve`` only."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(
+            f"scion.{what} needs the embedded engine, and this is scion-client, which talks to "
+            "`scion serve` only: use scion.Client (or scion.aio.connect), or install the scion wheel "
+            "(./scripts/build-wheel makes it)"
+        )
+        self.what = what

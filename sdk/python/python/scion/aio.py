@@ -14,9 +14,9 @@ import os
 import sqlite3
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, AsyncIterator, Dict, List, Mapping, Optional, Union
+from typing import TYPE_CHECKING, Any, AsyncIterator, Dict, List, Mapping, Optional, Union
 
-from . import _api, _client, _store
+from . import _api, _client, _errors
 from ._api import KEEP, PathLike
 from ._merge import MergeReport
 from ._types import (
@@ -30,6 +30,9 @@ from ._types import (
     HeadHistory,
     MoveResult,
 )
+
+if TYPE_CHECKING:
+    from . import _store
 
 __all__ = ["AsyncBranch", "AsyncClient", "AsyncSession", "AsyncStore", "connect", "open_store"]
 
@@ -201,6 +204,12 @@ async def open_store(
     create: bool = False,
     page_compression: Optional[str] = None,
 ) -> AsyncStore:
+    # Imported here: the stdlib-only distribution (scion-client) has this module but not the engine.
+    try:
+        from . import _store
+    except ImportError as e:
+        raise _errors.EngineNotInstalled("aio.open_store") from e
+
     return AsyncStore(
         await asyncio.to_thread(_store.open_store, spec, create=create, page_compression=page_compression)
     )
