@@ -18,6 +18,14 @@ Fixtures:
 
 ``--scion-keep-failed`` keeps the forks of failing tests (their changes checkpointed) and
 says how to open them.
+
+``--scion-daemon=SOCKET`` (ini ``scion_daemon``) runs the fixtures through ``scion serve``
+instead of an engine in each process: ``scion_store`` is a :class:`scion.Client`, and each
+test's database is a daemon session on its fork (``scion_db.session``; the daemon captures
+what the test commits, and closes the session if the worker dies). This mode needs only the
+stdlib-only ``scion-client`` distribution, which ships this plugin too. Write it with ``=``:
+pytest takes an existing path given as a separate argument for a test path when it picks
+the rootdir.
 """
 
 from __future__ import annotations
@@ -37,8 +45,8 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Union
 import pytest
 
 from . import _errors
-from ._api import Branch
-from ._store import Store, open_store
+from ._api import Api, Branch
+from ._client import Client, Session
 
 SeedSource = Union[str, "os.PathLike[str]", Callable[[Path], Any], "SqlSeed", None]
 KEPT_CHECKPOINT = "kept"
@@ -75,7 +83,9 @@ class ScionDb:
     branch: Branch
     path: Path
     seed: Seed
-    store: Store
+    store: Api
+    session: Optional[Session] = None
+    """The daemon session holding :attr:`path`, under ``--scion-daemon``."""
     _connection: Optional[sqlite3.Connection] = field(default=None, repr=False)
 
     @property
@@ -92,7 +102,10 @@ class ScionDb:
     def checkpoint(self, name: str) -> None:
         if self._connection is not None:
             self._connection.commit()
-        self.branch.checkpoint(name)
+        if self.session is not None:
+            self.session.flush(name)
+        else:
+            self.branch.checkpoint(name)
 
     def close(self) -> None:
         if self._connection is not None:
@@ -116,7 +129,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         choices=["lz4", "none"],
         help="how the run's store keeps pages: lz4 (default) or none (about twice the space, fastest checkouts)",
     )
+    group.addoption(
+        "--scion-daemon",
+        default=None,
+        metavar="SOCKET",
+        help="run through `scion serve` at this unix socket (--scion-daemon=SOCKET): "
+        "each test's database is a daemon session on its fork",
+    )
     parser.addini("scion_seed", "the default seed: a .sql file or a .db, relative to rootdir", default="")
+    parser.addini("scion_daemon", "the unix socket of a `scion serve` to run the fixtures through", default="")
     parser.addini("scion_store", "the store to use (default: a temporary one per run)", default="")
     parser.addini("scion_page_compression", "how the run's store keeps pages: lz4 (default) or none", default="")
     parser.addini("scion_ttl", "TTL of each test's fork (reaped by gc if left behind)", default="1h")
@@ -154,6 +175,36 @@ def _shared_dir(config: pytest.Config, factory: pytest.TempPathFactory) -> Path:
     return base.parent if getattr(config, "workerinput", None) else base
 
 
+def _daemon_socket(config: pytest.Config) -> Optional[str]:
+    value = config.getoption("--scion-daemon") or config.getini("scion_daemon")
+    return str(value) if value else None
+
+
+def _open(config: pytest.Config, spec: str, **kwargs: Any) -> Api:
+    """The run's store: through the daemon under ``--scion-daemon``, else in this process."""
+    socket_path = _daemon_socket(config)
+    if socket_path is not None:
+        client = Client(socket_path)
+        if not client.health():
+            raise pytest.UsageError(f"--scion-daemon {socket_path}: no `scion serve` answers there (start one)")
+        return client
+    try:
+        from ._store import open_store  # type: ignore[import-not-found, unused-ignore]
+    except ImportError as e:
+        raise _errors.EngineNotInstalled("pytest_plugin without --scion-daemon=SOCKET") from e
+    store: Api = open_store(spec, **kwargs)
+    return store
+
+
+def _identity(store: Api) -> "tuple[str, str]":
+    """The store's location and id (a daemon's client asks it)."""
+    location, store_id = getattr(store, "location", None), getattr(store, "store_id", None)
+    if location is None or store_id is None:
+        status = store.status()
+        location, store_id = str(status["store"]), str(status["store_id"])
+    return str(location), str(store_id)
+
+
 def _store_spec(config: pytest.Config, factory: pytest.TempPathFactory) -> str:
     spec = config.getoption("--scion-store") or config.getini("scion_store")
     if spec:
@@ -176,7 +227,7 @@ class _FileLock:
         os.close(self._fd)
 
 
-def _lock_dir(store: Store) -> Path:
+def _lock_dir(store: Api) -> Path:
     """Where processes of this machine using ``store`` take their locks (any run, any
     worker: a lasting store is seeded once for all of them)."""
     import tempfile
@@ -186,18 +237,26 @@ def _lock_dir(store: Store) -> Path:
     cache = os.environ.get("XDG_CACHE_HOME") or (
         os.path.join(os.environ["HOME"], ".cache") if os.environ.get("HOME") else None
     )
+    store_id = _identity(store)[1]
     if cache:
-        return Path(cache) / "scion" / "pytest-locks" / store.store_id
-    return Path(tempfile.gettempdir()) / f"scion-{os.getuid()}" / "pytest-locks" / store.store_id
+        return Path(cache) / "scion" / "pytest-locks" / store_id
+    return Path(tempfile.gettempdir()) / f"scion-{os.getuid()}" / "pytest-locks" / store_id
 
 
 @pytest.fixture(scope="session")
-def scion_store(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Store:
-    """The run's store (shared by xdist workers)."""
-    spec = _store_spec(pytestconfig, tmp_path_factory)
-    pytestconfig.stash[_STORE_SPEC] = spec
+def scion_store(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Api:
+    """The run's store (shared by xdist workers): a :class:`scion.Store`, or under
+    ``--scion-daemon`` a :class:`scion.Client` of the daemon."""
     compression = pytestconfig.getoption("--scion-page-compression") or pytestconfig.getini("scion_page_compression")
-    store = open_store(spec, create=True, page_compression=compression or None)
+    if _daemon_socket(pytestconfig) is not None:
+        if compression or pytestconfig.getoption("--scion-store") or pytestconfig.getini("scion_store"):
+            raise pytest.UsageError("--scion-daemon uses the daemon's store: drop --scion-store and page compression")
+        store = _open(pytestconfig, "")
+        pytestconfig.stash[_STORE_SPEC] = _identity(store)[0]
+    else:
+        spec = _store_spec(pytestconfig, tmp_path_factory)
+        pytestconfig.stash[_STORE_SPEC] = spec
+        store = _open(pytestconfig, spec, create=True, page_compression=compression or None)
     with _FileLock(_lock_dir(store) / "sweep.lock"):
         _sweep(store, only_dead=True)
     return store
@@ -261,7 +320,7 @@ def _fill(path: Path, source: SeedSource) -> None:
         conn.close()
 
 
-def make_seed(store: Store, source: SeedSource, lock_dir: Path) -> Seed:
+def make_seed(store: Api, source: SeedSource, lock_dir: Path) -> Seed:
     """The seeded database for ``source``: made under a lock by the first process to ask,
     found by every later one (keyed by the seed's content)."""
     fp = _fingerprint(source)
@@ -276,7 +335,7 @@ def make_seed(store: Store, source: SeedSource, lock_dir: Path) -> Seed:
         if db in store.databases():
             # Another machine seeding a shared (S3) store holds no lock of ours: give it
             # time. Locally, under the lock, it is a seeding that died half way.
-            if store.location.startswith("s3://") and _wait_for_seed(main):
+            if _identity(store)[0].startswith("s3://") and _wait_for_seed(main):
                 main.checkout()
                 return Seed(db, fp, main)
             for b in store.branches(db):
@@ -301,7 +360,7 @@ def _wait_for_seed(main: Branch, timeout: float = 120.0) -> bool:
     return False
 
 
-def _create_seed(store: Store, db: str, main: Branch, source: SeedSource, fp: str) -> None:
+def _create_seed(store: Api, db: str, main: Branch, source: SeedSource, fp: str) -> None:
     is_file = not callable(source) and isinstance(source, (str, os.PathLike))
     if is_file and _is_sqlite(Path(os.fspath(source))):  # type: ignore[arg-type]
         store.create(db, source=source)  # type: ignore[arg-type]
@@ -349,7 +408,7 @@ def _source_key(source: SeedSource) -> Any:
 
 
 class _Seeds:
-    def __init__(self, store: Store, lock_dir: Path, default: SeedSource) -> None:
+    def __init__(self, store: Api, lock_dir: Path, default: SeedSource) -> None:
         self.store = store
         self.lock_dir = lock_dir
         self.default = default
@@ -365,7 +424,7 @@ class _Seeds:
 
 
 @pytest.fixture(scope="session")
-def scion_seeds(scion_store: Store, scion_seed_source: SeedSource) -> _Seeds:
+def scion_seeds(scion_store: Api, scion_seed_source: SeedSource) -> _Seeds:
     """Seeds by source: ``scion_seeds(path_or_callable_or_SqlSeed) -> Seed``."""
     return _Seeds(scion_store, _lock_dir(scion_store), scion_seed_source)
 
@@ -390,7 +449,7 @@ def _branch_name(config: pytest.Config, nodeid: str) -> str:
 
 
 @pytest.fixture
-def scion_db(request: pytest.FixtureRequest, scion_seeds: _Seeds, scion_store: Store) -> Iterator[ScionDb]:
+def scion_db(request: pytest.FixtureRequest, scion_seeds: _Seeds, scion_store: Api) -> Iterator[ScionDb]:
     """A fresh fork of the seed for this test: ``.path``, ``.connection``, ``.branch``."""
     source = _marker_source(request)
     seed = scion_seeds(source) if source is not None else scion_seeds()
@@ -401,8 +460,18 @@ def scion_db(request: pytest.FixtureRequest, scion_seeds: _Seeds, scion_store: S
         _META_HOST: socket.gethostname(),
         _META_NODE: request.node.nodeid[:500],
     }
-    fork = seed.branch.fork(_branch_name(request.config, request.node.nodeid), at="seed", ttl=ttl, meta=meta)
-    db = ScionDb(branch=fork, path=fork.checkout(), seed=seed, store=scion_store)
+    name = _branch_name(request.config, request.node.nodeid)
+    if isinstance(scion_store, Client):
+        # The daemon forks and opens the session in one call; it closes the session if this
+        # worker dies, and the next run's sweep destroys the fork.
+        session = scion_store.open(
+            f"{seed.db}@{name}", fork_from=f"{seed.branch.name}@seed", ttl=ttl, meta=meta, bind_to_process=True
+        )
+        fork = scion_store.branch(session.branch)
+        db = ScionDb(branch=fork, path=session.path, seed=seed, store=scion_store, session=session)
+    else:
+        fork = seed.branch.fork(name, at="seed", ttl=ttl, meta=meta)
+        db = ScionDb(branch=fork, path=fork.checkout(), seed=seed, store=scion_store)
     try:
         yield db
     finally:
@@ -419,9 +488,11 @@ def _teardown(request: pytest.FixtureRequest, db: ScionDb) -> None:
     failed = request.node.stash.get(_FAILED, False)
     try:
         if failed and _keep_failed(request.config):
-            db.branch.checkpoint(KEPT_CHECKPOINT)
+            db.checkpoint(KEPT_CHECKPOINT)
+            if db.session is not None:
+                db.session.close()
             db.branch.touch(None)
-            spec = request.config.stash.get(_STORE_SPEC, db.store.location)
+            spec = request.config.stash.get(_STORE_SPEC, _identity(db.store)[0])
             request.node.add_report_section(
                 "teardown",
                 "scion",
@@ -431,6 +502,8 @@ def _teardown(request: pytest.FixtureRequest, db: ScionDb) -> None:
                 f"  against the seed:  scion --store {spec} diff {db.seed.target} {db.branch.ref}",
             )
             return
+        if db.session is not None:
+            db.session.close()
         db.branch.destroy(force=True, missing_ok=True)
     except _errors.Error as e:
         # Teardown never fails a test; the sweep at the end of the run retries.
@@ -455,7 +528,7 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def _sweep(store: Store, *, only_dead: bool, run_id: Optional[str] = None) -> List[str]:
+def _sweep(store: Api, *, only_dead: bool, run_id: Optional[str] = None) -> List[str]:
     """Destroy test forks left behind: of processes that died (``only_dead``), or of the
     run ``run_id``. Kept forks (checkpoint ``kept``) stay."""
     host = socket.gethostname()
@@ -482,7 +555,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if getattr(config, "workerinput", None) is not None:
         return
     spec = config.stash.get(_STORE_SPEC, None)
-    if spec is None:
+    if spec is None and _daemon_socket(config) is None:
         # Under xdist only workers open the store: find the one they used.
         factory = getattr(config, "_tmp_path_factory", None)
         if factory is None:
@@ -491,9 +564,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         if not spec.startswith("s3://") and not Path(spec).exists():
             return
     try:
-        store = open_store(spec)
+        store = _open(config, spec or "")
         left = _sweep(store, only_dead=False, run_id=config.stash[_RUN_ID])
-    except _errors.Error:
+    except (_errors.Error, pytest.UsageError):
         return
     config.stash[_SWEPT] = left
 
