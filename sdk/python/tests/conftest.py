@@ -3,12 +3,15 @@ SQLite files, and (for the daemon client) a real `scion serve`."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import sqlite3
 import subprocess
+import sys
 import time
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Iterator, List
 
 import pytest
@@ -24,6 +27,16 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 REPO = Path(__file__).resolve().parents[3]
+
+
+def load_example(path: Path) -> ModuleType:
+    """An example (or recipe) file imported as a module, as the tests run the pages' code."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.fixture

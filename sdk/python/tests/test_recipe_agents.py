@@ -3,27 +3,16 @@ and the app's tables on one branch, each attempt at a turn on its own fork."""
 
 from __future__ import annotations
 
-import importlib.util
 import sqlite3
-import sys
 from contextlib import closing
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
 import scion
+from conftest import load_example
 
 REPO = Path(__file__).resolve().parents[3]
-
-
-def load(path: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[path.stem] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def message_rows(path: Path) -> list[str]:
@@ -34,7 +23,7 @@ def message_rows(path: Path) -> list[str]:
 def test_each_attempt_at_a_turn_forks_the_session_and_the_app_tables_together(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    recipe = load(REPO / "examples" / "python" / "agents_session.py")
+    recipe = load_example(REPO / "examples" / "python" / "agents_session.py")
     result = recipe.main(tmp_path / "store")
     printed = capsys.readouterr().out
     assert result["verdicts"] == {

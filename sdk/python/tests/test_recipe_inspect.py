@@ -3,8 +3,6 @@ each on its own fork of one seed, scored from the database the sample left."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any, List
@@ -13,22 +11,14 @@ import pytest
 
 import scion
 import scion.aio
+from conftest import load_example
 
 REPO = Path(__file__).resolve().parents[3]
 
 
-def load(path: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[path.stem] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def recipe() -> ModuleType:
-    return load(REPO / "examples" / "python" / "inspect_eval.py")
+    return load_example(REPO / "examples" / "python" / "inspect_eval.py")
 
 
 def test_an_inspect_eval_forks_the_database_per_sample_and_scores_each_from_its_diff(

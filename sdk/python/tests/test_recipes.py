@@ -3,7 +3,6 @@ and the Claude Code hook that checkpoints before each tool call and undoes them.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import random
@@ -11,30 +10,20 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any, Dict, List
 
 import pytest
 
 import scion
-from conftest import scion_bin
+from conftest import load_example, scion_bin
 
 REPO = Path(__file__).resolve().parents[3]
-
-
-def load(path: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[path.stem] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_pass_k_runs_every_trial_on_its_own_fork_and_scores_it_from_the_database(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    pass_k = load(REPO / "examples" / "python" / "pass_k.py")
+    pass_k = load_example(REPO / "examples" / "python" / "pass_k.py")
     results = pass_k.main(tmp_path / "store", trials=6)
     printed = capsys.readouterr().out
     # What each trial did is the stand-in's seeded choice; a right move passes and a wrong
