@@ -74,11 +74,12 @@ def daemon(tmp_path: Path) -> Iterator[Path]:
     sock = sock_dir / "s.sock"
     store_dir = tmp_path / "daemon-store"
     subprocess.run([scion_bin(), "--store", str(store_dir), "init"], check=True, capture_output=True)
-    proc = subprocess.Popen(
-        [scion_bin(), "--store", str(store_dir), "serve", "--socket", str(sock)],
-        stdout=subprocess.DEVNULL,
-        stderr=open(tmp_path / "serve.log", "w"),
-    )
+    with open(tmp_path / "serve.log", "w") as log:
+        proc = subprocess.Popen(
+            [scion_bin(), "--store", str(store_dir), "serve", "--socket", str(sock)],
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
     try:
         for _ in range(200):
             if sock.exists():
@@ -129,3 +130,25 @@ def test_the_daemon_mode_refuses_a_store_of_its_own_and_a_daemon_that_is_not_the
     nobody = run_suite(SUITE, f"--scion-daemon={tmp_path / 'none.sock'}")
     assert nobody.returncode != 0
     assert "no `scion serve` answers there" in nobody.stdout + nobody.stderr
+
+
+def test_a_failing_test_keeps_its_fork_through_the_daemon_with_keep_failed(tmp_path: Path, daemon: Path) -> None:
+    suite = tmp_path / "suite"
+    shutil.copytree(SUITE, suite)
+    (suite / "test_billing.py").unlink()
+    (suite / "test_fails.py").write_text(
+        "def test_fails(scion_db):\n"
+        "    scion_db.connection.execute(\"INSERT INTO users(email) VALUES ('zed@example.com')\")\n"
+        "    scion_db.connection.commit()\n"
+        "    assert False\n"
+    )
+    done = run_suite(suite, f"--scion-daemon={daemon}", "--scion-keep-failed", "-n", "0")
+    assert done.returncode == 1 and "1 failed" in done.stdout, done.stdout + done.stderr
+    assert "changes checkpointed as 'kept'" in done.stdout, done.stdout
+    client = scion.Client(daemon)
+    assert client.sessions() == []
+    (db,) = client.databases()
+    (kept,) = [b for b in client.branches(db) if b.branch != f"{db}@main"]
+    assert kept.checkpoints == 1 and kept.ttl_secs is None, kept
+    with closing(sqlite3.connect(client.branch(kept.branch).checkout_read_only(at="kept"))) as conn:
+        assert conn.execute("SELECT count(*) FROM users WHERE email = 'zed@example.com'").fetchone() == (1,)
