@@ -6,7 +6,8 @@ use std::str::FromStr;
 
 use super::{Fingerprint, RecordHeader, Sidecar};
 use crate::error::{CoreError, CoreResult};
-use crate::format::Locator;
+use crate::format::{page_hash, Locator};
+use crate::sqlite_io::normalize_page1;
 
 /// How checkouts may be made from another clean file of the same version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
@@ -156,4 +157,166 @@ pub(crate) fn mark_wal(file: &fs::File, path: &Path) -> CoreResult<()> {
     use std::os::unix::fs::FileExt;
     file.write_all_at(&[2, 2], 18)
         .map_err(|e| CoreError::io(path, e))
+}
+
+/// Duplicate the clean file `src`, whose record is `sidecar`, into the empty file `dst`,
+/// and check the copy holds the recorded pages. `None` when it does not: the source was
+/// written to after it was found, which is its owner's right, not damage, so the caller
+/// builds the file another way.
+pub(crate) fn duplicate_checked(
+    src: &Path,
+    sidecar: &Sidecar,
+    dst: &fs::File,
+    dst_path: &Path,
+    policy: ClonePolicy,
+) -> CoreResult<Option<CopyKind>> {
+    let kind = duplicate(src, dst, policy)?;
+    // A read-only source is in rollback-journal mode; a checkout is WAL.
+    mark_wal(dst, dst_path)?;
+    let source_unchanged = Fingerprint::of(src)?.is_some_and(|fp| sidecar.proves_unmodified(&fp));
+    match verify_copy(dst_path, sidecar, source_unchanged)? {
+        CopyCheck::Holds => Ok(Some(kind)),
+        CopyCheck::Differs(why) => {
+            tracing::debug!("copy of {} not used ({why})", src.display());
+            Ok(None)
+        }
+    }
+}
+
+/// What checking a duplicated file against its source's record found.
+#[derive(Debug, PartialEq, Eq)]
+enum CopyCheck {
+    /// The copy holds exactly the recorded pages.
+    Holds,
+    /// The copy holds something else (the source changed while it was copied).
+    Differs(String),
+}
+
+/// A duplicated file is recorded clean only once its length is checked and it is known to
+/// hold the source's pages. Neither a clone nor a byte copy is trusted blindly (a clone
+/// snapshots the database file but not its WAL, and a source may change around it): the
+/// copy is trusted without re-reading when the source's fingerprint still proves it
+/// unmodified afterwards (a write would have moved its mtime, or its WAL's, away from the
+/// recorded ones, which are over a second old); otherwise every page hash is checked.
+fn verify_copy(path: &Path, sidecar: &Sidecar, source_unchanged: bool) -> CoreResult<CopyCheck> {
+    let expected = sidecar.page_count() as u64 * sidecar.page_size as u64;
+    let data_len = fs::metadata(path)
+        .map_err(|e| CoreError::io(path, e))?
+        .len();
+    if data_len != expected {
+        return Ok(CopyCheck::Differs(format!(
+            "copy is {data_len} bytes, expected {expected}"
+        )));
+    }
+    if source_unchanged {
+        return Ok(CopyCheck::Holds);
+    }
+    use std::io::Read;
+    let mut f = fs::File::open(path).map_err(|e| CoreError::io(path, e))?;
+    let mut buf = vec![0u8; sidecar.page_size as usize];
+    for (i, want) in sidecar.hashes.iter().enumerate() {
+        f.read_exact(&mut buf).map_err(|e| CoreError::io(path, e))?;
+        if i == 0 {
+            normalize_page1(&mut buf);
+        }
+        if page_hash(&buf) != *want {
+            return Ok(CopyCheck::Differs(format!(
+                "copied page {} differs from its source",
+                i + 1
+            )));
+        }
+    }
+    Ok(CopyCheck::Holds)
+}
+
+#[cfg(test)]
+mod tests {
+    // Imported by path, not `super::*`: scripts/file-graph reads `super` as the parent
+    // module's file.
+    use crate::checkout::clone::{
+        duplicate_checked, fs, normalize_page1, verify_copy, ClonePolicy, CopyCheck, Fingerprint,
+        Locator, Sidecar,
+    };
+    use crate::format::{page_hash, SegmentId};
+
+    fn record_of(pages: &[Vec<u8>]) -> Sidecar {
+        Sidecar {
+            page_size: pages[0].len() as u32,
+            root: Locator {
+                segment: SegmentId(1),
+                offset: 0,
+                len: 1,
+            },
+            version: 1,
+            fingerprint: Fingerprint::default(),
+            stamp_ns: 0,
+            hashes: pages.iter().map(|p| page_hash(p)).collect(),
+        }
+    }
+
+    #[test]
+    fn a_clone_is_rechecked_unless_its_source_is_provably_unchanged() {
+        let dir = tempfile::tempdir().unwrap();
+        let pages = vec![vec![1u8; 512], vec![2u8; 512]];
+        let record = record_of(&pages);
+        let copy = dir.path().join("copy.db");
+        // The source changed around the clone: the copy holds other bytes.
+        fs::write(&copy, [vec![1u8; 512], vec![9u8; 512]].concat()).unwrap();
+        let differs = |check: CopyCheck| matches!(check, CopyCheck::Differs(_));
+        assert!(
+            differs(verify_copy(&copy, &record, false).unwrap()),
+            "re-checked"
+        );
+        // A source whose record still proves it unmodified is trusted as is.
+        assert_eq!(verify_copy(&copy, &record, true).unwrap(), CopyCheck::Holds);
+        fs::write(&copy, pages.concat()).unwrap();
+        assert_eq!(
+            verify_copy(&copy, &record, false).unwrap(),
+            CopyCheck::Holds
+        );
+        // The wrong length is refused either way.
+        fs::write(&copy, vec![1u8; 512]).unwrap();
+        assert!(differs(verify_copy(&copy, &record, true).unwrap()));
+    }
+
+    #[test]
+    fn a_source_written_to_after_it_was_found_is_not_used() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("src.db");
+        let pages = vec![vec![1u8; 512], vec![2u8; 512]];
+        fs::write(&src, pages.concat()).unwrap();
+        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(5);
+        fs::File::options()
+            .write(true)
+            .open(&src)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        let mut record = record_of(&pages);
+        record.hashes[0] = {
+            let mut p1 = pages[0].clone();
+            normalize_page1(&mut p1);
+            page_hash(&p1)
+        };
+        record.fingerprint = Fingerprint::of(&src).unwrap().unwrap();
+        record.stamp_ns = record.fingerprint.mtime_ns + 3_000_000_000;
+        assert!(record.proves_unmodified(&Fingerprint::of(&src).unwrap().unwrap()));
+        let dst = tempfile::NamedTempFile::new_in(dir.path()).unwrap();
+        let copied = duplicate_checked(&src, &record, dst.as_file(), dst.path(), ClonePolicy::Auto);
+        assert!(copied.unwrap().is_some(), "an unchanged source is used");
+        // Its owner writes to it between being found and being copied.
+        fs::write(&src, [vec![1u8; 512], vec![7u8; 512]].concat()).unwrap();
+        let dst = tempfile::NamedTempFile::new_in(dir.path()).unwrap();
+        let copied = duplicate_checked(&src, &record, dst.as_file(), dst.path(), ClonePolicy::Auto);
+        assert_eq!(
+            copied.unwrap(),
+            None,
+            "the changed copy is not used, and is no error"
+        );
+        // Or grows it.
+        fs::write(&src, [pages.concat(), vec![3u8; 512]].concat()).unwrap();
+        let dst = tempfile::NamedTempFile::new_in(dir.path()).unwrap();
+        let copied = duplicate_checked(&src, &record, dst.as_file(), dst.path(), ClonePolicy::Auto);
+        assert_eq!(copied.unwrap(), None);
+    }
 }

@@ -31,7 +31,7 @@ use crate::format::{page_hash, Locator};
 use crate::materialize::{materialize, Durability, JournalMode};
 use crate::names::BranchRef;
 use crate::refs::Ref;
-use crate::sqlite_io::{self, normalize_page1, SnapshotInfo};
+use crate::sqlite_io::{self, SnapshotInfo};
 use crate::Scion;
 pub use sidecar::now_ns;
 
@@ -470,7 +470,7 @@ impl Scion {
         files: &DbFiles,
         r: &Ref,
     ) -> CoreResult<(tempfile::NamedTempFile, CheckoutAction, Vec<u64>)> {
-        let tmp = files.temp()?;
+        let mut tmp = files.temp()?;
         let dir = files.db().parent().expect("checkout paths have a parent");
         if self.options.clone_policy == ClonePolicy::Always {
             if let CloneCapability::Unsupported { reason } = probe_clone(dir)? {
@@ -481,20 +481,23 @@ impl Scion {
         }
         // Writable checkouts of the database first, then its read-only ones.
         let places = [dir.to_path_buf(), self.read_only_dir(&b.db)];
-        let (action, hashes) = match clone::find_source(&places, files.db(), &r.root)? {
-            Some((src, sidecar)) => {
-                let kind = clone::duplicate(&src, tmp.as_file(), self.options.clone_policy)?;
-                // A read-only source is in rollback-journal mode; a checkout is WAL.
-                clone::mark_wal(tmp.as_file(), tmp.path())?;
-                let source_unchanged =
-                    Fingerprint::of(&src)?.is_some_and(|fp| sidecar.proves_unmodified(&fp));
-                verify_copy(tmp.path(), &sidecar, source_unchanged)?;
-                let action = match kind {
-                    CopyKind::Cloned => CheckoutAction::Cloned,
-                    CopyKind::Copied => CheckoutAction::Copied,
-                };
-                (action, sidecar.hashes)
+        let mut duplicated = None;
+        if let Some((src, sidecar)) = clone::find_source(&places, files.db(), &r.root)? {
+            let policy = self.options.clone_policy;
+            match clone::duplicate_checked(&src, &sidecar, tmp.as_file(), tmp.path(), policy)? {
+                Some(kind) => {
+                    let action = match kind {
+                        CopyKind::Cloned => CheckoutAction::Cloned,
+                        CopyKind::Copied => CheckoutAction::Copied,
+                    };
+                    duplicated = Some((action, sidecar.hashes));
+                }
+                // The source was written to while it was copied: build from the store.
+                None => tmp = files.temp()?,
             }
+        }
+        let (action, hashes) = match duplicated {
+            Some(done) => done,
             None => {
                 let m = materialize(
                     &self.reader,
@@ -514,82 +517,5 @@ impl Scion {
             .set_modified(SystemTime::now() - Duration::from_secs(2))
             .map_err(|e| CoreError::io(tmp.path(), e))?;
         Ok((tmp, action, hashes))
-    }
-}
-
-/// A duplicated file is recorded clean only once its length is checked and it is known to
-/// hold the source's pages. Neither a clone nor a byte copy is trusted blindly (a clone
-/// snapshots the database file but not its WAL, and a source may change around it): the
-/// copy is trusted without re-reading when the source's fingerprint still proves it
-/// unmodified afterwards (a write would have moved its mtime, or its WAL's, away from the
-/// recorded ones, which are over a second old); otherwise every page hash is checked.
-fn verify_copy(path: &Path, sidecar: &Sidecar, source_unchanged: bool) -> CoreResult<()> {
-    let expected = sidecar.page_count() as u64 * sidecar.page_size as u64;
-    let data_len = fs::metadata(path)
-        .map_err(|e| CoreError::io(path, e))?
-        .len();
-    if data_len != expected {
-        return Err(CoreError::corrupt(
-            path.display().to_string(),
-            format!("copy is {data_len} bytes, expected {expected}"),
-        ));
-    }
-    if source_unchanged {
-        return Ok(());
-    }
-    use std::io::Read;
-    let mut f = fs::File::open(path).map_err(|e| CoreError::io(path, e))?;
-    let mut buf = vec![0u8; sidecar.page_size as usize];
-    for (i, want) in sidecar.hashes.iter().enumerate() {
-        f.read_exact(&mut buf).map_err(|e| CoreError::io(path, e))?;
-        if i == 0 {
-            normalize_page1(&mut buf);
-        }
-        if page_hash(&buf) != *want {
-            return Err(CoreError::corrupt(
-                path.display().to_string(),
-                format!("copied page {} differs from its source", i + 1),
-            ));
-        }
-    }
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::format::SegmentId;
-
-    fn record_of(pages: &[Vec<u8>]) -> Sidecar {
-        Sidecar {
-            page_size: pages[0].len() as u32,
-            root: Locator {
-                segment: SegmentId(1),
-                offset: 0,
-                len: 1,
-            },
-            version: 1,
-            fingerprint: Fingerprint::default(),
-            stamp_ns: 0,
-            hashes: pages.iter().map(|p| page_hash(p)).collect(),
-        }
-    }
-
-    #[test]
-    fn a_clone_is_rechecked_unless_its_source_is_provably_unchanged() {
-        let dir = tempfile::tempdir().unwrap();
-        let pages = vec![vec![1u8; 512], vec![2u8; 512]];
-        let record = record_of(&pages);
-        let copy = dir.path().join("copy.db");
-        // The source changed around the clone: the copy holds other bytes.
-        fs::write(&copy, [vec![1u8; 512], vec![9u8; 512]].concat()).unwrap();
-        assert!(verify_copy(&copy, &record, false).is_err(), "re-checked");
-        // A source whose record still proves it unmodified is trusted as is.
-        assert!(verify_copy(&copy, &record, true).is_ok());
-        fs::write(&copy, pages.concat()).unwrap();
-        assert!(verify_copy(&copy, &record, false).is_ok());
-        // The wrong length is refused either way.
-        fs::write(&copy, vec![1u8; 512]).unwrap();
-        assert!(verify_copy(&copy, &record, true).is_err());
     }
 }
