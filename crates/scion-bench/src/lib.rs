@@ -33,6 +33,12 @@ pub enum BenchError {
     Other(String),
 }
 
+impl From<scion_core::EngineError> for BenchError {
+    fn from(e: scion_core::EngineError) -> Self {
+        BenchError::Core(e.into())
+    }
+}
+
 pub type BenchResult<T> = Result<T, BenchError>;
 
 /// Where progress lines go (the CLI passes stderr); the library never prints.

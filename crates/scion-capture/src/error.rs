@@ -1,6 +1,6 @@
 use std::path::PathBuf;
 
-use scion_core::CoreError;
+use scion_core::{CoreError, EngineError};
 
 /// What capture can fail at.
 #[derive(Debug, thiserror::Error)]
@@ -25,6 +25,12 @@ pub enum CaptureError {
         #[source]
         source: std::io::Error,
     },
+}
+
+impl From<EngineError> for CaptureError {
+    fn from(e: EngineError) -> Self {
+        CaptureError::Core(e.into())
+    }
 }
 
 pub type CaptureResult<T> = Result<T, CaptureError>;

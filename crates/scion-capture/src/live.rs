@@ -12,7 +12,7 @@ use scion_core::format::{page_hash, Locator};
 use scion_core::ops::pages::PageCommit;
 use scion_core::refs::Ref;
 use scion_core::WriteStats;
-use scion_core::{BranchRef, CheckpointName, CoreError, Scion};
+use scion_core::{BranchRef, CheckpointName, CoreError, EngineError, Scion};
 use scion_store::ETag;
 use serde::Serialize;
 
@@ -377,8 +377,8 @@ impl LiveBranch {
 
     /// A commit that failed: a changed head or lease fences the session; anything else is
     /// kept as the last flush error and retried by the next flush.
-    fn flush_failed(&mut self, e: CoreError) -> CaptureError {
-        if let CoreError::Conflict { .. } = e {
+    fn flush_failed(&mut self, e: EngineError) -> CaptureError {
+        if let EngineError::Conflict { .. } = e {
             let reason = "the branch's head or lease changed under the session".to_string();
             self.fenced = Some(reason.clone());
             return CaptureError::Fenced { reason };
@@ -448,7 +448,7 @@ impl LiveBranch {
                 (self.base, self.etag) = (r, etag);
                 Ok(())
             }
-            Ok(_) | Err(CoreError::Conflict { .. }) | Err(CoreError::BranchNotFound { .. }) => {
+            Ok(_) | Err(EngineError::Conflict { .. }) | Err(EngineError::BranchNotFound { .. }) => {
                 let reason = "the branch's lease was taken or the branch is gone".to_string();
                 self.fenced = Some(reason.clone());
                 Err(CaptureError::Fenced { reason })

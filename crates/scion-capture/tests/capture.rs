@@ -351,7 +351,7 @@ fn a_second_session_on_the_same_branch_is_refused_by_the_lease() {
         matches!(
             other,
             Err(scion_capture::CaptureError::Core(
-                scion_core::CoreError::LeaseHeld { .. }
+                scion_core::CoreError::Engine(scion_core::EngineError::LeaseHeld { .. })
             ))
         ),
         "{:?}",

@@ -11,7 +11,7 @@ pub(crate) fn branch_of(db: &DbName, text: &str) -> Result<BranchName> {
     }
     let named: BranchRef = text.parse()?;
     if &named.db != db {
-        return Err(scion_core::CoreError::InvalidName {
+        return Err(scion_core::EngineError::InvalidName {
             kind: "branch",
             name: text.to_string(),
             reason: "is a branch of another database (a branch receives changes from its own database only)",

@@ -140,15 +140,16 @@ pub fn merge(p: &Printer, scion: &Scion, args: &MergeArgs) -> Result<()> {
 }
 
 fn read_resolutions(path: &PathBuf) -> Result<BTreeMap<String, Resolution>> {
-    let text = std::fs::read_to_string(path).map_err(|e| scion_core::CoreError::InvalidInput {
-        reason: format!("--resolve {}: cannot read it ({e})", path.display()),
-    })?;
+    let text =
+        std::fs::read_to_string(path).map_err(|e| scion_core::EngineError::InvalidInput {
+            reason: format!("--resolve {}: cannot read it ({e})", path.display()),
+        })?;
     let value: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| scion_core::CoreError::InvalidInput {
+        serde_json::from_str(&text).map_err(|e| scion_core::EngineError::InvalidInput {
             reason: format!("--resolve {}: not JSON ({e})", path.display()),
         })?;
     let Some(map) = value.as_object() else {
-        return Err(scion_core::CoreError::InvalidInput {
+        return Err(scion_core::EngineError::InvalidInput {
             reason: format!(
                 "--resolve {}: expected an object of conflict id to resolution",
                 path.display()

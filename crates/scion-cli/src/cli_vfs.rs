@@ -37,8 +37,8 @@ struct Attachment {
     target: Target,
 }
 
-fn parse_attachment(text: &str) -> Result<Attachment, scion_core::CoreError> {
-    let invalid = |reason: String| scion_core::CoreError::InvalidInput { reason };
+fn parse_attachment(text: &str) -> Result<Attachment, scion_core::EngineError> {
+    let invalid = |reason: String| scion_core::EngineError::InvalidInput { reason };
     let Some((name, target)) = text.split_once('=') else {
         return Err(invalid(format!(
             "--attach {text:?}: give NAME=db@branch[@checkpoint], e.g. --attach base=shop@main"
@@ -166,7 +166,7 @@ pub fn sql(scion: scion_core::Scion, args: &SqlArgs) -> Result<SqlReport> {
     // could only say "unable to open database file".
     scion.resolve(&target)?;
     if args.attach.len() > MAX_ATTACHED {
-        return Err(scion_core::CoreError::InvalidInput {
+        return Err(scion_core::EngineError::InvalidInput {
             reason: format!(
                 "--attach: at most {MAX_ATTACHED} versions beside the target ({} given)",
                 args.attach.len()
@@ -181,7 +181,7 @@ pub fn sql(scion: scion_core::Scion, args: &SqlArgs) -> Result<SqlReport> {
             .iter()
             .any(|b| b.name.eq_ignore_ascii_case(&a.name))
         {
-            return Err(scion_core::CoreError::InvalidInput {
+            return Err(scion_core::EngineError::InvalidInput {
                 reason: format!("--attach: the name {} is given twice", a.name),
             }
             .into());

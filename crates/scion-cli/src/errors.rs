@@ -3,8 +3,8 @@
 
 use std::process::ExitCode;
 
-pub use scion_core::described::{describe, Context, Exit};
-use scion_core::CoreError;
+pub use scion_core::described::{describe, describe_engine, Context, Exit};
+use scion_core::{CoreError, EngineError};
 use scion_daemon::client::ClientError;
 
 pub fn report(err: &anyhow::Error, json: bool, context: Context) -> ExitCode {
@@ -12,6 +12,9 @@ pub fn report(err: &anyhow::Error, json: bool, context: Context) -> ExitCode {
         err.downcast_ref::<CoreError>()
     {
         let d = describe(e, context);
+        (d.exit as u8, d.code.to_string(), d.hint, e.is_retryable())
+    } else if let Some(e) = err.downcast_ref::<EngineError>() {
+        let d = describe_engine(e);
         (d.exit as u8, d.code.to_string(), d.hint, e.is_retryable())
     } else if let Some(e) = err.downcast_ref::<scion_merge::MergeError>() {
         let d = e.describe();

@@ -70,7 +70,7 @@ fn run_command(cli: &Cli, open: &dyn Fn(&Cli, bool) -> Result<Scion>) -> Result<
             } else {
                 let t: Target = target.parse()?;
                 if let Some(checkpoint) = &t.checkpoint {
-                    return Err(scion_core::CoreError::CheckpointTarget {
+                    return Err(scion_core::EngineError::CheckpointTarget {
                         branch: t.branch.to_string(),
                         checkpoint: checkpoint.to_string(),
                     }
@@ -423,7 +423,7 @@ fn run_command(cli: &Cli, open: &dyn Fn(&Cli, bool) -> Result<Scion>) -> Result<
             let r = s.verify()?;
             p.verify(&r);
             if !r.ok() {
-                return Err(scion_core::CoreError::VerifyFailed {
+                return Err(scion_core::EngineError::VerifyFailed {
                     problems: r.problems.len(),
                 }
                 .into());

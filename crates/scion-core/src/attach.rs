@@ -10,7 +10,7 @@ use scion_store::{
     S3Backend, S3Config, S3Location, SegmentCache, StoreError,
 };
 
-use crate::error::{CoreError, CoreResult};
+use crate::error::{EngineError, EngineResult};
 use crate::{ClonePolicy, Scion, ScionOptions, StoreSettings, MANIFEST_KEY};
 
 /// The directory name `scion init` creates and discovery looks for.
@@ -50,8 +50,8 @@ pub enum StoreSpec {
 impl StoreSpec {
     /// A directory path, `file:///path` or `s3://bucket[/prefix]`. Relative paths are made
     /// absolute so that printed checkout paths work from anywhere.
-    pub fn parse(spec: &str) -> CoreResult<StoreSpec> {
-        let invalid = |reason: String| CoreError::InvalidInput { reason };
+    pub fn parse(spec: &str) -> EngineResult<StoreSpec> {
+        let invalid = |reason: String| EngineError::InvalidInput { reason };
         if spec.starts_with("s3://") {
             return S3Location::parse(spec).map(StoreSpec::S3).ok_or_else(|| {
                 invalid(format!(
@@ -68,19 +68,19 @@ impl StoreSpec {
         } else {
             PathBuf::from(spec)
         };
-        let abs = std::path::absolute(&path).map_err(|e| CoreError::io(&path, e))?;
+        let abs = std::path::absolute(&path).map_err(|e| EngineError::io(&path, e))?;
         Ok(StoreSpec::Local(abs))
     }
 
     /// The store to use: `spec` when given (a local one must exist unless `init`); else
     /// the nearest `.scion` holding a store in `cwd` or above it (stopping at the home
     /// directory and at filesystem boundaries); `init` without a spec means `cwd/.scion`.
-    pub fn find(spec: Option<&str>, cwd: &Path, init: bool) -> CoreResult<StoreSpec> {
+    pub fn find(spec: Option<&str>, cwd: &Path, init: bool) -> EngineResult<StoreSpec> {
         if let Some(spec) = spec.filter(|s| !s.is_empty()) {
             let parsed = StoreSpec::parse(spec)?;
             if let StoreSpec::Local(dir) = &parsed {
                 if !init && !dir.join(MANIFEST_KEY).exists() {
-                    return Err(CoreError::NotInitialized {
+                    return Err(EngineError::NotInitialized {
                         location: dir.display().to_string(),
                     });
                 }
@@ -92,7 +92,7 @@ impl StoreSpec {
         }
         match discover(cwd) {
             (Some(dir), _) => Ok(StoreSpec::Local(dir)),
-            (None, searched_up_to) => Err(CoreError::NotInitialized {
+            (None, searched_up_to) => Err(EngineError::NotInitialized {
                 location: format!(
                     "{}, nor in any directory above it up to {}",
                     cwd.join(DEFAULT_STORE).display(),
@@ -105,7 +105,7 @@ impl StoreSpec {
     /// [`StoreSpec::find`] for front ends without an argument parser that reads the
     /// environment (the VFS, the Python package): `spec`, else `SCION_STORE`, else the
     /// nearest `.scion`.
-    pub fn find_with_env(spec: Option<&str>, cwd: &Path, init: bool) -> CoreResult<StoreSpec> {
+    pub fn find_with_env(spec: Option<&str>, cwd: &Path, init: bool) -> EngineResult<StoreSpec> {
         let env = std::env::var("SCION_STORE").ok();
         let spec = spec.filter(|s| !s.is_empty()).or(env.as_deref());
         StoreSpec::find(spec, cwd, init)
@@ -122,10 +122,10 @@ impl StoreSpec {
 
 /// The local cache directory of a remote store: `SCION_CHECKOUTS`, or the user's cache
 /// directory keyed by the store's identity.
-fn remote_cache_dir(identity: &str) -> CoreResult<PathBuf> {
+fn remote_cache_dir(identity: &str) -> EngineResult<PathBuf> {
     if let Ok(dir) = std::env::var("SCION_CHECKOUTS") {
         if !dir.is_empty() {
-            return std::path::absolute(&dir).map_err(|e| CoreError::io(&dir, e));
+            return std::path::absolute(&dir).map_err(|e| EngineError::io(&dir, e));
         }
     }
     let base = std::env::var("XDG_CACHE_HOME")
@@ -137,7 +137,7 @@ fn remote_cache_dir(identity: &str) -> CoreResult<PathBuf> {
                 .ok()
                 .map(|h| PathBuf::from(h).join(".cache"))
         })
-        .ok_or_else(|| CoreError::InvalidInput {
+        .ok_or_else(|| EngineError::InvalidInput {
             reason: "no cache directory for the remote store's checkouts: set SCION_CHECKOUTS"
                 .to_string(),
         })?;
@@ -227,7 +227,7 @@ impl Scion {
     /// Open (or, with `options.init`, create) the store `spec` names. S3 stores must
     /// enforce conditional writes: that is probed once an hour per store and machine, and
     /// the store's clock learnt at the same time.
-    pub fn attach(spec: &StoreSpec, options: AttachOptions) -> CoreResult<Attached> {
+    pub fn attach(spec: &StoreSpec, options: AttachOptions) -> EngineResult<Attached> {
         let location = spec.location();
         let observe = |b: Arc<dyn Backend>| -> Arc<dyn Backend> {
             match &options.observer {

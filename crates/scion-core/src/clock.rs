@@ -17,13 +17,13 @@ pub(crate) fn parse_rfc3339(s: &str) -> Option<SystemTime> {
 }
 
 /// Parse a duration such as `30s`, `2h`, `1h30m`, `7d`; at most [`MAX_DURATION`].
-pub fn parse_duration(s: &str) -> Result<std::time::Duration, crate::CoreError> {
-    let d = humantime::parse_duration(s).map_err(|e| crate::CoreError::InvalidDuration {
+pub fn parse_duration(s: &str) -> Result<std::time::Duration, crate::EngineError> {
+    let d = humantime::parse_duration(s).map_err(|e| crate::EngineError::InvalidDuration {
         value: s.to_string(),
         reason: e.to_string(),
     })?;
     if d > MAX_DURATION {
-        return Err(crate::CoreError::InvalidDuration {
+        return Err(crate::EngineError::InvalidDuration {
             value: s.to_string(),
             reason: "longer than the limit of 100 years".to_string(),
         });

@@ -20,7 +20,7 @@
 use scion_store::ETag;
 
 use crate::clock::StoreTime;
-use crate::error::{CoreError, CoreResult};
+use crate::error::{EngineError, EngineResult};
 use crate::format::{Locator, RootRecord, SegmentId};
 use crate::history::HeadMove;
 use crate::names::BranchRef;
@@ -48,7 +48,7 @@ pub(crate) struct Sealed {
 }
 
 impl<'a> Commit<'a> {
-    pub fn begin(scion: &'a Engine) -> CoreResult<Self> {
+    pub fn begin(scion: &'a Engine) -> EngineResult<Self> {
         Ok(Commit {
             started: scion.store_time()?,
             writer: VersionWriter::new(&scion.backend, scion.page_compression()),
@@ -56,7 +56,7 @@ impl<'a> Commit<'a> {
     }
 
     /// Write the root record and the last segment.
-    pub(crate) fn seal(self, record: RootRecord) -> CoreResult<Sealed> {
+    pub(crate) fn seal(self, record: RootRecord) -> EngineResult<Sealed> {
         let (root, stats, segments) = self.writer.finish(&record)?;
         Ok(Sealed {
             root,
@@ -71,13 +71,13 @@ impl<'a> Commit<'a> {
 impl Engine {
     /// Step 3: a commit that took longer than half the minimum grace proves its segments
     /// are still there before it publishes them.
-    fn check_sealed(&self, b: &BranchRef, sealed: &Sealed) -> CoreResult<()> {
+    fn check_sealed(&self, b: &BranchRef, sealed: &Sealed) -> EngineResult<()> {
         let age = self.store_time()?.since(sealed.started);
         if age.saturating_mul(2) <= self.min_grace() {
             return Ok(());
         }
         if !self.segments_exist(&sealed.segments)? {
-            return Err(CoreError::CommitExpired {
+            return Err(EngineError::CommitExpired {
                 branch: b.to_string(),
                 took_secs: age.as_secs(),
             });
@@ -85,7 +85,7 @@ impl Engine {
         Ok(())
     }
 
-    fn segments_exist(&self, segments: &[SegmentId]) -> CoreResult<bool> {
+    fn segments_exist(&self, segments: &[SegmentId]) -> EngineResult<bool> {
         for id in segments {
             if !self.backend.exists(&id.key())? {
                 return Ok(false);
@@ -100,13 +100,13 @@ impl Engine {
         b: &BranchRef,
         sealed: &Sealed,
         r: &mut Ref,
-    ) -> CoreResult<ETag> {
+    ) -> EngineResult<ETag> {
         self.check_sealed(b, sealed)?;
         let etag = self.create_ref(b, r)?;
         if !self.segments_exist(&sealed.segments)? {
             // Only our own, still unchanged ref is removed: nobody has built on it.
             let _ = self.remove_own_ref(b, r, &etag);
-            return Err(CoreError::CommitLost {
+            return Err(EngineError::CommitLost {
                 branch: b.to_string(),
             });
         }
@@ -117,7 +117,7 @@ impl Engine {
     /// making the new state from the current one. When only fields that do not name the
     /// head changed meanwhile (a touch, protect, TTL change), `apply` is re-applied to the
     /// fresh ref; when the head, its epoch or its lease holder changed, another writer won
-    /// and this is a [`CoreError::Conflict`].
+    /// and this is a [`EngineError::Conflict`].
     ///
     /// The move is recorded in the new ref's head history as `mv` says (spilling older
     /// entries into a history object when the ref holds too many). `apply` sees every ref
@@ -130,8 +130,8 @@ impl Engine {
         etag: ETag,
         sealed: Option<&Sealed>,
         mv: &HeadMove,
-        apply: impl Fn(&mut Ref) -> CoreResult<()>,
-    ) -> CoreResult<(Ref, ETag)> {
+        apply: impl Fn(&mut Ref) -> EngineResult<()>,
+    ) -> EngineResult<(Ref, ETag)> {
         if let Some(s) = sealed {
             self.check_sealed(b, s)?;
         }
@@ -149,10 +149,10 @@ impl Engine {
                     }
                     return Ok((next, new_etag));
                 }
-                Err(CoreError::Conflict { .. }) if retry.again() => {
+                Err(EngineError::Conflict { .. }) if retry.again() => {
                     let (fresh, fresh_etag) = self.read_ref(b)?;
                     if !fresh.same_head(base) {
-                        return Err(CoreError::Conflict {
+                        return Err(EngineError::Conflict {
                             branch: b.to_string(),
                         });
                     }
@@ -170,15 +170,15 @@ impl Engine {
         previous: &mut Ref,
         published: &ETag,
         sealed: &Sealed,
-    ) -> CoreResult<()> {
+    ) -> EngineResult<()> {
         if self.segments_exist(&sealed.segments)? {
             return Ok(());
         }
         match self.write_ref(b, previous, published) {
-            Ok(_) => Err(CoreError::CommitLost {
+            Ok(_) => Err(EngineError::CommitLost {
                 branch: b.to_string(),
             }),
-            Err(_) => Err(CoreError::corrupt(
+            Err(_) => Err(EngineError::corrupt(
                 ref_key(b),
                 format!(
                     "the head names version {} whose segments a GC below the minimum grace removed; restore it from a checkpoint",

@@ -4,7 +4,7 @@
 
 use scion_store::StoreError;
 
-use crate::error::CoreError;
+use crate::error::{CoreError, EngineError};
 
 /// Exit codes are part of the interface: scripts branch on them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -85,21 +85,7 @@ pub fn describe(e: &CoreError, context: Context) -> Described {
     use CoreError::*;
     let d = |exit, code, hint: Option<String>| Described { exit, code, hint };
     match e {
-        InvalidName { .. } | InvalidTarget { .. } => d(Exit::InvalidInput, "invalid_name", Some("names use a-z, 0-9, '.', '_' and '-' and start with a letter or digit".into())),
-        NotInitialized { .. } => d(Exit::NotFound, "not_initialized", Some("run `scion init`, or point --store / SCION_STORE at an existing store".into())),
-        AlreadyInitialized { .. } => d(Exit::AlreadyExists, "already_initialized", None),
-        FormatTooNew { .. } => d(Exit::Unsupported, "format_too_new", Some("upgrade scion to read this store".into())),
-        DatabaseNotFound { .. } => d(Exit::NotFound, "database_not_found", Some("`scion status` lists the databases".into())),
-        DatabaseExists { .. } => d(Exit::AlreadyExists, "database_exists", None),
-        BranchNotFound { branch } => d(Exit::NotFound, "branch_not_found", Some(format!("`scion branches {}` lists the branches", branch.split('@').next().unwrap_or("")))),
-        BranchExists { .. } => d(Exit::AlreadyExists, "branch_exists", Some("pick another name".into())),
-        CheckpointNotFound { checkpoint } => d(Exit::NotFound, "checkpoint_not_found", Some(match checkpoint.rsplit_once('@') {
-            Some((branch, _)) => format!("`scion checkpoints {branch}` lists them"),
-            None => "`scion checkpoints <db@branch>` lists them".into(),
-        })),
-        CheckpointExists { .. } => d(Exit::AlreadyExists, "checkpoint_exists", Some("checkpoint names are unique per branch; pick another".into())),
-        ReservedName { .. } => d(Exit::InvalidInput, "reserved_name", Some("'fork' and 'init' always name the fork point and the created version".into())),
-        Conflict { .. } => d(Exit::Conflict, "conflict", Some("read the branch again and retry if it still makes sense".into())),
+        Engine(e) => describe_engine(e),
         DirtyCheckout { branch, .. } => d(Exit::Refused, "dirty_checkout", Some(unsaved_hint(branch, context, &format!("keep the changes with `scion checkpoint {branch} <name>`, or discard them with `scion checkout {branch} --force`")))),
         // A file scion has no record of cannot be checkpointed: keeping it means moving it.
         UnknownCheckout { branch, .. } => d(Exit::Refused, "unknown_checkout", Some(match context.discarding_command() {
@@ -116,18 +102,42 @@ pub fn describe(e: &CoreError, context: Context) -> Described {
                 None => format!("`scion checkout {branch} --force` brings the head"),
             }
         ))),
-        CheckedOut { branch, .. } => d(Exit::Refused, "checked_out", Some(format!("write through the checkout file, or keep its changes with `scion checkpoint {branch} <name>` and release it with `scion checkout {branch} --release`"))),
         CheckoutBusy { .. } => d(Exit::Refused, "checkout_busy", Some("close the connections that have it open and retry".into())),
-        NotSqlite { .. } => d(Exit::InvalidInput, "not_sqlite", None),
         JournalLeftovers { .. } => d(Exit::Refused, "journal_leftovers", Some("they may belong to another database that was deleted; remove them, or pass --force to have them removed".into())),
-        CheckpointTarget { branch, checkpoint } => d(Exit::InvalidInput, "checkpoint_target", Some(format!("`scion checkout {branch}@{checkpoint} --read-only` gives a read-only file of it; `scion fork {branch} <new> --at {checkpoint}` a branch to write on"))),
         NoSuchDirectory { .. } => d(Exit::InvalidInput, "no_such_directory", Some("create the directory first (scion does not create directories for exports)".into())),
         OutputIsDirectory { .. } => d(Exit::InvalidInput, "output_is_directory", None),
         InsideStore { .. } => d(Exit::InvalidInput, "inside_store", Some("write exports outside the store directory and the checkouts directories".into())),
-        SourceBusy { .. } => d(Exit::Transient, "source_busy", Some("retry once the writer has committed".into())),
-        HotJournal { path } => d(Exit::Refused, "hot_journal", Some(format!("have SQLite roll the interrupted transaction back by reading it once with write access, as `sqlite3 {} \"PRAGMA quick_check\"` does, then retry", shell_quoted(path)))),
         OutputExists { .. } => d(Exit::AlreadyExists, "output_exists", Some("pass --force to replace it".into())),
         CloneUnsupported { .. } => d(Exit::Unsupported, "clone_unsupported", Some("use --clone auto on this filesystem, or put checkouts on XFS/btrfs".into())),
+    }
+}
+
+/// How the engine's error `e` is presented (whatever the command: none of its hints
+/// depends on one).
+pub fn describe_engine(e: &EngineError) -> Described {
+    use EngineError::*;
+    let d = |exit, code, hint: Option<String>| Described { exit, code, hint };
+    match e {
+        InvalidName { .. } | InvalidTarget { .. } => d(Exit::InvalidInput, "invalid_name", Some("names use a-z, 0-9, '.', '_' and '-' and start with a letter or digit".into())),
+        NotInitialized { .. } => d(Exit::NotFound, "not_initialized", Some("run `scion init`, or point --store / SCION_STORE at an existing store".into())),
+        AlreadyInitialized { .. } => d(Exit::AlreadyExists, "already_initialized", None),
+        FormatTooNew { .. } => d(Exit::Unsupported, "format_too_new", Some("upgrade scion to read this store".into())),
+        DatabaseNotFound { .. } => d(Exit::NotFound, "database_not_found", Some("`scion status` lists the databases".into())),
+        DatabaseExists { .. } => d(Exit::AlreadyExists, "database_exists", None),
+        BranchNotFound { branch } => d(Exit::NotFound, "branch_not_found", Some(format!("`scion branches {}` lists the branches", branch.split('@').next().unwrap_or("")))),
+        BranchExists { .. } => d(Exit::AlreadyExists, "branch_exists", Some("pick another name".into())),
+        CheckpointNotFound { checkpoint } => d(Exit::NotFound, "checkpoint_not_found", Some(match checkpoint.rsplit_once('@') {
+            Some((branch, _)) => format!("`scion checkpoints {branch}` lists them"),
+            None => "`scion checkpoints <db@branch>` lists them".into(),
+        })),
+        CheckpointExists { .. } => d(Exit::AlreadyExists, "checkpoint_exists", Some("checkpoint names are unique per branch; pick another".into())),
+        ReservedName { .. } => d(Exit::InvalidInput, "reserved_name", Some("'fork' and 'init' always name the fork point and the created version".into())),
+        Conflict { .. } => d(Exit::Conflict, "conflict", Some("read the branch again and retry if it still makes sense".into())),
+        CheckedOut { branch, .. } => d(Exit::Refused, "checked_out", Some(format!("write through the checkout file, or keep its changes with `scion checkpoint {branch} <name>` and release it with `scion checkout {branch} --release`"))),
+        NotSqlite { .. } => d(Exit::InvalidInput, "not_sqlite", None),
+        CheckpointTarget { branch, checkpoint } => d(Exit::InvalidInput, "checkpoint_target", Some(format!("`scion checkout {branch}@{checkpoint} --read-only` gives a read-only file of it; `scion fork {branch} <new> --at {checkpoint}` a branch to write on"))),
+        SourceBusy { .. } => d(Exit::Transient, "source_busy", Some("retry once the writer has committed".into())),
+        HotJournal { path } => d(Exit::Refused, "hot_journal", Some(format!("have SQLite roll the interrupted transaction back by reading it once with write access, as `sqlite3 {} \"PRAGMA quick_check\"` does, then retry", shell_quoted(path)))),
         Corrupt { .. } => d(Exit::Corrupt, "corrupt", Some("the store holds damaged or missing data; nothing was changed; `scion verify` lists what is damaged".into())),
         Protected { .. } => d(Exit::Refused, "protected", Some("protected branches need --force for this".into())),
         LeaseHeld { holder, branch, .. } => d(Exit::Refused, "lease_held", Some(match session_of(holder) {

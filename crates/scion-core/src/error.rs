@@ -2,10 +2,11 @@ use std::path::PathBuf;
 
 use scion_store::StoreError;
 
-/// Everything the engine can refuse or fail at. The CLI maps each variant to an exit code
-/// and a message that says what to do next.
+/// What an [`Engine`](crate::Engine) operation can refuse or fail at: the store, its names,
+/// refs and versions, and the SQLite files it reads or writes as a whole. Nothing about this
+/// host's checkouts, which an engine does not have.
 #[derive(Debug, thiserror::Error)]
-pub enum CoreError {
+pub enum EngineError {
     #[error("invalid {kind} name {name:?}: {reason}")]
     InvalidName {
         kind: &'static str,
@@ -43,42 +44,20 @@ pub enum CoreError {
     ReservedName { name: String },
     #[error("branch {branch} changed while this operation ran (another writer won); nothing was changed by this one")]
     Conflict { branch: String },
-    #[error("checkout {path} has changes that were never checkpointed")]
-    DirtyCheckout { path: PathBuf, branch: String },
-    #[error("checkout {path} has no scion record; it may hold changes scion cannot account for")]
-    UnknownCheckout { path: PathBuf, branch: String },
-    #[error(
-        "checkout {path} was materialized from an older version of {branch}, which has moved since"
-    )]
-    StaleCheckout { path: PathBuf, branch: String },
     #[error("branch {branch} is checked out ({}): it is written through that file, not by page writers", checkouts.join(", "))]
     CheckedOut {
         branch: String,
         /// `host:path` of each writable checkout.
         checkouts: Vec<String>,
     },
-    #[error("checkout {path} is open in another connection")]
-    CheckoutBusy { path: PathBuf },
-    #[error("{path} has SQLite journal files beside it ({files}); a new database there would take in their contents")]
-    JournalLeftovers { path: PathBuf, files: String },
-    #[error("refusing to write {path}: it is inside {tree}, which scion manages")]
-    InsideStore { path: PathBuf, tree: PathBuf },
     #[error("{path} is locked by another connection (a write in progress); it was not read")]
     SourceBusy { path: PathBuf },
     #[error("{path} has a hot journal ({path}-journal): a transaction was interrupted and must be rolled back before the file can be read")]
     HotJournal { path: PathBuf },
     #[error("{path} is not a usable SQLite database: {reason}")]
     NotSqlite { path: PathBuf, reason: String },
-    #[error("{path} already exists")]
-    OutputExists { path: PathBuf },
     #[error("{branch}@{checkpoint} names a checkpoint; a writable checkout is of a branch head")]
     CheckpointTarget { branch: String, checkpoint: String },
-    #[error("directory {path} does not exist")]
-    NoSuchDirectory { path: PathBuf },
-    #[error("{path} is a directory; give the path of the file to write")]
-    OutputIsDirectory { path: PathBuf },
-    #[error("clone policy is 'always' but {reason}; refusing to make a full copy")]
-    CloneUnsupported { reason: String },
     #[error("corrupt store data in {object}: {reason}")]
     Corrupt { object: String, reason: String },
     #[error("branch {branch} is protected: {action} needs --force")]
@@ -130,17 +109,16 @@ pub enum CoreError {
     },
 }
 
-impl CoreError {
+impl EngineError {
     /// Whether the same call may succeed if repeated as is.
     pub fn is_retryable(&self) -> bool {
         match self {
-            CoreError::Store(e) => e.is_retryable(),
-            CoreError::CheckoutBusy { .. }
-            | CoreError::SourceBusy { .. }
-            | CoreError::SegmentCollision { .. }
-            | CoreError::CommitExpired { .. }
-            | CoreError::CommitLost { .. }
-            | CoreError::LeaseHeld { .. } => true,
+            EngineError::Store(e) => e.is_retryable(),
+            EngineError::SourceBusy { .. }
+            | EngineError::SegmentCollision { .. }
+            | EngineError::CommitExpired { .. }
+            | EngineError::CommitLost { .. }
+            | EngineError::LeaseHeld { .. } => true,
             _ => false,
         }
     }
@@ -148,8 +126,8 @@ impl CoreError {
     /// A database SQLite refuses to read as one (garbage bytes, a damaged file).
     pub(crate) fn is_unreadable_database(&self) -> bool {
         match self {
-            CoreError::NotSqlite { .. } => true,
-            CoreError::Sqlite {
+            EngineError::NotSqlite { .. } => true,
+            EngineError::Sqlite {
                 source: rusqlite::Error::SqliteFailure(e, _),
                 ..
             } => matches!(
@@ -164,7 +142,7 @@ impl CoreError {
     pub(crate) fn is_sqlite_busy(&self) -> bool {
         matches!(
             self,
-            CoreError::Sqlite {
+            EngineError::Sqlite {
                 source: rusqlite::Error::SqliteFailure(e, _),
                 ..
             } if matches!(
@@ -175,25 +153,85 @@ impl CoreError {
     }
 
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        CoreError::Io {
+        EngineError::Io {
             path: path.into(),
             source,
         }
     }
 
     pub(crate) fn sqlite(path: impl Into<PathBuf>, source: rusqlite::Error) -> Self {
-        CoreError::Sqlite {
+        EngineError::Sqlite {
             path: path.into(),
             source,
         }
     }
 
     pub(crate) fn corrupt(object: impl Into<String>, reason: impl Into<String>) -> Self {
-        CoreError::Corrupt {
+        EngineError::Corrupt {
             object: object.into(),
             reason: reason.into(),
         }
     }
 }
 
+/// The result of an engine operation.
+pub type EngineResult<T> = Result<T, EngineError>;
+
+/// What a [`Scion`](crate::Scion) operation can refuse or fail at: an engine error, or one
+/// about this host's checkout files. The CLI, the daemon and the SDKs map both, in one place
+/// ([`crate::described`]), to an exit code, a stable code and a hint.
+#[derive(Debug, thiserror::Error)]
+pub enum CoreError {
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    #[error("checkout {path} has changes that were never checkpointed")]
+    DirtyCheckout { path: PathBuf, branch: String },
+    #[error("checkout {path} has no scion record; it may hold changes scion cannot account for")]
+    UnknownCheckout { path: PathBuf, branch: String },
+    #[error(
+        "checkout {path} was materialized from an older version of {branch}, which has moved since"
+    )]
+    StaleCheckout { path: PathBuf, branch: String },
+    #[error("checkout {path} is open in another connection")]
+    CheckoutBusy { path: PathBuf },
+    #[error("{path} has SQLite journal files beside it ({files}); a new database there would take in their contents")]
+    JournalLeftovers { path: PathBuf, files: String },
+    #[error("refusing to write {path}: it is inside {tree}, which scion manages")]
+    InsideStore { path: PathBuf, tree: PathBuf },
+    #[error("{path} already exists")]
+    OutputExists { path: PathBuf },
+    #[error("directory {path} does not exist")]
+    NoSuchDirectory { path: PathBuf },
+    #[error("{path} is a directory; give the path of the file to write")]
+    OutputIsDirectory { path: PathBuf },
+    #[error("clone policy is 'always' but {reason}; refusing to make a full copy")]
+    CloneUnsupported { reason: String },
+}
+
+impl CoreError {
+    /// Whether the same call may succeed if repeated as is.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            CoreError::Engine(e) => e.is_retryable(),
+            CoreError::CheckoutBusy { .. } => true,
+            _ => false,
+        }
+    }
+
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        EngineError::io(path, source).into()
+    }
+
+    pub(crate) fn corrupt(object: impl Into<String>, reason: impl Into<String>) -> Self {
+        EngineError::corrupt(object, reason).into()
+    }
+}
+
+impl From<StoreError> for CoreError {
+    fn from(e: StoreError) -> Self {
+        CoreError::Engine(e.into())
+    }
+}
+
+/// The result of a working-tree operation.
 pub type CoreResult<T> = Result<T, CoreError>;

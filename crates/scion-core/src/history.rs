@@ -18,7 +18,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::clock::StoreTime;
-use crate::error::{CoreError, CoreResult};
+use crate::error::{EngineError, EngineResult};
 use crate::format::Locator;
 use crate::names::{BranchName, BranchRef, DbName};
 use crate::objects::{random_hex, Parent};
@@ -198,10 +198,13 @@ pub struct HistoryObject {
 }
 
 impl HistoryObject {
-    pub fn decode(bytes: &[u8], key: &str) -> CoreResult<Self> {
+    pub fn decode(bytes: &[u8], key: &str) -> EngineResult<Self> {
         let mut o: HistoryObject = crate::objects::decode_versioned(bytes, key, HISTORY_SCHEMA)?;
         if o.entries.is_empty() {
-            return Err(CoreError::corrupt(key, "a history object with no entries"));
+            return Err(EngineError::corrupt(
+                key,
+                "a history object with no entries",
+            ));
         }
         o.schema = HISTORY_SCHEMA;
         Ok(o)
@@ -313,7 +316,7 @@ mod tests {
         let newer = br#"{"schema":3,"branch":"a@b","entries":[]}"#;
         assert!(matches!(
             HistoryObject::decode(newer, "k"),
-            Err(CoreError::FormatTooNew { .. })
+            Err(EngineError::FormatTooNew { .. })
         ));
     }
 }

@@ -2,7 +2,7 @@
 //! fork, checkpoints, leases, head history: the store alone) and [`Scion`], the engine
 //! with this host's checkout files on top (checkout, refresh, export, and the operations
 //! that must judge a checkout before they move a head). It prints nothing and returns
-//! typed errors ([`CoreError`]).
+//! typed errors: [`EngineError`] from the engine, [`CoreError`] from the working tree.
 
 pub mod attach;
 pub mod checkout;
@@ -32,7 +32,7 @@ mod writer;
 pub use scion_format as format;
 
 pub use checkout::{CheckoutAction, CheckoutReport, CheckoutState, ClonePolicy};
-pub use error::{CoreError, CoreResult};
+pub use error::{CoreError, CoreResult, EngineError, EngineResult};
 pub use format::PageCompression;
 pub(crate) use manifest::{Manifest, MANIFEST_KEY};
 pub use manifest::{StoreSettings, DEFAULT_MIN_GRACE};

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{CoreError, CoreResult};
+use crate::error::{EngineError, EngineResult};
 use crate::format::PageCompression;
 use crate::history::DEFAULT_HISTORY_RETENTION;
 
@@ -74,11 +74,11 @@ impl Manifest {
             .min(crate::clock::MAX_DURATION)
     }
 
-    pub fn decode(bytes: &[u8], location: &str) -> CoreResult<Self> {
+    pub fn decode(bytes: &[u8], location: &str) -> EngineResult<Self> {
         let m: Manifest = serde_json::from_slice(bytes)
-            .map_err(|e| CoreError::corrupt(MANIFEST_KEY, format!("{location}: {e}")))?;
+            .map_err(|e| EngineError::corrupt(MANIFEST_KEY, format!("{location}: {e}")))?;
         if m.format > STORE_FORMAT_VERSION {
-            return Err(CoreError::FormatTooNew {
+            return Err(EngineError::FormatTooNew {
                 what: format!("store {location}"),
                 found: m.format,
                 supported: STORE_FORMAT_VERSION,

@@ -37,7 +37,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::error::{CoreError, CoreResult};
+use crate::error::{EngineError, EngineResult};
 use crate::format::{
     decode_frame_into, page_contribution, page_hash, FrameKind, Locator, RootRecord, Slot,
 };
@@ -103,15 +103,15 @@ pub fn materialize(
     mode: JournalMode,
     durability: Durability,
     progress: &dyn Progress,
-) -> CoreResult<Materialized> {
+) -> EngineResult<Materialized> {
     let root = reader.root(root_loc)?;
     let page_size = root.page_size as usize;
     let zero_hash = page_hash(&vec![0u8; page_size]);
     let mut hashes = vec![zero_hash; root.page_count as usize];
     preallocate(out, root.page_count as u64 * page_size as u64)
-        .map_err(|e| CoreError::io(out_path, e))?;
+        .map_err(|e| EngineError::io(out_path, e))?;
     progress.start("writing", root.page_count as u64);
-    let corrupt = |why: String| CoreError::corrupt(format!("version {root_loc}"), why);
+    let corrupt = |why: String| EngineError::corrupt(format!("version {root_loc}"), why);
 
     let mut checksum = 0u64;
     let mut account = |idx: &[u32], page_hashes: &[u64]| {
@@ -139,8 +139,8 @@ pub fn materialize(
     let (work_tx, work_rx) = std::sync::mpsc::sync_channel::<Vec<(u32, Slot)>>(2 * threads);
     let work_rx = Arc::new(Mutex::new(work_rx));
     // Written batches come back as their page numbers and hashes only.
-    let (done_tx, done_rx) = std::sync::mpsc::channel::<CoreResult<(Vec<u32>, Vec<u64>)>>();
-    std::thread::scope(|scope| -> CoreResult<()> {
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<EngineResult<(Vec<u32>, Vec<u64>)>>();
+    std::thread::scope(|scope| -> EngineResult<()> {
         for _ in 0..threads {
             let (work_rx, done_tx, stop) = (work_rx.clone(), done_tx.clone(), &stop);
             let writer = ChunkWriter {
@@ -168,8 +168,8 @@ pub fn materialize(
         }
         drop((work_rx, done_tx));
         let mut result = Ok(());
-        let mut settle = |written: CoreResult<(Vec<u32>, Vec<u64>)>,
-                          result: &mut CoreResult<()>| {
+        let mut settle = |written: EngineResult<(Vec<u32>, Vec<u64>)>,
+                          result: &mut EngineResult<()>| {
             match written {
                 Ok((idx, page_hashes)) => account(&idx, &page_hashes),
                 Err(e) => {
@@ -303,7 +303,7 @@ struct Output<'a> {
 impl Output<'_> {
     /// Write a decoded batch at its pages' offsets, one `pwrite` per run of consecutive
     /// pages (page 1 marked for WAL mode first when the output is a checkout).
-    fn write(&self, b: &mut Batch) -> CoreResult<()> {
+    fn write(&self, b: &mut Batch) -> EngineResult<()> {
         let page_size = self.page_size;
         for run in page_runs(&b.idx) {
             if b.idx[run.start] == 0 && self.mode == JournalMode::Wal {
@@ -314,7 +314,7 @@ impl Output<'_> {
                     &b.pages[run.start * page_size..run.end * page_size],
                     b.idx[run.start] as u64 * page_size as u64,
                 )
-                .map_err(|e| CoreError::io(self.path, e))?;
+                .map_err(|e| EngineError::io(self.path, e))?;
         }
         Ok(())
     }
@@ -396,7 +396,7 @@ struct ChunkWriter<'a> {
 
 impl ChunkWriter<'_> {
     /// Write `chunks` if the file is free, answering whether they were written.
-    fn try_write(&self, chunks: &mut [Batch]) -> CoreResult<bool> {
+    fn try_write(&self, chunks: &mut [Batch]) -> EngineResult<bool> {
         let turn = match self.turn.0.try_lock() {
             Ok(t) => t,
             Err(std::sync::TryLockError::WouldBlock) => return Ok(false),
@@ -407,7 +407,7 @@ impl ChunkWriter<'_> {
     }
 
     /// Write `chunks`, waiting for the turn.
-    fn write(&self, chunks: &mut [Batch]) -> CoreResult<()> {
+    fn write(&self, chunks: &mut [Batch]) -> EngineResult<()> {
         let turn = self.turn.0.lock().unwrap_or_else(|p| p.into_inner());
         self.write_in_turn(turn, chunks)
     }
@@ -416,7 +416,7 @@ impl ChunkWriter<'_> {
         &self,
         turn: std::sync::MutexGuard<'_, ()>,
         chunks: &mut [Batch],
-    ) -> CoreResult<()> {
+    ) -> EngineResult<()> {
         chunks.iter_mut().try_for_each(|c| self.output.write(c))?;
         drop(turn);
         chunks.iter().for_each(|c| self.output.start_writeback(c));
@@ -443,7 +443,7 @@ fn decode_batch(
     page_size: usize,
     buffers: &mut Buffers,
     writer: &ChunkWriter,
-) -> CoreResult<(Vec<u32>, Vec<u64>)> {
+) -> EngineResult<(Vec<u32>, Vec<u64>)> {
     let chunk_pages = (WRITE_CHUNK_BYTES / page_size).max(1);
     let mut hashes = Vec::with_capacity(items.len());
     let mut idx = Vec::with_capacity(items.len());
@@ -481,7 +481,7 @@ fn decode_chunk(
     page_size: usize,
     frames: &[u8],
     chunk: &mut Batch,
-) -> CoreResult<()> {
+) -> EngineResult<()> {
     let start = part[0].1.loc;
     chunk.idx.clear();
     chunk.hashes.clear();
@@ -497,7 +497,7 @@ fn decode_chunk(
             &mut chunk.pages[k * page_size..(k + 1) * page_size],
         )
         .map_err(|e| {
-            CoreError::corrupt(format!("{} at {}", slot.loc.segment.key(), slot.loc), e.0)
+            EngineError::corrupt(format!("{} at {}", slot.loc.segment.key(), slot.loc), e.0)
         })?;
         chunk.hashes.push(hash);
         chunk.idx.push(*i);

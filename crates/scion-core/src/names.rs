@@ -7,7 +7,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::CoreError;
+use crate::EngineError;
 
 pub const MAX_NAME_LEN: usize = 100;
 
@@ -19,7 +19,7 @@ pub(crate) const DERIVED_NAME_ROOM: usize = 40;
 /// and the version `create` made.
 pub(crate) const RESERVED_CHECKPOINTS: [&str; 2] = ["fork", "init"];
 
-fn validate(kind: &'static str, s: &str, max_len: usize) -> Result<(), CoreError> {
+fn validate(kind: &'static str, s: &str, max_len: usize) -> Result<(), EngineError> {
     let reason = if s.is_empty() {
         Some("is empty")
     } else if s.len() > max_len && max_len == MAX_NAME_LEN {
@@ -39,7 +39,7 @@ fn validate(kind: &'static str, s: &str, max_len: usize) -> Result<(), CoreError
         None
     };
     match reason {
-        Some(reason) => Err(CoreError::InvalidName {
+        Some(reason) => Err(EngineError::InvalidName {
             kind,
             name: s.to_string(),
             reason,
@@ -55,7 +55,7 @@ macro_rules! name_type {
         pub struct $ty(String);
 
         impl $ty {
-            pub fn new(s: &str) -> Result<Self, CoreError> {
+            pub fn new(s: &str) -> Result<Self, EngineError> {
                 validate($kind, s, $max_len)?;
                 Ok(Self(s.to_string()))
             }
@@ -65,8 +65,8 @@ macro_rules! name_type {
         }
 
         impl FromStr for $ty {
-            type Err = CoreError;
-            fn from_str(s: &str) -> Result<Self, CoreError> {
+            type Err = EngineError;
+            fn from_str(s: &str) -> Result<Self, EngineError> {
                 Self::new(s)
             }
         }
@@ -106,7 +106,7 @@ impl BranchName {
     }
 
     /// Refuse a name for a new branch that leaves no room for its derived names.
-    pub(crate) fn check_new(&self) -> Result<(), CoreError> {
+    pub(crate) fn check_new(&self) -> Result<(), EngineError> {
         validate("branch", &self.0, MAX_NAME_LEN)
     }
 }
@@ -143,12 +143,12 @@ impl fmt::Display for BranchRef {
 }
 
 impl FromStr for BranchRef {
-    type Err = CoreError;
+    type Err = EngineError;
     /// `db` (meaning `db@main`) or `db@branch`.
-    fn from_str(s: &str) -> Result<Self, CoreError> {
+    fn from_str(s: &str) -> Result<Self, EngineError> {
         let t = Target::from_str(s)?;
         if t.checkpoint.is_some() {
-            return Err(CoreError::InvalidTarget {
+            return Err(EngineError::InvalidTarget {
                 target: s.to_string(),
                 reason: "expected db or db@branch, not a checkpoint",
             });
@@ -175,11 +175,11 @@ impl fmt::Display for Target {
 }
 
 impl FromStr for Target {
-    type Err = CoreError;
-    fn from_str(s: &str) -> Result<Self, CoreError> {
+    type Err = EngineError;
+    fn from_str(s: &str) -> Result<Self, EngineError> {
         let parts: Vec<&str> = s.split('@').collect();
         if parts.len() > 3 {
-            return Err(CoreError::InvalidTarget {
+            return Err(EngineError::InvalidTarget {
                 target: s.to_string(),
                 reason: "too many '@' (expected db[@branch[@checkpoint]])",
             });

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{CoreError, CoreResult};
+use crate::error::{EngineError, EngineResult};
 
 /// `bytes` random bytes from the OS, as lowercase hex.
 pub(crate) fn random_hex(bytes: usize) -> String {
@@ -18,17 +18,17 @@ pub(crate) fn decode_versioned<T: serde::de::DeserializeOwned>(
     bytes: &[u8],
     key: &str,
     supported: u32,
-) -> CoreResult<T> {
+) -> EngineResult<T> {
     let probe: SchemaProbe =
-        serde_json::from_slice(bytes).map_err(|e| CoreError::corrupt(key, e.to_string()))?;
+        serde_json::from_slice(bytes).map_err(|e| EngineError::corrupt(key, e.to_string()))?;
     if probe.schema > supported {
-        return Err(CoreError::FormatTooNew {
+        return Err(EngineError::FormatTooNew {
             what: key.to_string(),
             found: probe.schema,
             supported,
         });
     }
-    serde_json::from_slice(bytes).map_err(|e| CoreError::corrupt(key, e.to_string()))
+    serde_json::from_slice(bytes).map_err(|e| EngineError::corrupt(key, e.to_string()))
 }
 
 #[derive(Deserialize)]

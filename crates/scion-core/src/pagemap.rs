@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
-use crate::error::CoreResult;
+use crate::error::EngineResult;
 use crate::format::{FrameKind, Locator, Node, Slot};
 use crate::reader::FrameReader;
 use crate::writer::VersionWriter;
@@ -32,7 +32,7 @@ pub fn build(
     writer: &mut VersionWriter<'_>,
     pages: &[Option<Locator>],
     fanout_bits: u8,
-) -> CoreResult<(Option<Locator>, u8)> {
+) -> EngineResult<(Option<Locator>, u8)> {
     let fanout = 1usize << fanout_bits;
     let depth = depth_for(pages.len() as u32, fanout_bits);
     let mut level_slots: Vec<Option<Slot>> = pages.iter().map(|p| p.map(Slot::from)).collect();
@@ -76,7 +76,7 @@ impl TreeUpdate<'_> {
         old_depth: u8,
         new_depth: u8,
         changes: &Changes,
-    ) -> CoreResult<Option<Locator>> {
+    ) -> EngineResult<Option<Locator>> {
         let mut top = top;
         let mut depth = if top.is_none() { new_depth } else { old_depth };
         // Grow: the old tree becomes slot 0 of new upper nodes. Rare (the database crossed
@@ -97,7 +97,7 @@ impl TreeUpdate<'_> {
     }
 
     /// A node from this commit's writer or, failing that, the store.
-    fn load(&self, writer: &VersionWriter<'_>, loc: &Locator, level: u8) -> CoreResult<Node> {
+    fn load(&self, writer: &VersionWriter<'_>, loc: &Locator, level: u8) -> EngineResult<Node> {
         if let Some(n) = writer.node(loc) {
             return Ok(n.clone());
         }
@@ -115,7 +115,7 @@ impl TreeUpdate<'_> {
         level: u8,
         base: u64,
         changes: &[(u32, Option<Slot>)],
-    ) -> CoreResult<(Option<Locator>, bool)> {
+    ) -> EngineResult<(Option<Locator>, bool)> {
         let span = self.span(level);
         let limit = self.limit as u64;
         let mut changed = false;
@@ -174,7 +174,7 @@ pub fn leaves(
     top: Option<Locator>,
     depth: u8,
     fanout_bits: u8,
-) -> CoreResult<Vec<(u32, Slot)>> {
+) -> EngineResult<Vec<(u32, Slot)>> {
     let mut all = Vec::new();
     for_each_leaf_group(reader, top, depth, fanout_bits, usize::MAX, |group| {
         if all.is_empty() {
@@ -197,8 +197,8 @@ pub(crate) fn for_each_leaf_group(
     depth: u8,
     fanout_bits: u8,
     group_pages: usize,
-    mut f: impl FnMut(Vec<(u32, Slot)>) -> CoreResult<ControlFlow<()>>,
-) -> CoreResult<()> {
+    mut f: impl FnMut(Vec<(u32, Slot)>) -> EngineResult<ControlFlow<()>>,
+) -> EngineResult<()> {
     let Some(top) = top else {
         return Ok(());
     };
@@ -227,7 +227,7 @@ fn children(
     parents: &[(u64, Slot)],
     level: u8,
     fanout_bits: u8,
-) -> CoreResult<Vec<(u64, Slot)>> {
+) -> EngineResult<Vec<(u64, Slot)>> {
     let locs: Vec<Locator> = parents.iter().map(|(_, s)| s.loc).collect();
     let nodes: Vec<Arc<Node>> = reader.nodes(&locs, level, fanout_bits)?;
     let span = 1u64 << (fanout_bits as u32 * level as u32);
@@ -253,7 +253,7 @@ pub fn lookup(
     depth: u8,
     fanout_bits: u8,
     idx: u32,
-) -> CoreResult<Option<Slot>> {
+) -> EngineResult<Option<Slot>> {
     let Some(mut cur) = top else {
         return Ok(None);
     };

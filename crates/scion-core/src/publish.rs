@@ -5,19 +5,19 @@
 use scion_store::{ETag, PutMode, StoreError};
 
 use crate::conditional::put_exact;
-use crate::error::{CoreError, CoreResult};
+use crate::error::{EngineError, EngineResult};
 use crate::names::BranchRef;
 use crate::refs::{ref_key, Ref};
 use crate::retry::CasRetry;
 use crate::Engine;
 
 impl Engine {
-    /// Create a branch's ref. `AlreadyExists` comes back as [`CoreError::BranchExists`].
-    pub(crate) fn create_ref(&self, b: &BranchRef, r: &mut Ref) -> CoreResult<ETag> {
+    /// Create a branch's ref. `AlreadyExists` comes back as [`EngineError::BranchExists`].
+    pub(crate) fn create_ref(&self, b: &BranchRef, r: &mut Ref) -> EngineResult<ETag> {
         let body = r.encode_fresh();
         match put_exact(self.backend.as_ref(), &ref_key(b), &body, PutMode::Create) {
             Ok(e) => Ok(e),
-            Err(StoreError::AlreadyExists { .. }) => Err(CoreError::BranchExists {
+            Err(StoreError::AlreadyExists { .. }) => Err(EngineError::BranchExists {
                 branch: b.to_string(),
             }),
             Err(e) => Err(e.into()),
@@ -30,12 +30,12 @@ impl Engine {
     /// (a HEAD then a DELETE on S3, which has no conditional delete) cannot remove another
     /// writer's commit that landed in between. A claim that loses its race leaves the ref
     /// to whoever moved it.
-    pub(crate) fn remove_own_ref(&self, b: &BranchRef, r: &Ref, etag: &ETag) -> CoreResult<()> {
+    pub(crate) fn remove_own_ref(&self, b: &BranchRef, r: &Ref, etag: &ETag) -> EngineResult<()> {
         let mut claimed = r.clone();
         claimed.destroying_since = Some(self.store_time()?);
         let claimed_etag = match self.write_ref(b, &mut claimed, etag) {
             Ok(e) => e,
-            Err(CoreError::Conflict { .. }) => return Ok(()),
+            Err(EngineError::Conflict { .. }) => return Ok(()),
             Err(e) => return Err(e),
         };
         match self.backend.delete_if(&ref_key(b), &claimed_etag) {
@@ -45,7 +45,7 @@ impl Engine {
     }
 
     /// Compare-and-swap a ref from the state `etag` names. `r` gets the nonce written.
-    pub(crate) fn write_ref(&self, b: &BranchRef, r: &mut Ref, etag: &ETag) -> CoreResult<ETag> {
+    pub(crate) fn write_ref(&self, b: &BranchRef, r: &mut Ref, etag: &ETag) -> EngineResult<ETag> {
         let body = r.encode_fresh();
         match put_exact(
             self.backend.as_ref(),
@@ -54,7 +54,7 @@ impl Engine {
             PutMode::Update(etag.clone()),
         ) {
             Ok(e) => Ok(e),
-            Err(StoreError::Conflict { .. }) => Err(CoreError::Conflict {
+            Err(StoreError::Conflict { .. }) => Err(EngineError::Conflict {
                 branch: b.to_string(),
             }),
             Err(e) => Err(e.into()),
@@ -66,8 +66,8 @@ impl Engine {
     pub(crate) fn update_ref(
         &self,
         b: &BranchRef,
-        change: impl FnMut(&mut Ref) -> CoreResult<()>,
-    ) -> CoreResult<Ref> {
+        change: impl FnMut(&mut Ref) -> EngineResult<()>,
+    ) -> EngineResult<Ref> {
         self.update_ref_with(b, false, change).map(|(r, _)| r)
     }
 
@@ -75,12 +75,12 @@ impl Engine {
     /// over from a fresh read as [`CasRetry`] says. `change` may refuse by returning an
     /// error, which ends the loop. With `claimed`, refs that a destroy has claimed are read
     /// too.
-    pub(crate) fn update_ref_with(
+    pub(crate) fn update_ref_with<E: From<EngineError>>(
         &self,
         b: &BranchRef,
         claimed: bool,
-        mut change: impl FnMut(&mut Ref) -> CoreResult<()>,
-    ) -> CoreResult<(Ref, ETag)> {
+        mut change: impl FnMut(&mut Ref) -> Result<(), E>,
+    ) -> Result<(Ref, ETag), E> {
         let mut retry = CasRetry::new();
         loop {
             let (mut r, etag) = if claimed {
@@ -91,8 +91,8 @@ impl Engine {
             change(&mut r)?;
             match self.write_ref(b, &mut r, &etag) {
                 Ok(etag) => return Ok((r, etag)),
-                Err(CoreError::Conflict { .. }) if retry.again() => {}
-                Err(e) => return Err(e),
+                Err(EngineError::Conflict { .. }) if retry.again() => {}
+                Err(e) => return Err(e.into()),
             }
         }
     }
@@ -104,7 +104,7 @@ mod tests {
 
     use scion_store::MemoryBackend;
 
-    use crate::{BranchRef, ClonePolicy, CoreError, DbName, Scion, ScionOptions};
+    use crate::{BranchRef, ClonePolicy, DbName, EngineError, Scion, ScionOptions};
 
     #[test]
     fn removing_an_own_ref_never_removes_a_write_that_landed_first() {
@@ -129,7 +129,7 @@ mod tests {
         s.remove_own_ref(&b, &r, &etag).unwrap();
         assert!(matches!(
             s.read_ref_any(&b),
-            Err(CoreError::BranchNotFound { .. })
+            Err(EngineError::BranchNotFound { .. })
         ));
     }
 

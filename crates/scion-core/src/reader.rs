@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use scion_store::{Backend, StoreError};
 
-use crate::error::{CoreError, CoreResult};
+use crate::error::{EngineError, EngineResult};
 use crate::format::{
     decode_frame, decode_frame_with_base, is_delta_frame, FrameKind, Locator, Node, RootRecord,
     Slot,
@@ -36,22 +36,22 @@ impl FrameReader {
         }
     }
 
-    fn fetch(&self, loc: &Locator, len: u64) -> CoreResult<Vec<u8>> {
+    fn fetch(&self, loc: &Locator, len: u64) -> EngineResult<Vec<u8>> {
         let mut out = Vec::new();
         self.fetch_into(loc, len, &mut out)?;
         Ok(out)
     }
 
-    fn fetch_into(&self, loc: &Locator, len: u64, out: &mut Vec<u8>) -> CoreResult<()> {
+    fn fetch_into(&self, loc: &Locator, len: u64, out: &mut Vec<u8>) -> EngineResult<()> {
         let key = loc.segment.key();
         self.backend
             .get_range_into(&key, loc.offset..loc.offset.saturating_add(len), out)
             .map_err(|e| match e {
                 StoreError::NotFound { key } => {
-                    CoreError::corrupt(key, "segment is missing from the store")
+                    EngineError::corrupt(key, "segment is missing from the store")
                 }
-                StoreError::Other(msg) => CoreError::corrupt(key, msg),
-                other => CoreError::Store(other),
+                StoreError::Other(msg) => EngineError::corrupt(key, msg),
+                other => EngineError::Store(other),
             })
     }
 
@@ -63,7 +63,7 @@ impl FrameReader {
         }
     }
 
-    fn read_one(&self, loc: &Locator, kind: FrameKind, key: u64) -> CoreResult<(Vec<u8>, u64)> {
+    fn read_one(&self, loc: &Locator, kind: FrameKind, key: u64) -> EngineResult<(Vec<u8>, u64)> {
         let bytes = self.fetch(loc, loc.len as u64)?;
         match decode_frame(&bytes, kind, key) {
             Ok(x) => Ok(x),
@@ -76,12 +76,13 @@ impl FrameReader {
         }
     }
 
-    pub fn root(&self, loc: &Locator) -> CoreResult<RootRecord> {
+    pub fn root(&self, loc: &Locator) -> EngineResult<RootRecord> {
         let (raw, _) = self.read_one(loc, FrameKind::Root, 0)?;
-        RootRecord::decode(&raw).map_err(|e| CoreError::corrupt(format!("root record {loc}"), e.0))
+        RootRecord::decode(&raw)
+            .map_err(|e| EngineError::corrupt(format!("root record {loc}"), e.0))
     }
 
-    pub fn node(&self, loc: &Locator, level: u8, fanout_bits: u8) -> CoreResult<Arc<Node>> {
+    pub fn node(&self, loc: &Locator, level: u8, fanout_bits: u8) -> EngineResult<Arc<Node>> {
         if let Some(n) = self.nodes.lock().unwrap().get(loc) {
             return Ok(n.clone());
         }
@@ -97,7 +98,7 @@ impl FrameReader {
         locs: &[Locator],
         level: u8,
         fanout_bits: u8,
-    ) -> CoreResult<Vec<Arc<Node>>> {
+    ) -> EngineResult<Vec<Arc<Node>>> {
         let mut out: Vec<Option<Arc<Node>>> = vec![None; locs.len()];
         let mut missing = Vec::new();
         {
@@ -134,8 +135,8 @@ impl FrameReader {
         items: Vec<(Locator, T)>,
         kind: FrameKind,
         key_of: impl Fn(&T) -> u64,
-        mut f: impl FnMut(PageFrame<'_, T>) -> CoreResult<()>,
-    ) -> CoreResult<()> {
+        mut f: impl FnMut(PageFrame<'_, T>) -> EngineResult<()>,
+    ) -> EngineResult<()> {
         self.for_each_verified(items, |loc, tag, bytes| {
             let (raw, hash) =
                 decode_frame(bytes, kind, key_of(tag)).map_err(|e| Step::damaged(loc, e))?;
@@ -148,8 +149,8 @@ impl FrameReader {
     pub(crate) fn for_each_page(
         &self,
         slots: Vec<(Slot, u32)>,
-        mut f: impl FnMut(PageFrame<'_, u32>) -> CoreResult<()>,
-    ) -> CoreResult<()> {
+        mut f: impl FnMut(PageFrame<'_, u32>) -> EngineResult<()>,
+    ) -> EngineResult<()> {
         // (base locator, (page number, delta frame bytes, delta locator))
         type PendingDelta = (Locator, (u32, Vec<u8>, Locator));
         let mut deltas: Vec<PendingDelta> = Vec::new();
@@ -163,7 +164,7 @@ impl FrameReader {
                 return Ok(());
             }
             if is_delta_frame(bytes) {
-                return Err(Step::Failed(CoreError::corrupt(
+                return Err(Step::Failed(EngineError::corrupt(
                     format!("{} at {loc}", loc.segment.key()),
                     "delta frame without a base in its node",
                 )));
@@ -179,7 +180,7 @@ impl FrameReader {
         })?;
         self.for_each_verified(deltas, |base_loc, (pgno, delta, delta_loc), bytes| {
             if is_delta_frame(bytes) {
-                return Err(Step::Failed(CoreError::corrupt(
+                return Err(Step::Failed(EngineError::corrupt(
                     format!("{} at {base_loc}", base_loc.segment.key()),
                     "a delta's base is itself a delta",
                 )));
@@ -200,7 +201,12 @@ impl FrameReader {
 
     /// The raw bytes of `len` bytes from `loc`'s offset (a coalesced run of frames), into a
     /// buffer the caller reuses.
-    pub(crate) fn run_into(&self, start: &Locator, len: u64, out: &mut Vec<u8>) -> CoreResult<()> {
+    pub(crate) fn run_into(
+        &self,
+        start: &Locator,
+        len: u64,
+        out: &mut Vec<u8>,
+    ) -> EngineResult<()> {
         self.fetch_into(start, len, out)
     }
 
@@ -208,20 +214,20 @@ impl FrameReader {
     /// The full frame a new delta of page `pgno` (now at `slot`) is taken against, and its
     /// content: the slot's base, or the slot itself when it is a full frame. Deltas are
     /// therefore never more than one deep.
-    pub(crate) fn delta_base(&self, slot: &Slot, pgno: u32) -> CoreResult<(Locator, Vec<u8>)> {
+    pub(crate) fn delta_base(&self, slot: &Slot, pgno: u32) -> EngineResult<(Locator, Vec<u8>)> {
         let loc = slot.base.unwrap_or(slot.loc);
         let bytes = self.raw(&loc)?;
         let (raw, _) = decode_frame(&bytes, FrameKind::Page, pgno as u64)
-            .map_err(|e| CoreError::corrupt(format!("{} at {loc}", loc.segment.key()), e.0))?;
+            .map_err(|e| EngineError::corrupt(format!("{} at {loc}", loc.segment.key()), e.0))?;
         Ok((loc, raw))
     }
 
-    pub fn raw(&self, loc: &Locator) -> CoreResult<Vec<u8>> {
+    pub fn raw(&self, loc: &Locator) -> EngineResult<Vec<u8>> {
         self.fetch(loc, loc.len as u64)
     }
 
     /// Read one page (resolving a delta).
-    pub fn page(&self, slot: &Slot, pgno: u32) -> CoreResult<(Vec<u8>, u64)> {
+    pub fn page(&self, slot: &Slot, pgno: u32) -> EngineResult<(Vec<u8>, u64)> {
         let mut out = None;
         self.for_each_page(vec![(*slot, pgno)], |p| {
             out = Some((p.raw, p.hash));
@@ -237,7 +243,7 @@ impl FrameReader {
         &self,
         mut items: Vec<(Locator, T)>,
         mut f: impl FnMut(&Locator, &T, &[u8]) -> Result<(), Step>,
-    ) -> CoreResult<()> {
+    ) -> EngineResult<()> {
         items.sort_by_key(|(l, _)| (l.segment, l.offset));
         let mut i = 0;
         while i < items.len() {
@@ -276,29 +282,29 @@ impl FrameReader {
 /// How a callback of `for_each_verified` failed.
 enum Step {
     /// The frame's bytes failed verification; nothing was done with them.
-    Damaged(CoreError),
-    Failed(CoreError),
+    Damaged(EngineError),
+    Failed(EngineError),
 }
 
 impl Step {
     fn damaged(loc: &Locator, e: crate::format::DecodeError) -> Step {
         Step::Damaged(frame_error(loc, e))
     }
-    fn into_error(self) -> CoreError {
+    fn into_error(self) -> EngineError {
         match self {
             Step::Damaged(e) | Step::Failed(e) => e,
         }
     }
 }
 
-fn frame_error(loc: &Locator, e: crate::format::DecodeError) -> CoreError {
-    CoreError::corrupt(format!("{} at {loc}", loc.segment.key()), e.0)
+fn frame_error(loc: &Locator, e: crate::format::DecodeError) -> EngineError {
+    EngineError::corrupt(format!("{} at {loc}", loc.segment.key()), e.0)
 }
 
-fn check_node(raw: &[u8], loc: &Locator, level: u8, fanout_bits: u8) -> CoreResult<Node> {
-    let node = Node::decode(raw).map_err(|e| CoreError::corrupt(format!("node {loc}"), e.0))?;
+fn check_node(raw: &[u8], loc: &Locator, level: u8, fanout_bits: u8) -> EngineResult<Node> {
+    let node = Node::decode(raw).map_err(|e| EngineError::corrupt(format!("node {loc}"), e.0))?;
     if node.level != level || node.fanout_bits != fanout_bits {
-        return Err(CoreError::corrupt(
+        return Err(EngineError::corrupt(
             format!("node {loc}"),
             format!(
                 "node is level {} fan-out 2^{}, expected level {level} fan-out 2^{fanout_bits}",

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::clock::StoreTime;
-use crate::error::{CoreError, CoreResult};
+use crate::error::{EngineError, EngineResult};
 use crate::format::Locator;
 use crate::history::HeadEntry;
 use crate::names::{BranchName, BranchRef, CheckpointName, DbName};
@@ -176,11 +176,11 @@ pub(crate) const RESERVED_META_PREFIX: &str = "scion.";
 
 /// What users may attach to a branch or checkpoint: short keys, values of a few KiB, and
 /// little enough in all that a ref stays one small object.
-pub(crate) fn check_user_meta(meta: &BTreeMap<String, String>) -> CoreResult<()> {
+pub(crate) fn check_user_meta(meta: &BTreeMap<String, String>) -> EngineResult<()> {
     const MAX_KEY: usize = 128;
     const MAX_VALUE: usize = 4096;
     const MAX_TOTAL: usize = 16 * 1024;
-    let invalid = |reason: String| Err(CoreError::InvalidInput { reason });
+    let invalid = |reason: String| Err(EngineError::InvalidInput { reason });
     let mut total = 0;
     for (k, v) in meta {
         if k.is_empty() || k.len() > MAX_KEY || k.chars().any(char::is_control) {
@@ -229,7 +229,7 @@ pub struct Checkpoint {
 }
 
 impl Ref {
-    pub fn decode(bytes: &[u8], key: &str) -> CoreResult<Self> {
+    pub fn decode(bytes: &[u8], key: &str) -> EngineResult<Self> {
         let mut r: Ref = decode_versioned(bytes, key, REF_SCHEMA)?;
         if let Some(mark) = r.meta.remove(SAFETY_META_V1) {
             r.safety = parse_v1_safety_mark(&mark);
@@ -280,7 +280,7 @@ fn parse_v1_safety_mark(s: &str) -> Option<SafetyMark> {
 }
 
 impl Checkpoint {
-    pub fn decode(bytes: &[u8], key: &str) -> CoreResult<Self> {
+    pub fn decode(bytes: &[u8], key: &str) -> EngineResult<Self> {
         decode_versioned(bytes, key, CHECKPOINT_SCHEMA)
     }
 

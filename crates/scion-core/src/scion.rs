@@ -12,7 +12,7 @@ use scion_store::{Backend, ETag, PutMode, StoreError};
 
 use crate::checkout::ClonePolicy;
 use crate::clock::{rfc3339, StoreTime};
-use crate::error::{CoreError, CoreResult};
+use crate::error::{EngineError, EngineResult};
 use crate::format::{Locator, PageCompression};
 use crate::manifest::{Manifest, StoreSettings, MANIFEST_KEY, STORE_FORMAT_VERSION};
 use crate::names::{BranchName, BranchRef, CheckpointName, DbName, Target};
@@ -141,7 +141,7 @@ impl Scion {
         backend: Arc<dyn Backend>,
         location: &str,
         options: ScionOptions,
-    ) -> CoreResult<Self> {
+    ) -> EngineResult<Self> {
         Self::init_with(backend, location, options, StoreSettings::default())
     }
 
@@ -151,7 +151,7 @@ impl Scion {
         location: &str,
         options: ScionOptions,
         settings: StoreSettings,
-    ) -> CoreResult<Self> {
+    ) -> EngineResult<Self> {
         let manifest = Manifest {
             format: STORE_FORMAT_VERSION,
             store_id: crate::refs::random_hex(16),
@@ -164,7 +164,7 @@ impl Scion {
         match backend.put(MANIFEST_KEY, &body, PutMode::Create) {
             Ok(_) => {}
             Err(StoreError::AlreadyExists { .. }) => {
-                return Err(CoreError::AlreadyInitialized {
+                return Err(EngineError::AlreadyInitialized {
                     location: location.to_string(),
                 })
             }
@@ -178,7 +178,7 @@ impl Scion {
         backend: Arc<dyn Backend>,
         location: &str,
         options: ScionOptions,
-    ) -> CoreResult<Self> {
+    ) -> EngineResult<Self> {
         let (manifest, _) = read_manifest(backend.as_ref(), location)?;
         Ok(Self::assemble(backend, location, manifest, options))
     }
@@ -250,10 +250,10 @@ impl Engine {
 
     /// Read a branch's ref and the etag to compare-and-swap it with. A branch that a
     /// `destroy` has claimed is reported as being destroyed.
-    pub fn read_ref(&self, b: &BranchRef) -> CoreResult<(Ref, ETag)> {
+    pub fn read_ref(&self, b: &BranchRef) -> EngineResult<(Ref, ETag)> {
         let (r, etag) = self.read_ref_any(b)?;
         if r.destroying_since.is_some() {
-            return Err(CoreError::BeingDestroyed {
+            return Err(EngineError::BeingDestroyed {
                 branch: b.to_string(),
             });
         }
@@ -261,7 +261,7 @@ impl Engine {
     }
 
     /// Like [`Self::read_ref`], but also returns refs claimed by a destroy.
-    pub fn read_ref_any(&self, b: &BranchRef) -> CoreResult<(Ref, ETag)> {
+    pub fn read_ref_any(&self, b: &BranchRef) -> EngineResult<(Ref, ETag)> {
         let key = ref_key(b);
         match self.backend.get(&key) {
             Ok((bytes, etag)) => Ok((Ref::decode(&bytes, &key)?, etag)),
@@ -271,12 +271,12 @@ impl Engine {
     }
 
     /// The store's clock (lease expiry and TTLs are judged by it, not the caller's).
-    pub fn store_now(&self) -> CoreResult<SystemTime> {
+    pub fn store_now(&self) -> EngineResult<SystemTime> {
         Ok(self.backend.now()?)
     }
 
     /// The store's clock, as a stamp to write into refs and checkpoints.
-    pub(crate) fn store_time(&self) -> CoreResult<StoreTime> {
+    pub(crate) fn store_time(&self) -> EngineResult<StoreTime> {
         Ok(StoreTime::from_store_clock(self.backend.now()?))
     }
 
@@ -290,19 +290,19 @@ impl Engine {
         &self.holder
     }
 
-    fn missing_branch(&self, b: &BranchRef) -> CoreResult<CoreError> {
+    fn missing_branch(&self, b: &BranchRef) -> EngineResult<EngineError> {
         if self.backend.list(&refs_prefix(&b.db))?.is_empty() {
-            return Ok(CoreError::DatabaseNotFound {
+            return Ok(EngineError::DatabaseNotFound {
                 db: b.db.to_string(),
             });
         }
-        Ok(CoreError::BranchNotFound {
+        Ok(EngineError::BranchNotFound {
             branch: b.to_string(),
         })
     }
 
     /// The version a target names: a branch head, a checkpoint, or a reserved name.
-    pub fn resolve(&self, t: &Target) -> CoreResult<ResolvedVersion> {
+    pub fn resolve(&self, t: &Target) -> EngineResult<ResolvedVersion> {
         let (r, _) = self.read_ref(&t.branch)?;
         let Some(name) = &t.checkpoint else {
             return Ok(ResolvedVersion {
@@ -333,11 +333,11 @@ impl Engine {
         &self,
         b: &BranchRef,
         name: &CheckpointName,
-    ) -> CoreResult<Checkpoint> {
+    ) -> EngineResult<Checkpoint> {
         let key = checkpoint_key(b, name);
         match self.backend.get(&key) {
             Ok((bytes, _)) => Checkpoint::decode(&bytes, &key),
-            Err(StoreError::NotFound { .. }) => Err(CoreError::CheckpointNotFound {
+            Err(StoreError::NotFound { .. }) => Err(EngineError::CheckpointNotFound {
                 checkpoint: format!("{b}@{name}"),
             }),
             Err(e) => Err(e.into()),
@@ -352,7 +352,7 @@ impl Engine {
         root: Locator,
         version: u64,
         meta: std::collections::BTreeMap<String, String>,
-    ) -> CoreResult<Checkpoint> {
+    ) -> EngineResult<Checkpoint> {
         let mut c = Checkpoint {
             schema: crate::refs::CHECKPOINT_SCHEMA,
             root,
@@ -369,7 +369,7 @@ impl Engine {
             PutMode::Create,
         ) {
             Ok(_) => Ok(c),
-            Err(StoreError::AlreadyExists { .. }) => Err(CoreError::CheckpointExists {
+            Err(StoreError::AlreadyExists { .. }) => Err(EngineError::CheckpointExists {
                 checkpoint: format!("{b}@{name}"),
             }),
             Err(e) => Err(e.into()),
@@ -380,21 +380,21 @@ impl Engine {
         &self,
         b: &BranchRef,
         name: &CheckpointName,
-    ) -> CoreResult<()> {
+    ) -> EngineResult<()> {
         if name.is_reserved() {
-            return Err(CoreError::ReservedName {
+            return Err(EngineError::ReservedName {
                 name: name.to_string(),
             });
         }
         if self.backend.exists(&checkpoint_key(b, name))? {
-            return Err(CoreError::CheckpointExists {
+            return Err(EngineError::CheckpointExists {
                 checkpoint: format!("{b}@{name}"),
             });
         }
         Ok(())
     }
 
-    pub fn list_databases(&self) -> CoreResult<Vec<DbName>> {
+    pub fn list_databases(&self) -> EngineResult<Vec<DbName>> {
         let mut dbs: Vec<DbName> = Vec::new();
         for m in self.backend.list("refs/")? {
             let mut parts = m.key.split('/').skip(1);
@@ -408,7 +408,7 @@ impl Engine {
         Ok(dbs)
     }
 
-    pub fn list_branches(&self, db: &DbName) -> CoreResult<Vec<(BranchName, Ref)>> {
+    pub fn list_branches(&self, db: &DbName) -> EngineResult<Vec<(BranchName, Ref)>> {
         let mut out = Vec::new();
         for m in self.backend.list(&refs_prefix(db))? {
             let Some(branch) = branch_from_key(db, &m.key) else {
@@ -428,12 +428,15 @@ impl Engine {
             }
         }
         if out.is_empty() {
-            return Err(CoreError::DatabaseNotFound { db: db.to_string() });
+            return Err(EngineError::DatabaseNotFound { db: db.to_string() });
         }
         Ok(out)
     }
 
-    pub fn list_checkpoints(&self, b: &BranchRef) -> CoreResult<Vec<(CheckpointName, Checkpoint)>> {
+    pub fn list_checkpoints(
+        &self,
+        b: &BranchRef,
+    ) -> EngineResult<Vec<(CheckpointName, Checkpoint)>> {
         self.read_ref(b)?;
         let prefix = checkpoints_prefix(b);
         let mut out = Vec::new();
@@ -456,10 +459,13 @@ impl Engine {
 
 /// The store's manifest and its etag (for a compare-and-swap that replaces it); a store
 /// without one is not initialized.
-pub(crate) fn read_manifest(backend: &dyn Backend, location: &str) -> CoreResult<(Manifest, ETag)> {
+pub(crate) fn read_manifest(
+    backend: &dyn Backend,
+    location: &str,
+) -> EngineResult<(Manifest, ETag)> {
     match backend.get(MANIFEST_KEY) {
         Ok((bytes, etag)) => Ok((Manifest::decode(&bytes, location)?, etag)),
-        Err(StoreError::NotFound { .. }) => Err(CoreError::NotInitialized {
+        Err(StoreError::NotFound { .. }) => Err(EngineError::NotInitialized {
             location: location.to_string(),
         }),
         Err(e) => Err(e.into()),

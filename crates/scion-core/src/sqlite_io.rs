@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, OpenFlags};
 
-use crate::error::{CoreError, CoreResult};
+use crate::error::{EngineError, EngineResult};
 
 const MAGIC: &[u8; 16] = b"SQLite format 3\0";
 
@@ -39,23 +39,23 @@ pub fn change_counter(page1: &[u8]) -> u32 {
 /// Check that `path` looks like a complete SQLite database before handing it to SQLite,
 /// so that a wrong file gets a clear error. Returns the page size (None for a 0-byte file,
 /// which SQLite treats as an empty database).
-pub(crate) fn check_database_file(path: &Path) -> CoreResult<Option<u32>> {
-    let not = |reason: String| CoreError::NotSqlite {
+pub(crate) fn check_database_file(path: &Path) -> EngineResult<Option<u32>> {
+    let not = |reason: String| EngineError::NotSqlite {
         path: path.to_path_buf(),
         reason,
     };
     // Captured live by this process: reading it through a descriptor of our own would
     // drop that capture's locks when the descriptor closes.
     if crate::checkout::live::is_live(path) {
-        return Err(CoreError::SourceBusy {
+        return Err(EngineError::SourceBusy {
             path: path.to_path_buf(),
         });
     }
     let mut f = File::open(path).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => not("no such file".to_string()),
-        _ => CoreError::io(path, e),
+        _ => EngineError::io(path, e),
     })?;
-    let md = f.metadata().map_err(|e| CoreError::io(path, e))?;
+    let md = f.metadata().map_err(|e| EngineError::io(path, e))?;
     if !md.is_file() {
         return Err(not("not a regular file".to_string()));
     }
@@ -93,15 +93,16 @@ pub(crate) fn check_database_file(path: &Path) -> CoreResult<Option<u32>> {
     Ok(Some(page_size))
 }
 
-pub fn open(path: &Path, read_only: bool) -> CoreResult<Connection> {
+pub fn open(path: &Path, read_only: bool) -> EngineResult<Connection> {
     let flags = if read_only {
         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX
     } else {
         OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX
     };
-    let conn = Connection::open_with_flags(path, flags).map_err(|e| CoreError::sqlite(path, e))?;
+    let conn =
+        Connection::open_with_flags(path, flags).map_err(|e| EngineError::sqlite(path, e))?;
     conn.busy_timeout(std::time::Duration::from_secs(5))
-        .map_err(|e| CoreError::sqlite(path, e))?;
+        .map_err(|e| EngineError::sqlite(path, e))?;
     Ok(conn)
 }
 
@@ -119,10 +120,10 @@ pub(crate) fn read_snapshot(
     path: &Path,
     read_only: bool,
     progress: &dyn crate::progress::Progress,
-    mut f: impl FnMut(u32, &[u8]) -> CoreResult<()>,
-) -> CoreResult<SnapshotInfo> {
+    mut f: impl FnMut(u32, &[u8]) -> EngineResult<()>,
+) -> EngineResult<SnapshotInfo> {
     let conn = open(path, read_only)?;
-    let sql = |e| CoreError::sqlite(path, e);
+    let sql = |e| EngineError::sqlite(path, e);
     // Pages come from SQLite's memory map of the file instead of one read call each:
     // hashing a 1 GiB checkout took 415 ms with reads and 125-175 ms mapped. (SQLite caps
     // the map at its compile-time limit, 2 GiB; pages past it are read as before.)
@@ -134,7 +135,7 @@ pub(crate) fn read_snapshot(
             rusqlite::Error::SqliteFailure(ref err, _)
                 if err.code == rusqlite::ErrorCode::NotADatabase =>
             {
-                CoreError::NotSqlite {
+                EngineError::NotSqlite {
                     path: path.to_path_buf(),
                     reason: "SQLite says: file is not a database".to_string(),
                 }
@@ -160,7 +161,7 @@ pub(crate) fn read_snapshot(
             let data = row.get_ref(1).map_err(sql)?;
             let bytes = data.as_blob().map_err(|e| sql(e.into()))?;
             if pgno != expected || bytes.len() != page_size as usize {
-                return Err(CoreError::NotSqlite {
+                return Err(EngineError::NotSqlite {
                     path: path.to_path_buf(),
                     reason: format!("unexpected page {pgno} of {} bytes", bytes.len()),
                 });
@@ -176,7 +177,7 @@ pub(crate) fn read_snapshot(
             }
         }
         if expected - 1 != page_count {
-            return Err(CoreError::NotSqlite {
+            return Err(EngineError::NotSqlite {
                 path: path.to_path_buf(),
                 reason: format!("read {} pages, page_count is {page_count}", expected - 1),
             });
@@ -196,7 +197,7 @@ pub(crate) fn read_snapshot(
 ///
 /// Must not be called while this process has its own SQLite connection on the file:
 /// closing the probe descriptor would drop that connection's POSIX locks.
-pub(crate) fn in_use(path: &Path) -> CoreResult<bool> {
+pub(crate) fn in_use(path: &Path) -> EngineResult<bool> {
     // A file this process captures live is in use, and must not be probed (below).
     if crate::checkout::live::is_live(path) {
         return Ok(true);
@@ -208,7 +209,7 @@ pub(crate) fn in_use(path: &Path) -> CoreResult<bool> {
 
 /// Whether a connection holds the `-shm` file beside `path`: one still attached to a WAL
 /// there, even if the database file itself was deleted under it.
-pub(crate) fn wal_index_in_use(path: &Path) -> CoreResult<bool> {
+pub(crate) fn wal_index_in_use(path: &Path) -> EngineResult<bool> {
     if crate::checkout::live::is_live(path) {
         return Ok(true);
     }
@@ -216,11 +217,11 @@ pub(crate) fn wal_index_in_use(path: &Path) -> CoreResult<bool> {
 }
 
 /// Whether a SQLite connection in another process holds a lock on the range.
-fn probe_lock(p: &Path, start: i64, len: i64) -> CoreResult<bool> {
+fn probe_lock(p: &Path, start: i64, len: i64) -> EngineResult<bool> {
     let f = match File::open(p) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
-        Err(e) => return Err(CoreError::io(p, e)),
+        Err(e) => return Err(EngineError::io(p, e)),
     };
     // SAFETY: an all-zero flock is a valid value to fill in; F_GETLK only reads the
     // descriptor's lock table and writes into `fl`.
@@ -231,7 +232,7 @@ fn probe_lock(p: &Path, start: i64, len: i64) -> CoreResult<bool> {
     fl.l_len = len as _;
     let rc = unsafe { libc::fcntl(f.as_raw_fd(), libc::F_GETLK, &mut fl) };
     if rc != 0 {
-        return Err(CoreError::io(p, std::io::Error::last_os_error()));
+        return Err(EngineError::io(p, std::io::Error::last_os_error()));
     }
     // An open-file-description lock (no pid) is another scion inspecting or replacing the
     // file, not a SQLite connection.
@@ -246,9 +247,9 @@ pub(crate) fn sidecar_path(path: &Path, suffix: &str) -> PathBuf {
 }
 
 /// Create an empty database: one page, 4 KiB pages, WAL mode.
-pub(crate) fn create_empty(path: &Path) -> CoreResult<()> {
-    let conn = Connection::open(path).map_err(|e| CoreError::sqlite(path, e))?;
+pub(crate) fn create_empty(path: &Path) -> EngineResult<()> {
+    let conn = Connection::open(path).map_err(|e| EngineError::sqlite(path, e))?;
     conn.execute_batch("PRAGMA page_size=4096; PRAGMA journal_mode=WAL; VACUUM;")
-        .map_err(|e| CoreError::sqlite(path, e))?;
+        .map_err(|e| EngineError::sqlite(path, e))?;
     Ok(())
 }

@@ -10,7 +10,7 @@ use std::time::SystemTime;
 use scion_store::{Backend, PutMode, StoreError};
 
 use crate::clock::unix_ms;
-use crate::error::{CoreError, CoreResult};
+use crate::error::{EngineError, EngineResult};
 use crate::format::{
     encode_page_frame, FrameKind, Locator, Node, PageCompression, RootRecord, SegmentBuilder,
     SegmentId, Slot,
@@ -60,7 +60,7 @@ impl<'a> VersionWriter<'a> {
         }
     }
 
-    pub fn add(&mut self, kind: FrameKind, key: u64, raw: &[u8]) -> CoreResult<(Locator, u64)> {
+    pub fn add(&mut self, kind: FrameKind, key: u64, raw: &[u8]) -> EngineResult<(Locator, u64)> {
         if kind == FrameKind::Page {
             // Pages follow the store's compression; nodes and roots are always lz4 (small,
             // and read once per version, not once per page).
@@ -74,7 +74,7 @@ impl<'a> VersionWriter<'a> {
     }
 
     /// Add a page-map node; it stays readable through [`Self::node`] until `finish`.
-    pub(crate) fn add_node(&mut self, node: Node) -> CoreResult<Locator> {
+    pub(crate) fn add_node(&mut self, node: Node) -> EngineResult<Locator> {
         let (loc, _) = self.add(FrameKind::Node, node.level as u64, &node.encode())?;
         self.nodes.insert(loc, node);
         Ok(loc)
@@ -92,7 +92,7 @@ impl<'a> VersionWriter<'a> {
         pgno: u32,
         raw: &[u8],
         base: Option<(Locator, &[u8])>,
-    ) -> CoreResult<(Slot, u64)> {
+    ) -> EngineResult<(Slot, u64)> {
         if self.current.len() >= self.max_segment_bytes {
             self.seal()?;
         }
@@ -106,7 +106,7 @@ impl<'a> VersionWriter<'a> {
         Ok((Slot { loc, base }, hash))
     }
 
-    fn seal(&mut self) -> CoreResult<()> {
+    fn seal(&mut self) -> EngineResult<()> {
         let builder = std::mem::replace(&mut self.current, new_builder());
         let id = builder.id();
         let bytes = builder.finish();
@@ -118,7 +118,7 @@ impl<'a> VersionWriter<'a> {
         ) {
             Ok(_) => {}
             Err(StoreError::AlreadyExists { .. }) => {
-                return Err(CoreError::SegmentCollision { id: id.to_string() })
+                return Err(EngineError::SegmentCollision { id: id.to_string() })
             }
             Err(e) => return Err(e.into()),
         }
@@ -133,7 +133,7 @@ impl<'a> VersionWriter<'a> {
     pub fn finish(
         mut self,
         root: &RootRecord,
-    ) -> CoreResult<(Locator, WriteStats, Vec<SegmentId>)> {
+    ) -> EngineResult<(Locator, WriteStats, Vec<SegmentId>)> {
         let (loc, _) = self.current.add(FrameKind::Root, 0, &root.encode());
         self.seal()?;
         Ok((loc, self.stats, std::mem::take(&mut self.segments)))

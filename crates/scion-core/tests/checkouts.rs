@@ -10,7 +10,7 @@ use common::*;
 use rusqlite::Connection;
 use scion_core::checkout::{probe_clone, CloneCapability};
 use scion_core::{
-    CheckoutAction, CheckoutState, ClonePolicy, CoreError, DbName, Scion, ScionOptions,
+    CheckoutAction, CheckoutState, ClonePolicy, CoreError, DbName, EngineError, Scion, ScionOptions,
 };
 use scion_store::{Backend, CountingBackend, LocalBackend, PutMode};
 
@@ -295,7 +295,10 @@ fn bad_import_sources_fail_clearly_and_leave_nothing_behind() {
             .scion
             .create(&DbName::new(name).unwrap(), Some(&path))
             .unwrap_err();
-        assert!(matches!(err, CoreError::NotSqlite { .. }), "{name}: {err}");
+        assert!(
+            matches!(err, EngineError::NotSqlite { .. }),
+            "{name}: {err}"
+        );
     }
     assert!(e.scion.backend().list("refs/").unwrap().is_empty());
     assert!(e.scion.backend().list("segments/").unwrap().is_empty());

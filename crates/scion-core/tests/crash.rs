@@ -141,7 +141,9 @@ fn checkpoint_stopped_after_each_write() {
         // A retry of the same checkpoint finishes the job.
         match s.checkpoint(&br("shop"), &"v1".parse().unwrap()) {
             Ok(_) => {}
-            Err(scion_core::CoreError::CheckpointExists { .. }) => {
+            Err(scion_core::CoreError::Engine(scion_core::EngineError::CheckpointExists {
+                ..
+            })) => {
                 assert!(result.is_ok() || matches!(plan, FaultPlan::FailWrite(2)))
             }
             Err(other) => panic!("{plan:?}: retry failed: {other}"),

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use common::*;
 use scion_core::ops::lifecycle::MoveOptions;
-use scion_core::{CoreResult, DbName, Scion};
+use scion_core::{DbName, Scion};
 use scion_store::{FaultPlan, FaultyBackend, LocalBackend, LostAnswer};
 
 fn faulty(e: &Env, plan: FaultPlan) -> (Arc<FaultyBackend>, Scion) {
@@ -44,10 +44,10 @@ fn store_is_whole(e: &Env, what: &str) {
 /// Run `op` once cleanly to learn its writes, then once per write and fault. `check` gets
 /// the store after each round and whether the operation reported success. Returns the
 /// number of rounds.
-fn sweep(
+fn sweep<E: std::fmt::Debug + std::fmt::Display>(
     name: &str,
     setup: impl Fn() -> Env,
-    op: impl Fn(&Scion) -> CoreResult<()>,
+    op: impl Fn(&Scion) -> Result<(), E>,
     check: impl Fn(&Env, bool),
 ) -> usize {
     let e = setup();

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use common::*;
 use rusqlite::Connection;
-use scion_core::{CoreError, DbName, Scion};
+use scion_core::{CoreError, DbName, EngineError, Scion};
 use scion_store::{LocalBackend, SegmentCache};
 
 /// A store whose segments are read through a local cache, like an S3 store's.
@@ -103,7 +103,7 @@ fn a_segment_damaged_in_the_store_itself_is_reported_not_retried_forever() {
     }
     let out = e.path("out.db");
     match s.export(&"shop".parse().unwrap(), &out, false) {
-        Err(CoreError::Corrupt { .. }) => {}
+        Err(CoreError::Engine(EngineError::Corrupt { .. })) => {}
         other => panic!("expected Corrupt, got {other:?}"),
     }
     assert!(!out.exists());
@@ -134,7 +134,7 @@ fn a_from_source_with_a_hot_journal_says_what_to_do() {
         .scion
         .create(&DbName::new("crashed").unwrap(), Some(&src))
         .unwrap_err();
-    assert!(matches!(err, CoreError::HotJournal { .. }), "{err:?}");
+    assert!(matches!(err, EngineError::HotJournal { .. }), "{err:?}");
     // What the message says to do works: one read-write open rolls the journal back.
     Connection::open(&src)
         .unwrap()

@@ -295,8 +295,10 @@ fn diff_never_follows_an_overflow_chain_past_its_payload_size() {
     // Refused up front, from the claimed size alone (following the loop until a hop limit
     // would allocate gigabytes first).
     assert!(
-        matches!(err, scion_core::CoreError::Corrupt { .. })
-            && err.to_string().contains("larger than the database"),
+        matches!(
+            err,
+            scion_core::CoreError::Engine(scion_core::EngineError::Corrupt { .. })
+        ) && err.to_string().contains("larger than the database"),
         "{err:?}"
     );
 }

@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use scion_core::CoreError;
+use scion_core::EngineError;
 
 /// The engine alone cannot bring a checkout file along when a head moves: it refuses to
 /// move a branch that has a recorded checkout unless forced; the working tree's moves
@@ -31,9 +31,15 @@ fn the_engine_alone_does_not_move_a_checked_out_head_without_force() {
     let refused = engine
         .rollback(&b, &"v1".parse().unwrap(), &opts)
         .unwrap_err();
-    assert!(matches!(refused, CoreError::CheckedOut { .. }), "{refused}");
+    assert!(
+        matches!(refused, EngineError::CheckedOut { .. }),
+        "{refused}"
+    );
     let refused = engine.undo(&b, &opts).unwrap_err();
-    assert!(matches!(refused, CoreError::CheckedOut { .. }), "{refused}");
+    assert!(
+        matches!(refused, EngineError::CheckedOut { .. }),
+        "{refused}"
+    );
     // The working tree's rollback of the same (clean) checkout moves and refreshes it.
     let moved = e.scion.rollback(&b, &"v1".parse().unwrap(), &opts).unwrap();
     assert_eq!(moved.checkout.as_deref(), Some(path.to_str().unwrap()));

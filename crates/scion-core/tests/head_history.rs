@@ -9,7 +9,7 @@ use std::time::Duration;
 use common::*;
 use scion_core::history::{HeadOp, INLINE_MAX};
 use scion_core::ops::lifecycle::MoveOptions;
-use scion_core::{CoreError, StoreSettings};
+use scion_core::{CoreError, EngineError, StoreSettings};
 
 fn force() -> MoveOptions {
     MoveOptions {
@@ -113,7 +113,10 @@ fn undo_walks_back_one_move_at_a_time_and_restore_redoes() {
     assert_eq!(price(&e, "shop@w"), seeded(&e), "back at the fork point");
     // The fork itself is not a move: there is nothing older to undo.
     let err = e.scion.undo(&w, &Default::default()).unwrap_err();
-    assert!(matches!(err, CoreError::NothingToUndo { .. }), "{err}");
+    assert!(
+        matches!(err, CoreError::Engine(EngineError::NothingToUndo { .. })),
+        "{err}"
+    );
     // Entry 3 left the third commit's head: restore puts it back, recorded too.
     let r = e.scion.restore(&w, Some(3), &Default::default()).unwrap();
     assert_eq!(price(&e, "shop@w"), "3.0");
@@ -126,7 +129,10 @@ fn undo_walks_back_one_move_at_a_time_and_restore_redoes() {
         .restore(&w, Some(99), &Default::default())
         .unwrap_err();
     assert!(
-        matches!(err, CoreError::HistoryEntryNotFound { entry: 99, .. }),
+        matches!(
+            err,
+            CoreError::Engine(EngineError::HistoryEntryNotFound { entry: 99, .. })
+        ),
         "{err}"
     );
 }
@@ -141,7 +147,7 @@ fn a_destroyed_branch_is_restored_by_name_while_its_history_lasts() {
     e.scion.destroy(&gone, false).unwrap();
     assert!(matches!(
         e.scion.read_ref(&gone),
-        Err(CoreError::BranchNotFound { .. })
+        Err(EngineError::BranchNotFound { .. })
     ));
     let h = e.scion.head_history(&gone, None).unwrap();
     assert!(!h.live);
@@ -176,7 +182,10 @@ fn a_destroyed_branch_is_restored_by_name_while_its_history_lasts() {
         .scion
         .restore(&br("shop@never"), None, &Default::default())
         .unwrap_err();
-    assert!(matches!(err, CoreError::BranchNotFound { .. }), "{err}");
+    assert!(
+        matches!(err, CoreError::Engine(EngineError::BranchNotFound { .. })),
+        "{err}"
+    );
 }
 
 #[test]
@@ -211,7 +220,11 @@ fn gc_keeps_every_head_the_history_names_until_the_retention_passes() {
     assert!(swept.deleted_segments > 0, "{swept:?}");
     let err = e.scion.undo(&w, &no_backup).unwrap_err();
     assert!(
-        matches!(err, CoreError::Store(_) | CoreError::Corrupt { .. }),
+        matches!(
+            err,
+            CoreError::Engine(EngineError::Store(_))
+                | CoreError::Engine(EngineError::Corrupt { .. })
+        ),
         "the undone-to head's data is gone: {err}"
     );
     e.scion.verify().unwrap();
@@ -262,7 +275,10 @@ fn rollback_of_a_protected_branch_needs_force() {
             .scion
             .rollback(&main, &"init".parse().unwrap(), &opts)
             .unwrap_err();
-        assert!(matches!(err, CoreError::Protected { .. }), "{err}");
+        assert!(
+            matches!(err, CoreError::Engine(EngineError::Protected { .. })),
+            "{err}"
+        );
     }
     for err in [
         e.scion.undo(&main, &Default::default()).unwrap_err(),
@@ -270,7 +286,10 @@ fn rollback_of_a_protected_branch_needs_force() {
             .restore(&main, Some(1), &Default::default())
             .unwrap_err(),
     ] {
-        assert!(matches!(err, CoreError::Protected { .. }), "{err}");
+        assert!(
+            matches!(err, CoreError::Engine(EngineError::Protected { .. })),
+            "{err}"
+        );
     }
     assert_eq!(price(&e, "shop"), "9.0");
     e.scion
@@ -331,7 +350,10 @@ fn a_safety_fork_holding_the_only_recent_head_of_a_protected_branch_is_protected
         .unwrap();
     let fork = br(r.safety_fork.as_deref().unwrap());
     let err = e.scion.destroy(&fork, false).unwrap_err();
-    assert!(matches!(err, CoreError::Protected { .. }), "{err}");
+    assert!(
+        matches!(err, CoreError::Engine(EngineError::Protected { .. })),
+        "{err}"
+    );
     // With the default retention the history holds it, and the fork may go.
     e.scion
         .set_history_retention(scion_core::history::DEFAULT_HISTORY_RETENTION)

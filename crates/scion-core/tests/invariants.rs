@@ -5,7 +5,7 @@ mod common;
 use std::sync::Arc;
 
 use common::*;
-use scion_core::CoreError;
+use scion_core::{CoreError, EngineError};
 use scion_store::{Backend, CountingBackend, LocalBackend, PutMode};
 
 #[test]
@@ -30,7 +30,7 @@ fn invariant_1_objects_are_create_only() {
         .unwrap();
     assert!(matches!(
         e.scion.checkpoint(&br("shop"), &"v1".parse().unwrap()),
-        Err(CoreError::CheckpointExists { .. })
+        Err(CoreError::Engine(EngineError::CheckpointExists { .. }))
     ));
 }
 
@@ -130,7 +130,10 @@ fn invariant_6_every_byte_read_is_verified() {
         .scion
         .export(&"shop".parse().unwrap(), &e.path("out.db"), false)
         .unwrap_err();
-    assert!(matches!(err, CoreError::Corrupt { .. }), "{err}");
+    assert!(
+        matches!(err, CoreError::Engine(EngineError::Corrupt { .. })),
+        "{err}"
+    );
     assert!(!e.path("out.db").exists(), "no partial output");
     // A missing segment is loud as well.
     std::fs::remove_file(&file).unwrap();
@@ -138,7 +141,10 @@ fn invariant_6_every_byte_read_is_verified() {
         .scion
         .export(&"shop".parse().unwrap(), &e.path("out.db"), false)
         .unwrap_err();
-    assert!(matches!(err, CoreError::Corrupt { .. }), "{err}");
+    assert!(
+        matches!(err, CoreError::Engine(EngineError::Corrupt { .. })),
+        "{err}"
+    );
 }
 
 #[test]

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use common::*;
 use scion_core::ops::lifecycle::MoveOptions;
-use scion_core::{CoreError, DbName, Scion};
+use scion_core::{CoreError, DbName, EngineError, Scion};
 use scion_store::{CountingBackend, LocalBackend};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -93,10 +93,10 @@ fn racing_head_moves_have_one_winner_and_lose_nothing() {
                         assert!(
                             matches!(
                                 err,
-                                CoreError::Conflict { .. }
-                                    | CoreError::BeingDestroyed { .. }
-                                    | CoreError::BranchNotFound { .. }
-                                    | CoreError::LeaseHeld { .. }
+                                CoreError::Engine(EngineError::Conflict { .. })
+                                    | CoreError::Engine(EngineError::BeingDestroyed { .. })
+                                    | CoreError::Engine(EngineError::BranchNotFound { .. })
+                                    | CoreError::Engine(EngineError::LeaseHeld { .. })
                                     | CoreError::CheckoutBusy { .. }
                             ),
                             "{op:?} lost with an untyped error: {err:?}"
@@ -341,7 +341,7 @@ fn user_meta_travels_with_forks_and_checkpoints_and_scions_own_keys_are_refused(
             .scion
             .fork_with_meta(&main, &"bad".parse().unwrap(), None, None, bad)
             .unwrap_err();
-        assert!(matches!(err, CoreError::InvalidInput { .. }), "{err}");
+        assert!(matches!(err, EngineError::InvalidInput { .. }), "{err}");
     }
     assert!(e.scion.read_ref(&br("shop@bad")).is_err());
     let report = e
@@ -363,5 +363,8 @@ fn user_meta_travels_with_forks_and_checkpoints_and_scions_own_keys_are_refused(
             meta(&[("scion.x", "1")]),
         )
         .unwrap_err();
-    assert!(matches!(err, CoreError::InvalidInput { .. }), "{err}");
+    assert!(
+        matches!(err, CoreError::Engine(EngineError::InvalidInput { .. })),
+        "{err}"
+    );
 }

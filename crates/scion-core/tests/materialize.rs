@@ -7,7 +7,7 @@
 mod common;
 
 use common::*;
-use scion_core::{CoreError, DbName, PageCompression, StoreSettings, Target};
+use scion_core::{CoreError, DbName, EngineError, PageCompression, StoreSettings, Target};
 
 /// 512-byte pages make a database of many leaf groups cheap: 30,000 pages is 15 MiB.
 fn many_pages(e: &Env) -> std::path::PathBuf {
@@ -117,7 +117,7 @@ fn a_damaged_frame_fails_the_export(e: Env) {
     let out = e.path("out.db");
     let t: Target = "many".parse().unwrap();
     match e.scion.export(&t, &out, false) {
-        Err(CoreError::Corrupt { .. }) => {}
+        Err(CoreError::Engine(EngineError::Corrupt { .. })) => {}
         other => panic!("expected Corrupt, got {other:?}"),
     }
     assert!(!out.exists());

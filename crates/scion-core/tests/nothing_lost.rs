@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use common::*;
-use scion_core::{CheckoutState, CoreError, Scion};
+use scion_core::{CheckoutState, CoreError, EngineError, Scion};
 use scion_store::{
     Backend, ETag, FaultPlan, FaultyBackend, LocalBackend, ObjectMeta, PutMode, StoreResult,
 };
@@ -137,7 +137,10 @@ fn half_grace_rule_a_slow_commit_whose_segments_were_swept_publishes_nothing() {
     let err = s
         .checkpoint(&br("shop"), &"v1".parse().unwrap())
         .unwrap_err();
-    assert!(matches!(err, CoreError::CommitExpired { .. }), "{err}");
+    assert!(
+        matches!(err, CoreError::Engine(EngineError::CommitExpired { .. })),
+        "{err}"
+    );
     assert!(err.is_retryable());
     let s = e.reopen();
     assert_eq!(e.dump_target(&s, "shop"), old, "the head did not move");
@@ -176,7 +179,10 @@ fn half_grace_rule_segments_swept_after_publishing_put_the_old_head_back() {
     let err = s
         .checkpoint(&br("shop"), &"v1".parse().unwrap())
         .unwrap_err();
-    assert!(matches!(err, CoreError::CommitLost { .. }), "{err}");
+    assert!(
+        matches!(err, CoreError::Engine(EngineError::CommitLost { .. })),
+        "{err}"
+    );
     assert!(fired.load(Ordering::SeqCst));
     let s = e.reopen();
     assert_eq!(e.dump_target(&s, "shop"), old, "the previous head is back");
@@ -189,7 +195,13 @@ fn half_grace_rule_gc_below_the_minimum_grace_needs_force() {
     create_shop(&e, 10);
     assert_eq!(e.scion.min_grace(), scion_core::DEFAULT_MIN_GRACE);
     let err = e.scion.gc(Duration::from_secs(1), false).unwrap_err();
-    assert!(matches!(err, CoreError::GraceBelowMinimum { .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            CoreError::Engine(EngineError::GraceBelowMinimum { .. })
+        ),
+        "{err}"
+    );
     e.scion.gc(Duration::from_secs(1), true).unwrap();
     e.scion.gc(scion_core::DEFAULT_MIN_GRACE, false).unwrap();
 }
@@ -254,7 +266,7 @@ fn store_clock_stamps_a_fresh_fork_with_a_ttl_survives_gc_on_a_host_behind_the_s
 #[test]
 fn durations_are_capped_and_never_overflow() {
     let err = scion_core::clock::parse_duration("18446744073709551615s").unwrap_err();
-    assert!(matches!(err, CoreError::InvalidDuration { .. }), "{err}");
+    assert!(matches!(err, EngineError::InvalidDuration { .. }), "{err}");
     let e = env();
     create_shop(&e, 10);
     e.scion
@@ -359,7 +371,7 @@ fn safety_fork_of_a_branch_at_the_name_limit() {
         .scion
         .fork(&br("shop"), &too_long.parse().unwrap(), None)
         .unwrap_err();
-    assert!(matches!(err, CoreError::InvalidName { .. }), "{err}");
+    assert!(matches!(err, EngineError::InvalidName { .. }), "{err}");
 }
 
 #[test]

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use common::*;
 use scion_core::ops::lifecycle::MoveOptions;
-use scion_core::{CoreResult, Scion};
+use scion_core::Scion;
 use scion_store::powerloss::{crash_state, CrashModel, FsLog};
 use scion_store::LocalBackend;
 
@@ -59,10 +59,10 @@ fn setup() -> Env {
 
 /// Run `op` on a copy of a fresh `setup()` store with its file-system operations recorded,
 /// then check every crash state after every prefix of them with `check(store, done)`.
-fn sweep(
+fn sweep<E: std::fmt::Display>(
     name: &str,
     prepare: impl Fn(&Env),
-    op: impl Fn(&Scion) -> CoreResult<()>,
+    op: impl Fn(&Scion) -> Result<(), E>,
     check: impl Fn(&Scion, &Path, bool),
 ) -> usize {
     let e = setup();

@@ -5,7 +5,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use scion_capture::CaptureError;
 use scion_core::described::{describe, Context, Exit};
-use scion_core::CoreError;
+use scion_core::{CoreError, EngineError};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -79,6 +79,12 @@ impl ApiError {
 impl From<CoreError> for ApiError {
     fn from(e: CoreError) -> Self {
         ApiError::core(&e, Context::Other)
+    }
+}
+
+impl From<EngineError> for ApiError {
+    fn from(e: EngineError) -> Self {
+        ApiError::core(&e.into(), Context::Other)
     }
 }
 

@@ -1,7 +1,7 @@
 //! What a merge can fail with (conflicts and violations are not failures: they are data in
 //! the report).
 
-use scion_core::CoreError;
+use scion_core::{CoreError, EngineError};
 
 /// Why a merge did not run to a report.
 #[derive(Debug, thiserror::Error)]
@@ -34,6 +34,12 @@ impl MergeError {
     pub(crate) fn apply(context: impl Into<String>) -> impl FnOnce(rusqlite::Error) -> Self {
         let context = context.into();
         move |source| MergeError::Apply { context, source }
+    }
+}
+
+impl From<EngineError> for MergeError {
+    fn from(e: EngineError) -> Self {
+        MergeError::Core(e.into())
     }
 }
 

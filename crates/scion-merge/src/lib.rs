@@ -60,7 +60,7 @@ pub fn merge(
     if !opts.dry_run {
         // Refused before any work; the publish checks again against the ref it replaces.
         if d.protected && !opts.allow_protected {
-            return Err(scion_core::CoreError::Protected {
+            return Err(scion_core::EngineError::Protected {
                 branch: dst.to_string(),
                 action: "merging into it",
             }
@@ -224,7 +224,7 @@ impl Scratch {
         if r.root != ours.root {
             // dst moved between reading it and forking it: the plan is for another version.
             scratch.remove(scion);
-            return Err(scion_core::CoreError::Conflict {
+            return Err(scion_core::EngineError::Conflict {
                 branch: dst.to_string(),
             }
             .into());

@@ -274,7 +274,10 @@ fn a_merge_racing_a_commit_on_the_destination_publishes_nothing_and_a_retry_merg
         )
         .unwrap_err();
     assert!(
-        matches!(err, scion_core::CoreError::Conflict { .. }),
+        matches!(
+            err,
+            scion_core::CoreError::Engine(scion_core::EngineError::Conflict { .. })
+        ),
         "{err}"
     );
     assert_eq!(
@@ -399,7 +402,9 @@ fn a_destination_leased_by_someone_else_is_refused_and_nothing_is_published() {
     assert!(
         matches!(
             err,
-            scion_merge::MergeError::Core(scion_core::CoreError::LeaseHeld { .. })
+            scion_merge::MergeError::Core(scion_core::CoreError::Engine(
+                scion_core::EngineError::LeaseHeld { .. }
+            ))
         ),
         "{err}"
     );

@@ -34,7 +34,9 @@ fn a_protected_destination_needs_allow_protected() {
     assert!(
         matches!(
             err,
-            scion_merge::MergeError::Core(scion_core::CoreError::Protected { .. })
+            scion_merge::MergeError::Core(scion_core::CoreError::Engine(
+                scion_core::EngineError::Protected { .. }
+            ))
         ),
         "{err}"
     );

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use scion_core::ops::pages::PageChanges;
 use scion_core::ops::spill::SpilledPages;
-use scion_core::CoreResult;
+use scion_core::EngineResult;
 
 /// Dirty bytes kept in memory by default before they are set aside (`?spill_kib=` sets it).
 pub(crate) const DEFAULT_SPILL_AFTER: u64 = 64 << 20;
@@ -35,7 +35,7 @@ impl DirtyPages {
     }
 
     /// The image of `pgno` this transaction wrote, if any.
-    pub(crate) fn get(&self, pgno: u32) -> CoreResult<Option<std::borrow::Cow<'_, [u8]>>> {
+    pub(crate) fn get(&self, pgno: u32) -> EngineResult<Option<std::borrow::Cow<'_, [u8]>>> {
         if let Some(p) = self.memory.get(&pgno) {
             return Ok(Some(std::borrow::Cow::Borrowed(p)));
         }
@@ -47,8 +47,8 @@ impl DirtyPages {
     pub(crate) fn page_mut(
         &mut self,
         pgno: u32,
-        base: impl FnOnce() -> CoreResult<Vec<u8>>,
-    ) -> CoreResult<&mut Vec<u8>> {
+        base: impl FnOnce() -> EngineResult<Vec<u8>>,
+    ) -> EngineResult<&mut Vec<u8>> {
         if !self.memory.contains_key(&pgno) {
             let page = match self.spilled.take(pgno)? {
                 Some(p) => p,
@@ -61,7 +61,7 @@ impl DirtyPages {
     }
 
     /// Set pages aside once memory holds more than the bound.
-    pub(crate) fn bound(&mut self) -> CoreResult<()> {
+    pub(crate) fn bound(&mut self) -> EngineResult<()> {
         if self.memory_bytes <= self.spill_after {
             return Ok(());
         }
@@ -89,8 +89,8 @@ impl DirtyPages {
         &mut self,
         page_size: u32,
         page_count: u32,
-        page1: impl FnOnce(&mut Vec<u8>) -> CoreResult<()>,
-    ) -> CoreResult<PageChanges> {
+        page1: impl FnOnce(&mut Vec<u8>) -> EngineResult<()>,
+    ) -> EngineResult<PageChanges> {
         let mut pages = std::mem::take(&mut self.memory);
         self.memory_bytes = 0;
         if let Some(p) = pages.get_mut(&1) {

@@ -11,12 +11,12 @@ use std::sync::Arc;
 
 use rusqlite::ffi;
 use scion_core::checkout::{TurnAnswer, WriteTurn};
-use scion_core::described::{describe, Context, Described, Exit};
+use scion_core::described::{describe_engine, Described, Exit};
 use scion_core::format::Locator;
 use scion_core::ops::pages::{refuse_checked_out, PageCommit};
 use scion_core::ops::view::VersionView;
 use scion_core::refs::{ref_key, Ref};
-use scion_core::{CoreError, Engine};
+use scion_core::{Engine, EngineError};
 use scion_store::ETag;
 
 use crate::ahead::{Ahead, Readahead};
@@ -63,12 +63,12 @@ impl VfsError {
     }
 
     /// Presented as the engine presents `e` (its exit code, error code and hint).
-    fn presented_as(mut self, e: &CoreError) -> Self {
-        self.described = describe(e, Context::Other);
+    fn presented_as(mut self, e: &EngineError) -> Self {
+        self.described = describe_engine(e);
         self
     }
 
-    fn io(e: CoreError) -> Self {
+    fn io(e: EngineError) -> Self {
         let code = if e.is_retryable() {
             ffi::SQLITE_BUSY
         } else {
@@ -76,12 +76,12 @@ impl VfsError {
         };
         let described = match &e {
             // Destroyed under a write: the write lost its race, as against another writer.
-            CoreError::BeingDestroyed { .. } => Described {
+            EngineError::BeingDestroyed { .. } => Described {
                 exit: Exit::Conflict,
                 code: "conflict",
                 hint: Some("the branch was destroyed while this transaction ran".into()),
             },
-            e => describe(e, Context::Other),
+            e => describe_engine(e),
         };
         VfsError {
             code,
@@ -350,7 +350,7 @@ impl DbFile {
         }
         match self.engine.check_lease_free_for(b, &base, &self.holder) {
             Ok(()) => {}
-            Err(ref e @ CoreError::LeaseHeld { ref holder, .. }) => {
+            Err(ref e @ EngineError::LeaseHeld { ref holder, .. }) => {
                 return Err(VfsError::new(
                     ffi::SQLITE_BUSY,
                     format!("scion: {b} is leased by {holder} (a session or an operation): retry when it is done"),
@@ -434,11 +434,11 @@ impl DbFile {
                 self.generation = self.generation.wrapping_add(1);
                 *self.page1.borrow_mut() = None;
                 return Err(match e {
-                    CoreError::Conflict { .. } => VfsError::new(
+                    EngineError::Conflict { .. } => VfsError::new(
                         ffi::SQLITE_BUSY_SNAPSHOT,
                         format!("scion: {b} moved under this transaction (another writer or a lease came first): it was not committed"),
                     ),
-                    e @ CoreError::CheckedOut { .. } => VfsError::new(
+                    e @ EngineError::CheckedOut { .. } => VfsError::new(
                         ffi::SQLITE_BUSY_SNAPSHOT,
                         format!("scion: {e} (checked out while this transaction ran): it was not committed"),
                     )
@@ -605,7 +605,7 @@ fn version_root(engine: &Engine, b: &scion_core::BranchRef, n: u64) -> VfsResult
     ))
 }
 
-fn open_error(e: CoreError) -> VfsError {
+fn open_error(e: EngineError) -> VfsError {
     VfsError::new(ffi::SQLITE_CANTOPEN, format!("scion: {e}"))
 }
 

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use scion_core::attach::{AttachOptions, StoreSpec};
-use scion_core::{CoreError, Engine};
+use scion_core::{Engine, EngineError};
 
 static STORES: Mutex<Option<HashMap<String, Arc<Engine>>>> = Mutex::new(None);
 
@@ -55,8 +55,8 @@ pub fn adopt(location: &str, scion: Arc<Engine>) {
 
 /// The store `spec` names (`store=` of the URI), else `SCION_STORE`, else the nearest
 /// `.scion` at or above the working directory; attached once per process.
-pub(crate) fn store(spec: Option<&str>) -> Result<Arc<Engine>, CoreError> {
-    let cwd = std::env::current_dir().map_err(|source| CoreError::Io {
+pub(crate) fn store(spec: Option<&str>) -> Result<Arc<Engine>, EngineError> {
+    let cwd = std::env::current_dir().map_err(|source| EngineError::Io {
         path: ".".into(),
         source,
     })?;

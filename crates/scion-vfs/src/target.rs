@@ -32,7 +32,7 @@ impl OpenTarget {
         let t: Target =
             trimmed
                 .parse()
-                .map_err(|e: scion_core::CoreError| TargetError::Invalid {
+                .map_err(|e: scion_core::EngineError| TargetError::Invalid {
                     name: name.to_string(),
                     reason: e.to_string(),
                 })?;

@@ -61,7 +61,7 @@ impl Engine {
             .transpose()
             .map_err(pyo3::exceptions::PyValueError::new_err)?;
         py.detach(|| attach(spec.as_deref(), &cwd, create, requested))
-            .map_err(|e| engine_error(&e))
+            .map_err(|e| engine_error(&e.into()))
     }
 
     /// Answer one API request: its HTTP status and JSON body (as text).
@@ -107,12 +107,12 @@ fn attach(
     cwd: &std::path::Path,
     create: bool,
     requested: Option<PageCompression>,
-) -> Result<Engine, CoreError> {
+) -> Result<Engine, scion_core::EngineError> {
     let settings = StoreSettings {
         page_compression: requested.unwrap_or_default(),
         ..StoreSettings::default()
     };
-    let open = |init: bool| -> Result<Scion, CoreError> {
+    let open = |init: bool| -> Result<Scion, scion_core::EngineError> {
         let found = StoreSpec::find_with_env(spec, cwd, init)?;
         let options = AttachOptions {
             init: init.then_some(settings),
@@ -121,15 +121,15 @@ fn attach(
         Ok(Scion::attach(&found, options)?.scion)
     };
     let scion = match open(false) {
-        Err(CoreError::NotInitialized { .. }) if create => match open(true) {
+        Err(scion_core::EngineError::NotInitialized { .. }) if create => match open(true) {
             // Another process made it in between: open theirs.
-            Err(CoreError::AlreadyInitialized { .. }) => open(false)?,
+            Err(scion_core::EngineError::AlreadyInitialized { .. }) => open(false)?,
             other => other?,
         },
         other => other?,
     };
     if let Some(asked) = requested.filter(|c| *c != scion.page_compression()) {
-        return Err(CoreError::InvalidInput {
+        return Err(scion_core::EngineError::InvalidInput {
             reason: format!(
                 "page_compression=\"{asked}\" but store {} keeps pages {}; it is chosen when a store is created (change it with `scion config --page-compression {asked}`)",
                 scion.location(),
@@ -142,7 +142,7 @@ fn attach(
         .thread_name("scion-engine")
         .enable_all()
         .build()
-        .map_err(|source| CoreError::Io {
+        .map_err(|source| scion_core::EngineError::Io {
             path: "tokio runtime".into(),
             source,
         })?;

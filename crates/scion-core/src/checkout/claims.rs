@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use super::files::{DbFiles, Expect};
 use super::{refuse_unsaved, CheckoutState, JUDGE_TRIES};
-use crate::error::{CoreError, CoreResult};
+use crate::error::{CoreError, CoreResult, EngineResult};
 use crate::names::BranchRef;
 use crate::refs::{CheckoutClaim, Ref};
 use crate::scion::host_name;
@@ -45,7 +45,7 @@ impl Scion {
             return Ok((r, etag));
         }
         let since = self.store_time()?;
-        self.update_ref_with(b, false, |r| {
+        self.update_ref_with(b, false, |r| -> EngineResult<()> {
             if !r.checkouts.iter().any(|c| c.is_same_file(&host, &path)) {
                 r.checkouts.push(CheckoutClaim {
                     host: host.clone(),
@@ -55,6 +55,7 @@ impl Scion {
             }
             Ok(())
         })
+        .map_err(CoreError::from)
     }
 
     /// Make sure the checkout file of `b` on this host is recorded in its ref (a file

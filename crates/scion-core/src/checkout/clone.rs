@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use super::{Fingerprint, RecordHeader, Sidecar};
-use crate::error::{CoreError, CoreResult};
+use crate::error::{CoreError, CoreResult, EngineError, EngineResult};
 use crate::format::{page_hash, Locator};
 use crate::sqlite_io::normalize_page1;
 
@@ -45,14 +45,14 @@ pub enum CloneCapability {
 }
 
 /// Try a real clone of a tiny file inside `dir`.
-pub fn probe(dir: &Path) -> CoreResult<CloneCapability> {
-    fs::create_dir_all(dir).map_err(|e| CoreError::io(dir, e))?;
+pub fn probe(dir: &Path) -> EngineResult<CloneCapability> {
+    fs::create_dir_all(dir).map_err(|e| EngineError::io(dir, e))?;
     let tmp = tempfile::Builder::new()
         .prefix(".scion-clone-probe")
         .tempdir_in(dir)
-        .map_err(|e| CoreError::io(dir, e))?;
+        .map_err(|e| EngineError::io(dir, e))?;
     let src = tmp.path().join("a");
-    fs::write(&src, b"probe").map_err(|e| CoreError::io(&src, e))?;
+    fs::write(&src, b"probe").map_err(|e| EngineError::io(&src, e))?;
     Ok(match reflink_copy::reflink(&src, tmp.path().join("b")) {
         Ok(()) => CloneCapability::Supported,
         Err(e) => CloneCapability::Unsupported {

@@ -29,6 +29,8 @@ impl<'a> CheckoutGuard<'a> {
 }
 
 impl MoveGuard for CheckoutGuard<'_> {
+    type Error = CoreError;
+
     fn before(&mut self, b: &BranchRef, r: &Ref, force: bool) -> CoreResult<()> {
         // The checkout must be safe to replace before anything moves.
         let path: PathBuf = self.scion.checkout_path(b);

@@ -18,7 +18,7 @@ use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::error::{CoreError, CoreResult};
+use crate::error::{CoreError, CoreResult, EngineError, EngineResult};
 use crate::sqlite_io::{sidecar_path, SHARED_FIRST, SHARED_SIZE};
 use scion_store::range_lock::{lock_range, Locked, RangeLock, Wait};
 
@@ -46,7 +46,7 @@ pub(crate) fn lock_file(db: &Path) -> PathBuf {
 
 /// Open (making it if missing) a checkout's lock file; `Ok(None)` where it cannot be made
 /// (a read-only or missing directory).
-fn open_lock_file(lock_path: &Path) -> CoreResult<Option<std::fs::File>> {
+fn open_lock_file(lock_path: &Path) -> EngineResult<Option<std::fs::File>> {
     match OpenOptions::new()
         .read(true)
         .write(true)
@@ -65,7 +65,7 @@ fn open_lock_file(lock_path: &Path) -> CoreResult<Option<std::fs::File>> {
         {
             Ok(None)
         }
-        Err(e) => Err(CoreError::io(lock_path, e)),
+        Err(e) => Err(EngineError::io(lock_path, e)),
     }
 }
 
@@ -177,7 +177,7 @@ pub enum TurnAnswer {
 }
 
 /// Try to take the writing turn of the branch whose checkout is (or would be) `db`.
-pub(crate) fn write_turn(db: &Path) -> CoreResult<TurnAnswer> {
+pub(crate) fn write_turn(db: &Path) -> EngineResult<TurnAnswer> {
     let lock_path = lock_file(db);
     if let Some(dir) = lock_path.parent() {
         if let Err(e) = std::fs::create_dir_all(dir) {
@@ -185,7 +185,7 @@ pub(crate) fn write_turn(db: &Path) -> CoreResult<TurnAnswer> {
                 std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem => {
                     Ok(TurnAnswer::Unavailable)
                 }
-                _ => Err(CoreError::io(dir, e)),
+                _ => Err(EngineError::io(dir, e)),
             };
         }
     }
@@ -195,6 +195,6 @@ pub(crate) fn write_turn(db: &Path) -> CoreResult<TurnAnswer> {
     match lock_range(&file, TURN_BYTE, 1, RangeLock::Exclusive, Wait::No) {
         Ok(Locked::Granted) => Ok(TurnAnswer::Mine(WriteTurn { _file: file })),
         Ok(Locked::Contended) => Ok(TurnAnswer::Taken),
-        Err(e) => Err(CoreError::io(&lock_path, e)),
+        Err(e) => Err(EngineError::io(&lock_path, e)),
     }
 }

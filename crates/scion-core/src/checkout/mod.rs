@@ -26,7 +26,7 @@ pub use lock::{TurnAnswer, WriteTurn};
 pub(crate) use sidecar::RecordHeader;
 pub use sidecar::{Fingerprint, Sidecar};
 
-use crate::error::{CoreError, CoreResult};
+use crate::error::{CoreError, CoreResult, EngineResult};
 use crate::format::{page_hash, Locator};
 use crate::materialize::{materialize, Durability, JournalMode};
 use crate::names::BranchRef;
@@ -124,7 +124,7 @@ impl crate::Engine {
     /// transactions): a lock on the branch's checkout lock file, free again when the turn
     /// is dropped or its process dies. Writers elsewhere meet at the head's
     /// compare-and-swap.
-    pub fn try_write_turn(&self, b: &BranchRef) -> CoreResult<TurnAnswer> {
+    pub fn try_write_turn(&self, b: &BranchRef) -> EngineResult<TurnAnswer> {
         lock::write_turn(&self.turn_lock_path(b))
     }
 }
@@ -155,8 +155,8 @@ pub(crate) fn scan(
     path: &Path,
     old: Option<&Sidecar>,
     progress: &dyn crate::progress::Progress,
-    mut on_changed: impl FnMut(u32, &[u8], u64) -> CoreResult<()>,
-) -> CoreResult<(SnapshotInfo, Vec<u64>)> {
+    mut on_changed: impl FnMut(u32, &[u8], u64) -> EngineResult<()>,
+) -> EngineResult<(SnapshotInfo, Vec<u64>)> {
     let mut hashes = Vec::new();
     let info = sqlite_io::read_snapshot(path, false, progress, |pgno, page| {
         let h = page_hash(page);
@@ -342,7 +342,7 @@ impl Scion {
             let (info, hashes) = match scanned {
                 Ok(s) => s,
                 Err(e) if e.is_unreadable_database() => return Ok(unknown(seen)),
-                Err(e) => return Err(e),
+                Err(e) => return Err(e.into()),
             };
             let same = info.page_size == sidecar.page_size && hashes == sidecar.hashes;
             if same {

@@ -15,7 +15,7 @@ use std::os::unix::fs::FileExt;
 use super::files::DbFiles;
 use super::{Fingerprint, Sidecar};
 use crate::diff::pages::changed_pages;
-use crate::error::{CoreError, CoreResult};
+use crate::error::{CoreError, CoreResult, EngineError};
 use crate::format::{page_contribution, page_hash};
 use crate::pagemap;
 use crate::refs::Ref;
@@ -91,7 +91,7 @@ impl Scion {
         self.reader.for_each_page(slots, |frame| {
             let pgno = *frame.tag;
             if frame.raw.len() != page_size {
-                return Err(CoreError::corrupt(
+                return Err(EngineError::corrupt(
                     format!("version {}", r.root),
                     format!("page {pgno} is {} bytes", frame.raw.len()),
                 ));

@@ -2,7 +2,7 @@
 //! (<https://sqlite.org/fileformat2.html>): page headers, cells, overflow chains and the
 //! record encoding. Every length is checked; bad bytes are errors, never panics.
 
-use crate::error::{CoreError, CoreResult};
+use crate::error::{EngineError, EngineResult};
 
 /// A value decoded from a record.
 #[derive(Debug, Clone, PartialEq)]
@@ -40,12 +40,12 @@ pub(crate) struct BtreePage {
     pub right_child: Option<u32>,
 }
 
-fn bad(what: impl Into<String>) -> CoreError {
-    CoreError::corrupt("sqlite page", what.into())
+fn bad(what: impl Into<String>) -> EngineError {
+    EngineError::corrupt("sqlite page", what.into())
 }
 
 /// SQLite's big-endian varint (1 to 9 bytes).
-pub fn varint(buf: &[u8], pos: &mut usize) -> CoreResult<u64> {
+pub fn varint(buf: &[u8], pos: &mut usize) -> EngineResult<u64> {
     let mut v: u64 = 0;
     for i in 0..9 {
         let b = *buf
@@ -63,7 +63,7 @@ pub fn varint(buf: &[u8], pos: &mut usize) -> CoreResult<u64> {
     Ok(v)
 }
 
-fn be(buf: &[u8], at: usize, n: usize) -> CoreResult<u64> {
+fn be(buf: &[u8], at: usize, n: usize) -> EngineResult<u64> {
     let s = buf
         .get(at..at + n)
         .ok_or_else(|| bad("field past end of page"))?;
@@ -71,7 +71,7 @@ fn be(buf: &[u8], at: usize, n: usize) -> CoreResult<u64> {
 }
 
 /// Parse a b-tree page; `None` when the page is not a b-tree page (overflow, freelist).
-pub(crate) fn parse_page(page: &[u8], pgno: u32, usable: usize) -> CoreResult<Option<BtreePage>> {
+pub(crate) fn parse_page(page: &[u8], pgno: u32, usable: usize) -> EngineResult<Option<BtreePage>> {
     let h = if pgno == 1 { 100 } else { 0 };
     let kind = match page.get(h) {
         Some(0x02) => PageKind::IndexInterior,
@@ -160,7 +160,7 @@ fn local_payload(p: u64, usable: usize, table_leaf: bool) -> usize {
 }
 
 /// Decode a record into values.
-pub(crate) fn decode_record(payload: &[u8]) -> CoreResult<Vec<Value>> {
+pub(crate) fn decode_record(payload: &[u8]) -> EngineResult<Vec<Value>> {
     let mut pos = 0;
     let header_len = varint(payload, &mut pos)? as usize;
     if header_len > payload.len() {
@@ -173,7 +173,7 @@ pub(crate) fn decode_record(payload: &[u8]) -> CoreResult<Vec<Value>> {
     let mut at = header_len;
     let mut out = Vec::with_capacity(types.len());
     for t in types {
-        let take = |n: usize, at: &mut usize| -> CoreResult<&[u8]> {
+        let take = |n: usize, at: &mut usize| -> EngineResult<&[u8]> {
             let s = payload
                 .get(*at..*at + n)
                 .ok_or_else(|| bad("record value past its end"))?;

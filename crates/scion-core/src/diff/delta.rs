@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use super::pages::{changed_pages, VersionPages};
 use super::{collect_rows, read_schema, table_shape, Rows, SchemaRow, TableShape, Value};
-use crate::error::CoreResult;
+use crate::error::EngineResult;
 use crate::format::Locator;
 use crate::Engine;
 
@@ -101,7 +101,7 @@ impl Engine {
     /// Every row that differs between `before` and `after`, reading only what the two
     /// versions do not share (as `diff` does). A table whose definition or root page
     /// changed is read whole on both sides.
-    pub fn version_delta(&self, before: &Locator, after: &Locator) -> CoreResult<VersionDelta> {
+    pub fn version_delta(&self, before: &Locator, after: &Locator) -> EngineResult<VersionDelta> {
         let (br, ar) = (self.reader.root(before)?, self.reader.root(after)?);
         let changed = changed_pages(&self.reader, &br, &ar)?;
         let mut a = VersionPages::new(&self.reader, br);

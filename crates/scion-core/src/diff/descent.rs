@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use super::btree::{decode_record, parse_page, PageKind};
 use super::pages::VersionPages;
 use super::{full_payload, key_bytes, Row, Rows, TableShape, Value};
-use crate::error::CoreResult;
+use crate::error::EngineResult;
 
 /// The rows of the changed leaves of the table b-tree at `root`, found without walking
 /// its interior: each changed page that reads as a table leaf is looked up from the root
@@ -18,7 +18,7 @@ pub(super) fn collect_rows(
     root: u32,
     changed: &BTreeSet<u32>,
     shape: &TableShape,
-) -> CoreResult<Rows> {
+) -> EngineResult<Rows> {
     let usable = v.usable_size()?;
     let mut rows = Rows::new();
     for &pgno in changed {
@@ -72,7 +72,7 @@ fn leaf_of(
     root: u32,
     rowid: i64,
     usable: usize,
-) -> CoreResult<Option<u32>> {
+) -> EngineResult<Option<u32>> {
     let mut pgno = root;
     for _ in 0..64 {
         let page = v.page(pgno)?;

@@ -22,7 +22,7 @@ pub use delta::{DeltaRow, RowDelta, SchemaObject, TableDelta, TableLayout, Versi
 use pages::{changed_pages, VersionPages};
 pub use rows::{RowChange, RowChanges};
 
-use crate::error::{CoreError, CoreResult};
+use crate::error::{CoreResult, EngineError, EngineResult};
 use crate::names::Target;
 use crate::{ResolvedVersion, Scion};
 
@@ -151,7 +151,7 @@ impl Scion {
         opts: &DiffOptions,
         lv: &ResolvedVersion,
         rv: &ResolvedVersion,
-    ) -> CoreResult<DiffReport> {
+    ) -> EngineResult<DiffReport> {
         let (lr, rr) = (self.reader.root(&lv.root)?, self.reader.root(&rv.root)?);
         let changed = changed_pages(&self.reader, &lr, &rr)?;
         // A clean checkout of either side is read locally instead of from the store; it is
@@ -183,7 +183,7 @@ impl Scion {
         changed: &BTreeSet<u32>,
         (lr, la): (RootRecord, Option<std::fs::File>),
         (rr, lb): (RootRecord, Option<std::fs::File>),
-    ) -> CoreResult<DiffReport> {
+    ) -> EngineResult<DiffReport> {
         let mut a = VersionPages::new(&self.reader, lr).with_local(la);
         let mut b = VersionPages::new(&self.reader, rr).with_local(lb);
         let schema_a = read_schema(&mut a)?;
@@ -222,7 +222,7 @@ impl Scion {
             .collect();
         if let Some(t) = &opts.table {
             if tables.is_empty() {
-                return Err(CoreError::NoSuchTable { table: t.clone() });
+                return Err(EngineError::NoSuchTable { table: t.clone() });
             }
         }
         let mut table_diffs = Vec::new();
@@ -345,7 +345,7 @@ impl Scion {
 }
 
 /// Every object of `sqlite_schema` (the b-tree rooted at page 1), read in full.
-fn read_schema(v: &mut VersionPages<'_>) -> CoreResult<Vec<SchemaRow>> {
+fn read_schema(v: &mut VersionPages<'_>) -> EngineResult<Vec<SchemaRow>> {
     let empty = BTreeSet::new();
     let shape = TableShape {
         columns: vec![],
@@ -375,7 +375,7 @@ fn read_schema(v: &mut VersionPages<'_>) -> CoreResult<Vec<SchemaRow>> {
 }
 
 /// Columns and key of a table, from its CREATE statement run in an in-memory database.
-fn table_shape(s: &SchemaRow) -> CoreResult<Option<TableShape>> {
+fn table_shape(s: &SchemaRow) -> EngineResult<Option<TableShape>> {
     let Some(create) = &s.sql else {
         return Ok(None);
     };
@@ -389,19 +389,19 @@ fn table_shape(s: &SchemaRow) -> CoreResult<Option<TableShape>> {
         }));
     }
     let conn =
-        rusqlite::Connection::open_in_memory().map_err(|e| CoreError::sqlite(":memory:", e))?;
+        rusqlite::Connection::open_in_memory().map_err(|e| EngineError::sqlite(":memory:", e))?;
     if conn.execute_batch(create).is_err() {
         // A virtual table or an extension's syntax: not diffed row by row.
         return Ok(None);
     }
     let mut stmt = conn
         .prepare("SELECT name, type, pk FROM pragma_table_info(?1) ORDER BY cid")
-        .map_err(|e| CoreError::sqlite(":memory:", e))?;
+        .map_err(|e| EngineError::sqlite(":memory:", e))?;
     let cols: Vec<(String, String, i64)> = stmt
         .query_map([&s.name], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-        .map_err(|e| CoreError::sqlite(":memory:", e))?
+        .map_err(|e| EngineError::sqlite(":memory:", e))?
         .collect::<Result<_, _>>()
-        .map_err(|e| CoreError::sqlite(":memory:", e))?;
+        .map_err(|e| EngineError::sqlite(":memory:", e))?;
     let without_rowid = create
         .to_ascii_uppercase()
         .replace(char::is_whitespace, "")
@@ -458,7 +458,7 @@ fn collect_rows(
     changed: &BTreeSet<u32>,
     full: bool,
     shape: &TableShape,
-) -> CoreResult<Rows> {
+) -> EngineResult<Rows> {
     let usable = v.usable_size()?;
     if !full {
         let page = v.page(root)?;
@@ -567,13 +567,13 @@ fn full_payload(
     v: &mut VersionPages<'_>,
     cell: &btree::Cell,
     usable: usize,
-) -> CoreResult<Vec<u8>> {
-    let short = || CoreError::corrupt("sqlite page", "overflow chain shorter than its payload");
+) -> EngineResult<Vec<u8>> {
+    let short = || EngineError::corrupt("sqlite page", "overflow chain shorter than its payload");
     // A payload larger than the database cannot be real: never follow a (possibly
     // cyclic) chain further than the payload size allows.
     let room = v.root.page_count as u64 * (usable as u64).saturating_sub(4);
     if cell.payload_size > room.saturating_add(cell.local.len() as u64) || usable <= 4 {
-        return Err(CoreError::corrupt(
+        return Err(EngineError::corrupt(
             "sqlite page",
             format!(
                 "cell payload of {} bytes is larger than the database",

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use crate::error::CoreResult;
+use crate::error::EngineResult;
 use crate::format::{Node, RootRecord, Slot};
 use crate::pagemap;
 use crate::reader::FrameReader;
@@ -55,7 +55,7 @@ impl<'a> VersionPages<'a> {
 
     /// Read the pages `pgnos` not read yet in as few store requests as their locations
     /// allow (frames adjacent in a segment come in one ranged read).
-    pub(crate) fn prefetch(&mut self, pgnos: &[u32]) -> CoreResult<()> {
+    pub(crate) fn prefetch(&mut self, pgnos: &[u32]) -> EngineResult<()> {
         let r = self.root;
         let mut wanted = Vec::new();
         for &pgno in pgnos {
@@ -79,7 +79,7 @@ impl<'a> VersionPages<'a> {
             .len()
             .div_ceil(PARALLEL_READS)
             .max(MIN_PAGES_PER_READER);
-        let fetched: Vec<CoreResult<Vec<Fetched>>> = std::thread::scope(|scope| {
+        let fetched: Vec<EngineResult<Vec<Fetched>>> = std::thread::scope(|scope| {
             let workers: Vec<_> = wanted
                 .chunks(chunk)
                 .map(|part| {
@@ -107,13 +107,13 @@ impl<'a> VersionPages<'a> {
         Ok(())
     }
 
-    pub(crate) fn usable_size(&mut self) -> CoreResult<usize> {
+    pub(crate) fn usable_size(&mut self) -> EngineResult<usize> {
         let p1 = self.page(1)?;
         Ok(self.root.page_size as usize - p1.get(20).copied().unwrap_or(0) as usize)
     }
 
     /// Page `pgno` (1-based); all zeros past the end or where absent.
-    pub fn page(&mut self, pgno: u32) -> CoreResult<Vec<u8>> {
+    pub fn page(&mut self, pgno: u32) -> EngineResult<Vec<u8>> {
         if let Some(p) = self.cache.get(&pgno) {
             return Ok(p.clone());
         }
@@ -147,7 +147,7 @@ pub fn changed_pages(
     reader: &FrameReader,
     a: &RootRecord,
     b: &RootRecord,
-) -> CoreResult<BTreeSet<u32>> {
+) -> EngineResult<BTreeSet<u32>> {
     let mut out = BTreeSet::new();
     let bits = a.fanout_bits;
     if a.page_size != b.page_size || a.fanout_bits != b.fanout_bits {
@@ -181,7 +181,7 @@ fn node_at(
     slot: Option<Slot>,
     depth: u8,
     level: u8,
-) -> CoreResult<Node> {
+) -> EngineResult<Node> {
     match slot {
         None => Ok(Node::empty(level, bits)),
         Some(s) if level >= depth => {
@@ -202,7 +202,7 @@ fn walk(
     level: u8,
     base: u64,
     out: &mut BTreeSet<u32>,
-) -> CoreResult<()> {
+) -> EngineResult<()> {
     // Equal locators (at the same real level) mean equal subtrees.
     if a.0 == b.0 && a.1 == b.1 {
         return Ok(());

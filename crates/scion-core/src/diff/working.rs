@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use std::io::Write;
 
 use crate::checkout::CheckoutState;
-use crate::error::{CoreError, CoreResult};
+use crate::error::{CoreError, CoreResult, EngineError};
 use crate::format::RootRecord;
 use crate::names::Target;
 use crate::pagemap::DEFAULT_FANOUT_BITS;
@@ -83,7 +83,7 @@ impl Scion {
             tempfile::NamedTempFile::new().map_err(|e| CoreError::io(std::env::temp_dir(), e))?;
         let info = crate::sqlite_io::read_snapshot(&path, true, &Silent, |_, page| {
             copy.write_all(page)
-                .map_err(|e| CoreError::io(copy.path(), e))
+                .map_err(|e| EngineError::io(copy.path(), e))
         })?;
         copy.flush().map_err(|e| CoreError::io(copy.path(), e))?;
         let file = copy.reopen().map_err(|e| CoreError::io(copy.path(), e))?;

@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use crate::checkout::{scan, DbFiles, Fingerprint, RecordHeader, Sidecar};
 use crate::commit::Commit;
-use crate::error::{CoreError, CoreResult};
+use crate::error::{CoreError, CoreResult, EngineError, EngineResult};
 use crate::format::{page_contribution, page_hash, RootRecord, Slot};
 use crate::history::{HeadMove, HeadOp};
 use crate::names::{BranchRef, CheckpointName};
@@ -104,7 +104,7 @@ impl Scion {
             branch: b,
             armed: std::cell::Cell::new(false),
         };
-        let lease_now = |leased: &mut Option<(Ref, ETag)>| -> CoreResult<()> {
+        let lease_now = |leased: &mut Option<(Ref, ETag)>| -> EngineResult<()> {
             if leased.is_none() {
                 *leased = Some(self.take_operation_lease(b, &r, &etag)?);
                 lease_guard.armed.set(true);
@@ -223,7 +223,7 @@ impl Scion {
             if let Ok((head, _)) = self.read_ref(b) {
                 Sidecar::load(&path, &head.root)?;
             }
-            return Err(e);
+            return Err(e.into());
         }
         lease_guard.armed.set(false);
         new_sidecar.store(&path)?;
@@ -232,9 +232,10 @@ impl Scion {
         // A destroy that raced this commit must not leave the name behind.
         if self.read_ref(b).is_err() {
             let _ = self.backend.delete(&crate::refs::checkpoint_key(b, name));
-            return Err(CoreError::BeingDestroyed {
+            return Err(EngineError::BeingDestroyed {
                 branch: b.to_string(),
-            });
+            }
+            .into());
         }
         Ok(CheckpointReport {
             checkpoint: format!("{b}@{name}"),
@@ -252,7 +253,12 @@ impl Scion {
 
 impl Scion {
     /// Take `b`'s lease (read as `r` with `etag`) for the length of one operation.
-    fn take_operation_lease(&self, b: &BranchRef, r: &Ref, etag: &ETag) -> CoreResult<(Ref, ETag)> {
+    fn take_operation_lease(
+        &self,
+        b: &BranchRef,
+        r: &Ref,
+        etag: &ETag,
+    ) -> EngineResult<(Ref, ETag)> {
         let now = self.store_time()?;
         let mut leased = r.clone();
         leased.epoch += 1;

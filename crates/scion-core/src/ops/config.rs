@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use scion_store::{ETag, PutMode, StoreError};
 
-use crate::error::{CoreError, CoreResult};
+use crate::error::{EngineError, EngineResult};
 use crate::format::PageCompression;
 use crate::manifest::{Manifest, MANIFEST_KEY};
 use crate::scion::read_manifest;
@@ -34,7 +34,7 @@ impl Engine {
     pub fn set_page_compression(
         &self,
         compression: PageCompression,
-    ) -> CoreResult<PageCompressionChange> {
+    ) -> EngineResult<PageCompressionChange> {
         let before = self.change_manifest(|m| {
             let before = m.page_compression();
             m.page_compression = Some(compression);
@@ -48,13 +48,13 @@ impl Engine {
     }
 
     /// How long `gc` keeps every head the head history names, as the store says now.
-    pub fn history_retention(&self) -> CoreResult<Duration> {
+    pub fn history_retention(&self) -> EngineResult<Duration> {
         Ok(self.current_manifest()?.0.history_retention())
     }
 
     /// Keep heads named by the history for `retention` from the next `gc` on (in every
     /// process: `gc` reads the setting each time it runs). Returns the setting before.
-    pub fn set_history_retention(&self, retention: Duration) -> CoreResult<Duration> {
+    pub fn set_history_retention(&self, retention: Duration) -> EngineResult<Duration> {
         self.change_manifest(|m| {
             let before = m.history_retention();
             m.history_retention_secs = Some(retention.as_secs());
@@ -64,7 +64,7 @@ impl Engine {
 
     /// Change the manifest by compare-and-swap, re-applying `change` to a fresh read when
     /// another process changed it in between; nothing is written when nothing changes.
-    fn change_manifest<T>(&self, mut change: impl FnMut(&mut Manifest) -> T) -> CoreResult<T> {
+    fn change_manifest<T>(&self, mut change: impl FnMut(&mut Manifest) -> T) -> EngineResult<T> {
         let mut retry = crate::retry::CasRetry::new();
         loop {
             let (mut manifest, etag) = self.current_manifest()?;
@@ -85,7 +85,7 @@ impl Engine {
     /// Re-read the store's settings, for a process that keeps the store open while
     /// another may run `scion config`. `Some` when the page compression changed since this
     /// process last looked.
-    pub fn reload_settings(&self) -> CoreResult<Option<PageCompressionChange>> {
+    pub fn reload_settings(&self) -> EngineResult<Option<PageCompressionChange>> {
         let (manifest, _) = self.current_manifest()?;
         let (before, after) = (self.page_compression(), manifest.page_compression());
         self.follow(after);
@@ -93,10 +93,10 @@ impl Engine {
     }
 
     /// The manifest as stored now, which must still be this store's.
-    pub(crate) fn current_manifest(&self) -> CoreResult<(Manifest, ETag)> {
+    pub(crate) fn current_manifest(&self) -> EngineResult<(Manifest, ETag)> {
         let (manifest, etag) = read_manifest(self.backend.as_ref(), &self.location)?;
         if manifest.store_id != self.store_id {
-            return Err(CoreError::corrupt(
+            return Err(EngineError::corrupt(
                 MANIFEST_KEY,
                 format!("{}: the store id changed while open", self.location),
             ));

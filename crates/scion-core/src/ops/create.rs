@@ -5,7 +5,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::commit::{Commit, Sealed};
-use crate::error::{CoreError, CoreResult};
+use crate::error::{EngineError, EngineResult};
 use crate::format::{page_contribution, page_hash, FrameKind, Locator, RootRecord};
 use crate::names::{BranchName, BranchRef, DbName};
 use crate::pagemap::{self, DEFAULT_FANOUT_BITS};
@@ -24,18 +24,23 @@ pub struct CreateReport {
 }
 
 /// Say what is wrong with a source SQLite could not read, where scion can tell.
-fn source_error(path: &Path, e: CoreError) -> CoreError {
+fn source_error(path: &Path, e: EngineError) -> EngineError {
     let journal = crate::sqlite_io::sidecar_path(path, "-journal");
     // A journal is hot only when no connection is still in the transaction it belongs to.
     let hot = std::fs::metadata(&journal).is_ok_and(|m| m.len() > 0)
         && !crate::sqlite_io::in_use(path).unwrap_or(true);
-    if hot && matches!(e, CoreError::Sqlite { .. } | CoreError::NotSqlite { .. }) {
-        return CoreError::HotJournal {
+    if hot
+        && matches!(
+            e,
+            EngineError::Sqlite { .. } | EngineError::NotSqlite { .. }
+        )
+    {
+        return EngineError::HotJournal {
             path: path.to_path_buf(),
         };
     }
     if e.is_sqlite_busy() {
-        return CoreError::SourceBusy {
+        return EngineError::SourceBusy {
             path: path.to_path_buf(),
         };
     }
@@ -44,7 +49,7 @@ fn source_error(path: &Path, e: CoreError) -> CoreError {
 
 /// Read `path`'s committed state (through SQLite, in one read transaction) and write it
 /// to the store as a complete version, sealed but not yet published.
-pub(crate) fn import_file(scion: &Engine, path: &Path, read_only: bool) -> CoreResult<Sealed> {
+pub(crate) fn import_file(scion: &Engine, path: &Path, read_only: bool) -> EngineResult<Sealed> {
     let mut commit = Commit::begin(scion)?;
     let writer = &mut commit.writer;
     let mut pages: Vec<Option<Locator>> = Vec::new();
@@ -78,7 +83,7 @@ pub(crate) fn import_file(scion: &Engine, path: &Path, read_only: bool) -> CoreR
         node,
     };
     if node.is_none() && info.page_count > 0 {
-        return Err(CoreError::NotSqlite {
+        return Err(EngineError::NotSqlite {
             path: path.to_path_buf(),
             reason: "every page is zero".to_string(),
         });
@@ -90,11 +95,11 @@ impl Engine {
     /// Create database `db` with a protected `main` branch at version 1: empty, or the
     /// committed state of the SQLite file `from` (which is only read, never modified,
     /// even while other connections write to it).
-    pub fn create(&self, db: &DbName, from: Option<&Path>) -> CoreResult<CreateReport> {
+    pub fn create(&self, db: &DbName, from: Option<&Path>) -> EngineResult<CreateReport> {
         if !self.backend.list(&refs_prefix(db))?.is_empty() {
-            return Err(CoreError::DatabaseExists { db: db.to_string() });
+            return Err(EngineError::DatabaseExists { db: db.to_string() });
         }
-        let scratch = tempfile::tempdir().map_err(|e| CoreError::io(std::env::temp_dir(), e))?;
+        let scratch = tempfile::tempdir().map_err(|e| EngineError::io(std::env::temp_dir(), e))?;
         let (source, read_only) = match from {
             Some(path) if sqlite_io::check_database_file(path)?.is_some() => {
                 (path.to_path_buf(), true)
@@ -134,8 +139,8 @@ impl Engine {
         };
         match self.publish_new_ref(&main, &imported, &mut r) {
             Ok(_) => {}
-            Err(CoreError::BranchExists { .. }) => {
-                return Err(CoreError::DatabaseExists { db: db.to_string() })
+            Err(EngineError::BranchExists { .. }) => {
+                return Err(EngineError::DatabaseExists { db: db.to_string() })
             }
             Err(e) => return Err(e),
         }

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::error::{CoreError, CoreResult};
+use crate::error::{EngineError, EngineResult};
 use crate::names::{BranchName, BranchRef, CheckpointName, Target};
 use crate::refs::{check_user_meta, Parent, Ref, REF_SCHEMA};
 use crate::Engine;
@@ -24,7 +24,7 @@ impl Engine {
         source: &BranchRef,
         new: &BranchName,
         at: Option<&CheckpointName>,
-    ) -> CoreResult<ForkReport> {
+    ) -> EngineResult<ForkReport> {
         self.fork_with_ttl(source, new, at, None)
     }
 
@@ -36,7 +36,7 @@ impl Engine {
         new: &BranchName,
         at: Option<&CheckpointName>,
         ttl: Option<std::time::Duration>,
-    ) -> CoreResult<ForkReport> {
+    ) -> EngineResult<ForkReport> {
         self.fork_with_meta(source, new, at, ttl, BTreeMap::new())
     }
 
@@ -49,7 +49,7 @@ impl Engine {
         at: Option<&CheckpointName>,
         ttl: Option<std::time::Duration>,
         meta: BTreeMap<String, String>,
-    ) -> CoreResult<ForkReport> {
+    ) -> EngineResult<ForkReport> {
         new.check_new()?;
         check_user_meta(&meta)?;
         let target = Target {
@@ -104,7 +104,7 @@ impl Engine {
         // swept it: never leave a branch pointing at deleted data.
         if !self.backend.exists(&version.root.segment.key())? {
             let _ = self.remove_own_ref(&new_ref, &r, &etag);
-            return Err(CoreError::Conflict {
+            return Err(EngineError::Conflict {
                 branch: new_ref.to_string(),
             });
         }

@@ -15,13 +15,13 @@ use serde::{Deserialize, Serialize};
 use crate::checkout::{CheckoutState, Sidecar};
 use crate::clock::{parse_rfc3339, rfc3339};
 use crate::commit::Commit;
-use crate::error::{CoreError, CoreResult};
+use crate::error::{CoreError, CoreResult, EngineError, EngineResult};
 use crate::format::{FrameKind, Locator, SegmentId};
 use crate::history::{HeadMove, HeadOp};
 use crate::names::BranchRef;
 use crate::ops::lease::is_live;
 use crate::pagemap::{self, DEFAULT_FANOUT_BITS};
-use crate::Scion;
+use crate::{Engine, Scion};
 
 pub(crate) const GC_STATE_KEY: &str = "gc/state";
 /// A destroy whose claim is older than this is presumed dead and finished by `gc`.
@@ -88,12 +88,13 @@ pub struct CompactReport {
     pub store_bytes_written: u64,
 }
 
-impl Scion {
+/// What the store alone decides: which segments are reachable.
+impl Engine {
     /// Every segment reachable from a ref, a checkpoint or a head-history entry younger
     /// than the store's retention; and the history objects past it. Refs are listed
     /// before history objects: a move that spills entries, and a destroy, write their
     /// history object before the ref changes, so no entry is missed in between.
-    fn mark(&self) -> CoreResult<Marked> {
+    fn mark(&self) -> EngineResult<Marked> {
         let mut roots: Vec<Locator> = Vec::new();
         let mut refs = Vec::new();
         for m in self.backend.list("refs/")? {
@@ -156,7 +157,7 @@ impl Scion {
     }
 
     /// Live and reclaimable bytes (a mark without a sweep).
-    pub fn space(&self) -> CoreResult<SpaceReport> {
+    pub fn space(&self) -> EngineResult<SpaceReport> {
         let live = self.mark()?.live;
         let segments = self.backend.list("segments/")?;
         let mut live_bytes = 0;
@@ -178,7 +179,9 @@ impl Scion {
             reclaimable_bytes: dead_bytes,
         })
     }
+}
 
+impl Scion {
     /// Reap branches whose TTL passed (keeping, and touching, those whose checkout is open
     /// or holds changes) and finish interrupted destroys: the first step of `gc`, cheap
     /// enough to run on its own on a schedule.
@@ -195,10 +198,10 @@ impl Scion {
                 let b = BranchRef::new(db.clone(), branch);
                 let (r, etag) = match self.read_ref_any(&b) {
                     Ok(x) => x,
-                    Err(CoreError::BranchNotFound { .. } | CoreError::DatabaseNotFound { .. }) => {
-                        continue
-                    }
-                    Err(e) => return Err(e),
+                    Err(
+                        EngineError::BranchNotFound { .. } | EngineError::DatabaseNotFound { .. },
+                    ) => continue,
+                    Err(e) => return Err(e.into()),
                 };
                 if let Some(since) = r.destroying_since {
                     if since.saturating_add(STALE_CLAIM).as_system_time() < now {
@@ -218,11 +221,11 @@ impl Scion {
                 if in_use || matches!(state, CheckoutState::Dirty | CheckoutState::Unknown) {
                     // Work in the checkout is activity: the TTL counts from now again.
                     match self.touch(&b, None) {
-                        Ok(_) | Err(CoreError::Conflict { .. }) => {}
+                        Ok(_) | Err(EngineError::Conflict { .. }) => {}
                         Err(
-                            CoreError::BranchNotFound { .. } | CoreError::BeingDestroyed { .. },
+                            EngineError::BranchNotFound { .. } | EngineError::BeingDestroyed { .. },
                         ) => continue,
-                        Err(e) => return Err(e),
+                        Err(e) => return Err(e.into()),
                     }
                     kept_in_use.push(b.to_string());
                     continue;
@@ -244,10 +247,11 @@ impl Scion {
     /// otherwise lose a segment it is about to publish.
     pub fn gc(&self, grace: Duration, force: bool) -> CoreResult<GcReport> {
         if grace < self.min_grace() && !force {
-            return Err(CoreError::GraceBelowMinimum {
+            return Err(EngineError::GraceBelowMinimum {
                 grace: crate::clock::format_duration(grace.as_secs()),
                 minimum: crate::clock::format_duration(self.min_grace().as_secs()),
-            });
+            }
+            .into());
         }
         let ReapReport {
             reaped,

@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use crate::clock::StoreTime;
 use crate::conditional::put_exact;
-use crate::error::{CoreError, CoreResult};
+use crate::error::{EngineError, EngineResult};
 use crate::format::Locator;
 use crate::history::{
     history_prefix, newest_ms_of_key, DestroyedBranch, HeadEntry, HeadMove, HeadOp, HistoryObject,
@@ -63,7 +63,7 @@ impl<'a> HistoryWalk<'a> {
         }
     }
 
-    fn next(&mut self) -> CoreResult<Option<HeadEntry>> {
+    fn next(&mut self) -> EngineResult<Option<HeadEntry>> {
         loop {
             if let Some(e) = self.pending.pop() {
                 return Ok(Some(e));
@@ -87,7 +87,7 @@ impl<'a> HistoryWalk<'a> {
     }
 
     /// The entry numbered `seq`, walking back no further than it.
-    fn find(&mut self, seq: u64) -> CoreResult<Option<HeadEntry>> {
+    fn find(&mut self, seq: u64) -> EngineResult<Option<HeadEntry>> {
         while let Some(e) = self.next()? {
             if e.seq == seq {
                 return Ok(Some(e));
@@ -138,7 +138,7 @@ impl Engine {
         next: &mut Ref,
         mv: &HeadMove,
         at: StoreTime,
-    ) -> CoreResult<()> {
+    ) -> EngineResult<()> {
         let own = self.holder();
         let holder = match &current.lease {
             Some(l) if l.holder == own || l.holder.starts_with(&format!("{own}#")) => {
@@ -185,7 +185,7 @@ impl Engine {
 
     /// Keep a branch about to be destroyed in its history: its last entries and a
     /// `destroy` entry, with what `restore` needs to bring it back.
-    pub(crate) fn record_destroy(&self, b: &BranchRef, r: &Ref) -> CoreResult<()> {
+    pub(crate) fn record_destroy(&self, b: &BranchRef, r: &Ref) -> EngineResult<()> {
         let mut entries = r.history.clone();
         entries.push(HeadEntry {
             seq: next_seq(r),
@@ -225,7 +225,7 @@ impl Engine {
     }
 
     /// The newest history object of a branch that no longer exists: its destroy record.
-    fn destroyed_record(&self, b: &BranchRef) -> CoreResult<Option<(String, HistoryObject)>> {
+    fn destroyed_record(&self, b: &BranchRef) -> EngineResult<Option<(String, HistoryObject)>> {
         let mut keys: Vec<String> = self
             .backend
             .list(&history_prefix(&b.db, &b.branch))?
@@ -243,15 +243,15 @@ impl Engine {
 
     /// `b`'s head history, newest first, at most `limit` entries. A destroyed branch's
     /// history is read from its destroy record while that lasts.
-    pub fn head_history(&self, b: &BranchRef, limit: Option<usize>) -> CoreResult<HeadHistory> {
+    pub fn head_history(&self, b: &BranchRef, limit: Option<usize>) -> EngineResult<HeadHistory> {
         let (mut walk, live) = match self.read_ref_any(b) {
             Ok((r, _)) => (HistoryWalk::of_ref(self, &r), true),
-            Err(e @ (CoreError::BranchNotFound { .. } | CoreError::DatabaseNotFound { .. })) => {
-                match self.destroyed_record(b)? {
-                    Some((_, object)) => (HistoryWalk::from_object(self, object), false),
-                    None => return Err(e),
-                }
-            }
+            Err(
+                e @ (EngineError::BranchNotFound { .. } | EngineError::DatabaseNotFound { .. }),
+            ) => match self.destroyed_record(b)? {
+                Some((_, object)) => (HistoryWalk::from_object(self, object), false),
+                None => return Err(e),
+            },
             Err(e) => return Err(e),
         };
         let mut entries = Vec::new();
@@ -280,7 +280,7 @@ impl Engine {
         r: &Ref,
         root: Locator,
         cutoff: StoreTime,
-    ) -> CoreResult<bool> {
+    ) -> EngineResult<bool> {
         let mut walk = HistoryWalk::of_ref(self, r);
         while let Some(e) = walk.next()? {
             if e.at < cutoff {
@@ -295,36 +295,38 @@ impl Engine {
     /// Move `b`'s head back over its latest move that no undo has undone yet, as git's
     /// `reset` to a reflog entry or jj's `undo`. Repeated, it walks further back; the
     /// undo is itself a move in the history, so `restore` can redo.
-    pub fn undo(&self, b: &BranchRef, opts: &MoveOptions) -> CoreResult<MoveReport> {
+    pub fn undo(&self, b: &BranchRef, opts: &MoveOptions) -> EngineResult<MoveReport> {
         self.undo_with(b, opts, &mut StoreOnly)
     }
 
     /// [`Engine::undo`], with `guard` told before and after the head moves.
-    pub(crate) fn undo_with(
+    pub(crate) fn undo_with<G: MoveGuard>(
         &self,
         b: &BranchRef,
         opts: &MoveOptions,
-        guard: &mut dyn MoveGuard,
-    ) -> CoreResult<MoveReport> {
+        guard: &mut G,
+    ) -> Result<MoveReport, G::Error> {
         let (r, etag) = self.read_ref(b)?;
         if r.protected && !opts.force {
-            return Err(CoreError::Protected {
+            return Err(EngineError::Protected {
                 branch: b.to_string(),
                 action: "undoing a move of it",
-            });
+            }
+            .into());
         }
         let mut walk = HistoryWalk::of_ref(self, &r);
         let mut undone = HashSet::new();
         let target = loop {
             let Some(e) = walk.next()? else {
-                return Err(CoreError::NothingToUndo {
+                return Err(EngineError::NothingToUndo {
                     branch: b.to_string(),
                     reason: if walk.expired {
                         "its older history passed the store's retention".into()
                     } else {
                         "its history holds no move that was not undone".into()
                     },
-                });
+                }
+                .into());
             };
             if let Some(seq) = e.undoes {
                 undone.insert(seq);
@@ -335,13 +337,13 @@ impl Engine {
             }
         };
         let Some(old) = target.old else {
-            return Err(CoreError::NothingToUndo {
+            return Err(EngineError::NothingToUndo {
                 branch: b.to_string(),
                 reason: format!(
                     "move #{} brought the branch back after a destroy; `scion destroy {b}` removes it again",
                     target.seq
                 ),
-            });
+            }.into());
         };
         self.move_head(
             b,
@@ -371,45 +373,49 @@ impl Engine {
         b: &BranchRef,
         to: Option<u64>,
         opts: &MoveOptions,
-    ) -> CoreResult<MoveReport> {
+    ) -> EngineResult<MoveReport> {
         self.restore_with(b, to, opts, &mut StoreOnly)
     }
 
     /// [`Engine::restore`], with `guard` told before and after the head moves.
-    pub(crate) fn restore_with(
+    pub(crate) fn restore_with<G: MoveGuard>(
         &self,
         b: &BranchRef,
         to: Option<u64>,
         opts: &MoveOptions,
-        guard: &mut dyn MoveGuard,
-    ) -> CoreResult<MoveReport> {
+        guard: &mut G,
+    ) -> Result<MoveReport, G::Error> {
         let (r, etag) = match self.read_ref(b) {
             Ok(x) => x,
-            Err(e @ (CoreError::BranchNotFound { .. } | CoreError::DatabaseNotFound { .. })) => {
+            Err(
+                e @ (EngineError::BranchNotFound { .. } | EngineError::DatabaseNotFound { .. }),
+            ) => {
                 return match self.destroyed_record(b)? {
-                    Some((key, object)) => self.restore_destroyed(b, key, object, to),
-                    None => Err(e),
+                    Some((key, object)) => Ok(self.restore_destroyed(b, key, object, to)?),
+                    None => Err(e.into()),
                 };
             }
-            Err(e) => return Err(e),
+            Err(e) => return Err(e.into()),
         };
         let Some(seq) = to else {
-            return Err(CoreError::InvalidInput {
+            return Err(EngineError::InvalidInput {
                 reason: format!(
                     "{b} exists: name the entry to restore with --to (`scion log {b}` lists them)"
                 ),
-            });
+            }
+            .into());
         };
         if r.protected && !opts.force {
-            return Err(CoreError::Protected {
+            return Err(EngineError::Protected {
                 branch: b.to_string(),
                 action: "restoring it to an earlier head",
-            });
+            }
+            .into());
         }
         let entry = HistoryWalk::of_ref(self, &r)
             .find(seq)?
             .ok_or_else(|| history_entry_not_found(b, seq))?;
-        let root = entry.new.ok_or_else(|| CoreError::InvalidInput {
+        let root = entry.new.ok_or_else(|| EngineError::InvalidInput {
             reason: format!("entry #{seq} of {b} is its destroy; name an entry before it"),
         })?;
         self.move_head(
@@ -434,7 +440,7 @@ impl Engine {
         key: String,
         object: HistoryObject,
         to: Option<u64>,
-    ) -> CoreResult<MoveReport> {
+    ) -> EngineResult<MoveReport> {
         let destroyed = object.destroyed.clone().expect("a destroy record");
         let last = object.entries.last().expect("entries").clone();
         let (root, seq, to_version) = match to {
@@ -527,7 +533,7 @@ impl Engine {
         &self,
         refs: impl IntoIterator<Item = &'r Ref>,
         retention: Duration,
-    ) -> CoreResult<HistoryMarks> {
+    ) -> EngineResult<HistoryMarks> {
         let cutoff = self.store_time()?.saturating_sub(retention);
         let cutoff_ms = crate::clock::unix_ms(cutoff.as_system_time());
         let mut roots: Vec<Locator> = refs
@@ -560,8 +566,8 @@ impl Engine {
     }
 }
 
-fn history_entry_not_found(b: &BranchRef, seq: u64) -> CoreError {
-    CoreError::HistoryEntryNotFound {
+fn history_entry_not_found(b: &BranchRef, seq: u64) -> EngineError {
+    EngineError::HistoryEntryNotFound {
         branch: b.to_string(),
         entry: seq,
     }

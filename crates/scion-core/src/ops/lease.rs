@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 use serde::Serialize;
 
 use crate::clock::StoreTime;
-use crate::error::{CoreError, CoreResult};
+use crate::error::{EngineError, EngineResult};
 use crate::names::BranchRef;
 use crate::refs::{Lease, Ref};
 use crate::Engine;
@@ -53,7 +53,7 @@ fn holder_is_dead(holder: &str) -> bool {
 
 impl Engine {
     /// Refuse if someone other than this process holds a live lease on `r`.
-    pub(crate) fn check_not_leased(&self, b: &BranchRef, r: &Ref, force: bool) -> CoreResult<()> {
+    pub(crate) fn check_not_leased(&self, b: &BranchRef, r: &Ref, force: bool) -> EngineResult<()> {
         if force {
             return Ok(());
         }
@@ -62,7 +62,7 @@ impl Engine {
                 && is_live(l, self.store_now()?)
                 && !holder_is_dead(&l.holder)
             {
-                return Err(CoreError::LeaseHeld {
+                return Err(EngineError::LeaseHeld {
                     branch: b.to_string(),
                     holder: l.holder.clone(),
                     expires: l.expires.to_string(),
@@ -75,10 +75,10 @@ impl Engine {
     /// Refuse if anyone but `holder` holds a live lease on `r`: what a writer that takes no
     /// lease of its own (a VFS transaction, fenced by its commit's compare-and-swap) checks
     /// before it starts, so sessions and at-rest operations keep their branch.
-    pub fn check_lease_free_for(&self, b: &BranchRef, r: &Ref, holder: &str) -> CoreResult<()> {
+    pub fn check_lease_free_for(&self, b: &BranchRef, r: &Ref, holder: &str) -> EngineResult<()> {
         if let Some(l) = &r.lease {
             if l.holder != holder && is_live(l, self.store_now()?) && !holder_is_dead(&l.holder) {
-                return Err(CoreError::LeaseHeld {
+                return Err(EngineError::LeaseHeld {
                     branch: b.to_string(),
                     holder: l.holder.clone(),
                     expires: l.expires.to_string(),
@@ -89,7 +89,7 @@ impl Engine {
     }
 
     /// Whether this process already holds a live lease on `r` (taken before the operation).
-    pub(crate) fn holds_lease(&self, r: &Ref) -> CoreResult<bool> {
+    pub(crate) fn holds_lease(&self, r: &Ref) -> EngineResult<bool> {
         Ok(match &r.lease {
             Some(l) => l.holder == self.holder() && is_live(l, self.store_now()?),
             None => false,
@@ -98,7 +98,7 @@ impl Engine {
 
     /// Take (or renew) the lease on `b` for `ttl`. Refused while another holder's lease is
     /// live. Every acquisition bumps the epoch, fencing any earlier holder.
-    pub fn lease_acquire(&self, b: &BranchRef, ttl: Duration) -> CoreResult<LeaseInfo> {
+    pub fn lease_acquire(&self, b: &BranchRef, ttl: Duration) -> EngineResult<LeaseInfo> {
         let now = self.store_time()?;
         let r = self.update_ref(b, |r| {
             self.check_not_leased(b, r, false)?;
@@ -129,7 +129,7 @@ impl Engine {
         b: &BranchRef,
         holder: &str,
         ttl: Duration,
-    ) -> CoreResult<(Ref, ETag)> {
+    ) -> EngineResult<(Ref, ETag)> {
         let now = self.store_time()?;
         self.update_ref_with(b, false, |r| {
             if let Some(l) = &r.lease {
@@ -137,7 +137,7 @@ impl Engine {
                     && is_live(l, now.as_system_time())
                     && !holder_is_dead(&l.holder)
                 {
-                    return Err(CoreError::LeaseHeld {
+                    return Err(EngineError::LeaseHeld {
                         branch: b.to_string(),
                         holder: l.holder.clone(),
                         expires: l.expires.to_string(),
@@ -156,14 +156,14 @@ impl Engine {
 
     /// Extend `holder`'s lease on `b` by `ttl` from now without a new epoch (the holder's
     /// pending commits stay valid), and touch the branch. A lease that changed hands or epoch is a
-    /// [`CoreError::Conflict`]: the holder has been fenced.
+    /// [`EngineError::Conflict`]: the holder has been fenced.
     pub fn lease_renew_as(
         &self,
         b: &BranchRef,
         holder: &str,
         epoch: u64,
         ttl: Duration,
-    ) -> CoreResult<(Ref, ETag)> {
+    ) -> EngineResult<(Ref, ETag)> {
         let now = self.store_time()?;
         self.update_ref_with(b, false, |r| match &mut r.lease {
             Some(l) if l.holder == holder && l.epoch == epoch => {
@@ -172,14 +172,14 @@ impl Engine {
                 r.touched_at = now;
                 Ok(())
             }
-            _ => Err(CoreError::Conflict {
+            _ => Err(EngineError::Conflict {
                 branch: b.to_string(),
             }),
         })
     }
 
     /// Give up `holder`'s lease on `b`; a lease held by anyone else is left alone.
-    pub fn lease_release_as(&self, b: &BranchRef, holder: &str) -> CoreResult<()> {
+    pub fn lease_release_as(&self, b: &BranchRef, holder: &str) -> EngineResult<()> {
         self.update_ref(b, |r| {
             if r.lease.as_ref().is_some_and(|l| l.holder == holder) {
                 r.lease = None;
@@ -191,7 +191,7 @@ impl Engine {
 
     /// Give up the lease on `b`. Another holder's live lease is released only with
     /// `force` (which fences that holder: its next commit loses its compare-and-swap).
-    pub fn lease_release(&self, b: &BranchRef, force: bool) -> CoreResult<Option<LeaseInfo>> {
+    pub fn lease_release(&self, b: &BranchRef, force: bool) -> EngineResult<Option<LeaseInfo>> {
         let mut released = None;
         self.update_ref(b, |r| {
             self.check_not_leased(b, r, force)?;
@@ -208,7 +208,7 @@ impl Engine {
     }
 
     /// Every branch that carries a lease, live or expired.
-    pub fn lease_list(&self) -> CoreResult<Vec<LeaseInfo>> {
+    pub fn lease_list(&self) -> EngineResult<Vec<LeaseInfo>> {
         let now = self.store_now()?;
         let mut out = Vec::new();
         for db in self.list_databases()? {

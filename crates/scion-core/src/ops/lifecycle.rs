@@ -7,13 +7,13 @@ use scion_store::StoreError;
 use serde::Serialize;
 
 use crate::checkout::DbFiles;
-use crate::error::{CoreError, CoreResult};
+use crate::error::{CoreError, CoreResult, EngineError, EngineResult};
 use crate::format::Locator;
 use crate::history::HeadMove;
 use crate::names::{BranchName, BranchRef, CheckpointName};
 use crate::refs::{checkpoint_key, checkpoints_prefix, ref_key, Ref, SafetyKind};
 use crate::sqlite_io;
-use crate::Scion;
+use crate::{Engine, Scion};
 
 /// Safety forks live this long unless told otherwise.
 pub(crate) const DEFAULT_BACKUP_TTL: Duration = Duration::from_secs(24 * 3600);
@@ -85,16 +85,18 @@ impl Scion {
                 return Ok(());
             }
             if (r.protected || b.branch.as_str() == "main") && !force {
-                return Err(CoreError::Protected {
+                return Err(EngineError::Protected {
                     branch: b.to_string(),
                     action: "destroying it",
-                });
+                }
+                .into());
             }
             if !force && self.holds_only_recent_head_of_protected(b, r)? {
-                return Err(CoreError::Protected {
+                return Err(EngineError::Protected {
                     branch: b.to_string(),
                     action: "destroying the only recent copy of a protected branch's head",
-                });
+                }
+                .into());
             }
             self.check_not_leased(b, r, force)?;
             let path = self.checkout_path(b);
@@ -123,8 +125,8 @@ impl Scion {
         claimed.destroying_since = Some(self.store_time()?);
         match self.write_ref(b, &mut claimed, etag) {
             Ok(e) => self.finish_destroy(b, &e).map(Some),
-            Err(CoreError::Conflict { .. }) => Ok(None),
-            Err(e) => Err(e),
+            Err(EngineError::Conflict { .. }) => Ok(None),
+            Err(e) => Err(e.into()),
         }
     }
 
@@ -137,8 +139,8 @@ impl Scion {
         // The history outlives the branch: `restore` brings it back while it lasts.
         match self.read_ref_any(b) {
             Ok((r, _)) => self.record_destroy(b, &r)?,
-            Err(CoreError::BranchNotFound { .. } | CoreError::DatabaseNotFound { .. }) => {}
-            Err(e) => return Err(e),
+            Err(EngineError::BranchNotFound { .. } | EngineError::DatabaseNotFound { .. }) => {}
+            Err(e) => return Err(e.into()),
         }
         let mut removed = self.delete_checkpoints(b)?;
         match self.backend.delete_if(&ref_key(b), claimed_etag) {
@@ -180,11 +182,14 @@ impl Scion {
         }
         Ok(n)
     }
+}
 
+/// Store-only branch upkeep: protection, activity, TTL, checkpoint removal.
+impl Engine {
     /// Whether `r` is a safety fork of a protected branch whose history (within the
     /// store's retention) does not name `r`'s head: destroying it would leave that head to
     /// the next `gc`. Stores written before the head history have such forks.
-    fn holds_only_recent_head_of_protected(&self, b: &BranchRef, r: &Ref) -> CoreResult<bool> {
+    fn holds_only_recent_head_of_protected(&self, b: &BranchRef, r: &Ref) -> EngineResult<bool> {
         let Some(mark) = &r.safety else {
             return Ok(false);
         };
@@ -194,7 +199,7 @@ impl Scion {
         let of = BranchRef::new(b.db.clone(), of_name);
         let of_ref = match self.read_ref_any(&of) {
             Ok((of_ref, _)) => of_ref,
-            Err(CoreError::BranchNotFound { .. } | CoreError::DatabaseNotFound { .. }) => {
+            Err(EngineError::BranchNotFound { .. } | EngineError::DatabaseNotFound { .. }) => {
                 return Ok(false)
             }
             Err(e) => return Err(e),
@@ -206,7 +211,9 @@ impl Scion {
         Ok(!self.history_names_since(&of_ref, r.root, cutoff)?)
     }
 
-    pub fn set_protected(&self, b: &BranchRef, protected: bool) -> CoreResult<()> {
+    /// Protect `b` (or stop protecting it): a protected branch refuses moves, destroys
+    /// and page writes that are not forced.
+    pub fn set_protected(&self, b: &BranchRef, protected: bool) -> EngineResult<()> {
         self.update_ref(b, |r| {
             r.protected = protected;
             Ok(())
@@ -216,7 +223,7 @@ impl Scion {
 
     /// Reset the branch's activity clock, and set (`Some(Some(d))`) or clear
     /// (`Some(None)`) its TTL.
-    pub fn touch(&self, b: &BranchRef, ttl: Option<Option<Duration>>) -> CoreResult<Ref> {
+    pub fn touch(&self, b: &BranchRef, ttl: Option<Option<Duration>>) -> EngineResult<Ref> {
         let now = self.store_time()?;
         self.update_ref(b, |r| {
             r.touched_at = now;
@@ -227,9 +234,10 @@ impl Scion {
         })
     }
 
-    pub fn delete_checkpoint(&self, b: &BranchRef, name: &CheckpointName) -> CoreResult<()> {
+    /// Remove checkpoint `name` of `b` (never `fork` or `init`).
+    pub fn delete_checkpoint(&self, b: &BranchRef, name: &CheckpointName) -> EngineResult<()> {
         if name.is_reserved() {
-            return Err(CoreError::ReservedName {
+            return Err(EngineError::ReservedName {
                 name: name.to_string(),
             });
         }
@@ -240,7 +248,7 @@ impl Scion {
     }
 
     /// Set a new branch's TTL right after forking it.
-    pub fn set_ttl(&self, b: &BranchRef, ttl: Duration) -> CoreResult<()> {
+    pub fn set_ttl(&self, b: &BranchRef, ttl: Duration) -> EngineResult<()> {
         self.touch(b, Some(Some(ttl))).map(drop)
     }
 }

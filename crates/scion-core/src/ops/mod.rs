@@ -22,12 +22,12 @@ pub(crate) const MAX_DELTA_PAGES: usize = 256;
 
 /// Retry a whole write operation when its freshly drawn segment id turned out taken.
 pub(crate) fn with_fresh_ids<T>(
-    mut f: impl FnMut() -> crate::CoreResult<T>,
-) -> crate::CoreResult<T> {
+    mut f: impl FnMut() -> crate::EngineResult<T>,
+) -> crate::EngineResult<T> {
     let mut tries = 0;
     loop {
         match f() {
-            Err(crate::CoreError::SegmentCollision { .. }) if tries < 3 => tries += 1,
+            Err(crate::EngineError::SegmentCollision { .. }) if tries < 3 => tries += 1,
             other => return other,
         }
     }

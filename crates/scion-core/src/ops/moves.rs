@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use crate::error::{CoreError, CoreResult};
+use crate::error::{EngineError, EngineResult};
 use crate::format::Locator;
 use crate::history::{HeadMove, HeadOp, MergedFrom};
 use crate::names::{BranchName, BranchRef, CheckpointName, Target};
@@ -15,10 +15,17 @@ use crate::{Engine, ResolvedVersion};
 
 /// What else must hold, and follow, when a head moves.
 pub(crate) trait MoveGuard {
+    /// What the guard can refuse or fail with, the engine's own errors included.
+    type Error: From<EngineError>;
     /// Before `b`'s head moves from `r`: refuse the move, or get ready for [`Self::after`].
-    fn before(&mut self, b: &BranchRef, r: &Ref, force: bool) -> CoreResult<()>;
+    fn before(&mut self, b: &BranchRef, r: &Ref, force: bool) -> Result<(), Self::Error>;
     /// After it moved: bring along what follows the head, and say so in `report`.
-    fn after(&mut self, b: &BranchRef, report: &mut MoveReport, force: bool) -> CoreResult<()>;
+    fn after(
+        &mut self,
+        b: &BranchRef,
+        report: &mut MoveReport,
+        force: bool,
+    ) -> Result<(), Self::Error>;
 }
 
 /// Nothing follows the head: the engine's own moves. A branch with a recorded checkout
@@ -27,14 +34,16 @@ pub(crate) trait MoveGuard {
 pub(crate) struct StoreOnly;
 
 impl MoveGuard for StoreOnly {
-    fn before(&mut self, b: &BranchRef, r: &Ref, force: bool) -> CoreResult<()> {
+    type Error = EngineError;
+
+    fn before(&mut self, b: &BranchRef, r: &Ref, force: bool) -> EngineResult<()> {
         if force {
             return Ok(());
         }
         crate::ops::pages::refuse_checked_out(b, r)
     }
 
-    fn after(&mut self, _: &BranchRef, _: &mut MoveReport, _: bool) -> CoreResult<()> {
+    fn after(&mut self, _: &BranchRef, _: &mut MoveReport, _: bool) -> EngineResult<()> {
         Ok(())
     }
 }
@@ -47,28 +56,29 @@ impl Engine {
         b: &BranchRef,
         to: &CheckpointName,
         opts: &MoveOptions,
-    ) -> CoreResult<MoveReport> {
+    ) -> EngineResult<MoveReport> {
         self.rollback_with(b, to, opts, &mut StoreOnly)
     }
 
     /// [`Engine::rollback`], with `guard` told before and after the head moves.
-    pub(crate) fn rollback_with(
+    pub(crate) fn rollback_with<G: MoveGuard>(
         &self,
         b: &BranchRef,
         to: &CheckpointName,
         opts: &MoveOptions,
-        guard: &mut dyn MoveGuard,
-    ) -> CoreResult<MoveReport> {
+        guard: &mut G,
+    ) -> Result<MoveReport, G::Error> {
         let target = self.resolve(&Target {
             branch: b.clone(),
             checkpoint: Some(to.clone()),
         })?;
         let (r, etag) = self.read_ref(b)?;
         if r.protected && !opts.force {
-            return Err(CoreError::Protected {
+            return Err(EngineError::Protected {
                 branch: b.to_string(),
                 action: "rolling it back",
-            });
+            }
+            .into());
         }
         self.move_head(
             b,
@@ -92,26 +102,27 @@ impl Engine {
         source: &BranchRef,
         onto: &BranchName,
         opts: &MoveOptions,
-    ) -> CoreResult<MoveReport> {
+    ) -> EngineResult<MoveReport> {
         self.promote_with(source, onto, opts, &mut StoreOnly)
     }
 
     /// [`Engine::promote`], with `guard` told before and after the head moves.
-    pub(crate) fn promote_with(
+    pub(crate) fn promote_with<G: MoveGuard>(
         &self,
         source: &BranchRef,
         onto: &BranchName,
         opts: &MoveOptions,
-        guard: &mut dyn MoveGuard,
-    ) -> CoreResult<MoveReport> {
+        guard: &mut G,
+    ) -> Result<MoveReport, G::Error> {
         let target_ref = BranchRef::new(source.db.clone(), onto.clone());
         let (src, _) = self.read_ref(source)?;
         let (r, etag) = self.read_ref(&target_ref)?;
         if r.protected && !opts.force {
-            return Err(CoreError::Protected {
+            return Err(EngineError::Protected {
                 branch: target_ref.to_string(),
                 action: "promoting onto it",
-            });
+            }
+            .into());
         }
         self.move_head(
             &target_ref,
@@ -140,31 +151,33 @@ impl Engine {
         result: Locator,
         merged: MergedFrom,
         allow_protected: bool,
-    ) -> CoreResult<MoveReport> {
+    ) -> EngineResult<MoveReport> {
         self.publish_merge_with(dst, expect, result, merged, allow_protected, &mut StoreOnly)
     }
 
     /// [`Engine::publish_merge`], with `guard` told before and after the head moves.
-    pub(crate) fn publish_merge_with(
+    pub(crate) fn publish_merge_with<G: MoveGuard>(
         &self,
         dst: &BranchRef,
         expect: &ResolvedVersion,
         result: Locator,
         merged: MergedFrom,
         allow_protected: bool,
-        guard: &mut dyn MoveGuard,
-    ) -> CoreResult<MoveReport> {
+        guard: &mut G,
+    ) -> Result<MoveReport, G::Error> {
         let (r, etag) = self.read_ref(dst)?;
         if r.root != expect.root || r.version != expect.version {
-            return Err(CoreError::Conflict {
+            return Err(EngineError::Conflict {
                 branch: dst.to_string(),
-            });
+            }
+            .into());
         }
         if r.protected && !allow_protected {
-            return Err(CoreError::Protected {
+            return Err(EngineError::Protected {
                 branch: dst.to_string(),
                 action: "merging into it",
-            });
+            }
+            .into());
         }
         let from = format!("{}@{}", dst.db, merged.branch);
         let mv = HeadMove {
@@ -184,15 +197,15 @@ impl Engine {
     }
 
     /// Move `b`'s head (read as `r` with `etag`) to `target.root`, recorded in its history.
-    pub(crate) fn move_head(
+    pub(crate) fn move_head<G: MoveGuard>(
         &self,
         b: &BranchRef,
         r: Ref,
         etag: scion_store::ETag,
         target: HeadTarget,
         opts: &MoveOptions,
-        guard: &mut dyn MoveGuard,
-    ) -> CoreResult<MoveReport> {
+        guard: &mut G,
+    ) -> Result<MoveReport, G::Error> {
         let HeadTarget {
             root,
             version: to_version,
@@ -213,7 +226,7 @@ impl Engine {
             match self.create_safety_fork(b, &r, kind, ttl) {
                 Ok(fork) => safety_fork = Some(fork.to_string()),
                 // A store that fails the write fails the move, before anything moved.
-                Err(e) if !matches!(e, CoreError::BranchExists { .. }) => return Err(e),
+                Err(e) if !matches!(e, EngineError::BranchExists { .. }) => return Err(e.into()),
                 Err(e) => warnings.push(format!(
                     "no safety fork was made ({e}); the replaced head (version {}) is in the history: `scion log {b}`",
                     r.version
@@ -256,7 +269,7 @@ impl Engine {
         r: &Ref,
         kind: SafetyKind,
         ttl: Duration,
-    ) -> CoreResult<BranchRef> {
+    ) -> EngineResult<BranchRef> {
         let base = format!("{}-{}-v{}", b.branch, kind.suffix(), r.version);
         let mut last = None;
         for n in 1..=8 {
@@ -268,7 +281,7 @@ impl Engine {
             let (fork, mut keep) = self.safety_fork_ref(b, &name, r, kind, ttl)?;
             match self.create_ref(&fork, &mut keep) {
                 Ok(_) => return Ok(fork),
-                Err(e @ CoreError::BranchExists { .. }) => last = Some(e),
+                Err(e @ EngineError::BranchExists { .. }) => last = Some(e),
                 Err(e) => return Err(e),
             }
         }
@@ -283,7 +296,7 @@ impl Engine {
         r: &Ref,
         kind: SafetyKind,
         ttl: Duration,
-    ) -> CoreResult<(BranchRef, Ref)> {
+    ) -> EngineResult<(BranchRef, Ref)> {
         let name = BranchName::new(name)?;
         let fork = BranchRef::new(b.db.clone(), name);
         let now = self.store_time()?;

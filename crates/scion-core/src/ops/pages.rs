@@ -9,7 +9,7 @@ use scion_store::ETag;
 use serde::Serialize;
 
 use crate::commit::Commit;
-use crate::error::{CoreError, CoreResult};
+use crate::error::{EngineError, EngineResult};
 use crate::format::{page_contribution, page_hash, Locator, RootRecord, Slot};
 use crate::history::{HeadMove, HeadOp};
 use crate::names::{BranchRef, CheckpointName};
@@ -56,14 +56,14 @@ impl PageChanges {
     }
 
     /// The new image of `pgno` (one of [`Self::pgnos`]).
-    fn page(&self, pgno: u32) -> CoreResult<std::borrow::Cow<'_, [u8]>> {
+    fn page(&self, pgno: u32) -> EngineResult<std::borrow::Cow<'_, [u8]>> {
         if let Some(p) = self.pages.get(&pgno) {
             return Ok(std::borrow::Cow::Borrowed(p));
         }
         self.spilled
             .get(pgno)?
             .map(std::borrow::Cow::Owned)
-            .ok_or_else(|| CoreError::InvalidInput {
+            .ok_or_else(|| EngineError::InvalidInput {
                 reason: format!("page {pgno} is not among the changes"),
             })
     }
@@ -101,7 +101,7 @@ pub struct PageCommit<'a> {
 /// branch's checkout file, whose changes these are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum PageWriter {
-    /// Refused while the branch is checked out anywhere ([`CoreError::CheckedOut`]).
+    /// Refused while the branch is checked out anywhere ([`EngineError::CheckedOut`]).
     #[default]
     Own,
     /// The pages come from the branch's checkout file.
@@ -158,11 +158,11 @@ impl<'a> PageCommit<'a> {
 
 /// Refuse a page writer of its own on a branch that is checked out: its file would go
 /// stale under it, and its changes could no longer be checkpointed.
-pub fn refuse_checked_out(b: &BranchRef, r: &Ref) -> CoreResult<()> {
+pub fn refuse_checked_out(b: &BranchRef, r: &Ref) -> EngineResult<()> {
     if r.checkouts.is_empty() {
         return Ok(());
     }
-    Err(CoreError::CheckedOut {
+    Err(EngineError::CheckedOut {
         branch: b.to_string(),
         checkouts: r.checkouts.iter().map(|c| c.to_string()).collect(),
     })
@@ -185,7 +185,7 @@ pub struct PagesCommitted {
 impl Engine {
     /// The hash of every page of the version at `root` (an absent page hashes as zeros),
     /// read from the store: O(size), for a caller that lost its own table.
-    pub fn page_hashes(&self, root: &Locator) -> CoreResult<Vec<u64>> {
+    pub fn page_hashes(&self, root: &Locator) -> EngineResult<Vec<u64>> {
         let rec = self.reader.root(root)?;
         let zero = page_hash(&vec![0u8; rec.page_size as usize]);
         let mut hashes = vec![zero; rec.page_count as usize];
@@ -203,7 +203,7 @@ impl Engine {
     /// How the version at `root` is stored: its root record, and the frame holding each
     /// page that is present (page numbers from 1), read from the store in O(size). For
     /// tools and tests that look at a version's layout (which pages are deltas).
-    pub fn page_slots(&self, root: &Locator) -> CoreResult<(RootRecord, Vec<(u32, Slot)>)> {
+    pub fn page_slots(&self, root: &Locator) -> EngineResult<(RootRecord, Vec<(u32, Slot)>)> {
         let rec = self.reader.root(root)?;
         let slots = leaves(&self.reader, rec.node, rec.depth, rec.fanout_bits)?
             .into_iter()
@@ -221,7 +221,7 @@ impl Engine {
         root: Locator,
         version: u64,
         meta: BTreeMap<String, String>,
-    ) -> CoreResult<()> {
+    ) -> EngineResult<()> {
         crate::refs::check_user_meta(&meta)?;
         self.check_new_checkpoint_name(b, name)?;
         self.bind_checkpoint_with_meta(b, name, root, version, meta)
@@ -229,9 +229,9 @@ impl Engine {
     }
 
     /// Commit a set of changed pages through the one commit path. A head that moved, or
-    /// a lease that changed hands, is a [`CoreError::Conflict`]: the caller has been
+    /// a lease that changed hands, is a [`EngineError::Conflict`]: the caller has been
     /// fenced.
-    pub fn commit_pages(&self, c: PageCommit<'_>) -> CoreResult<(Ref, ETag, PagesCommitted)> {
+    pub fn commit_pages(&self, c: PageCommit<'_>) -> EngineResult<(Ref, ETag, PagesCommitted)> {
         let PageCommit {
             branch: b,
             base,
@@ -250,7 +250,7 @@ impl Engine {
         let old_hash = |pgno: u32| known_hash.and_then(|f| f(pgno));
         let old = self.reader.root(&base.root)?;
         if changes.page_size != old.page_size && old.page_count > 0 {
-            return Err(CoreError::InvalidInput {
+            return Err(EngineError::InvalidInput {
                 reason: format!(
                     "page size {} differs from the branch's {}",
                     changes.page_size, old.page_size
@@ -264,7 +264,7 @@ impl Engine {
             .max(changes.spilled.last());
         if let Some(last) = last {
             if last > changes.page_count {
-                return Err(CoreError::InvalidInput {
+                return Err(EngineError::InvalidInput {
                     reason: format!(
                         "page {last} is past the database's end ({} pages)",
                         changes.page_count

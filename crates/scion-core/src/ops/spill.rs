@@ -7,7 +7,7 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
-use crate::error::{CoreError, CoreResult};
+use crate::error::{EngineError, EngineResult};
 
 /// Changed pages kept in a temporary file, by page number.
 #[derive(Debug, Clone, Default)]
@@ -21,8 +21,8 @@ pub struct SpilledPages {
     page_size: usize,
 }
 
-fn spill_error(e: std::io::Error) -> CoreError {
-    CoreError::io(std::path::Path::new("(temporary page file)"), e)
+fn spill_error(e: std::io::Error) -> EngineError {
+    EngineError::io(std::path::Path::new("(temporary page file)"), e)
 }
 
 impl SpilledPages {
@@ -54,12 +54,12 @@ impl SpilledPages {
     }
 
     /// Set `pgno` aside (replacing an earlier image of it). Every page must have one size.
-    pub fn put(&mut self, pgno: u32, page: &[u8]) -> CoreResult<()> {
+    pub fn put(&mut self, pgno: u32, page: &[u8]) -> EngineResult<()> {
         if self.page_size == 0 {
             self.page_size = page.len();
         }
         if page.len() != self.page_size {
-            return Err(CoreError::InvalidInput {
+            return Err(EngineError::InvalidInput {
                 reason: format!(
                     "a {}-byte page among {}-byte pages",
                     page.len(),
@@ -89,7 +89,7 @@ impl SpilledPages {
     }
 
     /// The image of `pgno` set aside, if any.
-    pub fn get(&self, pgno: u32) -> CoreResult<Option<Vec<u8>>> {
+    pub fn get(&self, pgno: u32) -> EngineResult<Option<Vec<u8>>> {
         let (Some(&offset), Some(file)) = (self.at.get(&pgno), &self.file) else {
             return Ok(None);
         };
@@ -99,7 +99,7 @@ impl SpilledPages {
     }
 
     /// Take `pgno` back out (its image, if it was held).
-    pub fn take(&mut self, pgno: u32) -> CoreResult<Option<Vec<u8>>> {
+    pub fn take(&mut self, pgno: u32) -> EngineResult<Option<Vec<u8>>> {
         let page = self.get(pgno)?;
         if let Some(offset) = self.at.remove(&pgno) {
             self.free.push(offset);

@@ -4,7 +4,7 @@ use serde::Serialize;
 
 use crate::checkout::{probe_clone, CheckoutState, CloneCapability, ClonePolicy};
 use crate::clock::StoreTime;
-use crate::error::CoreResult;
+use crate::error::EngineResult;
 use crate::names::{BranchRef, DbName};
 use crate::ops::lease::is_live;
 use crate::Scion;
@@ -89,7 +89,7 @@ pub struct StoreSize {
 }
 
 impl Scion {
-    pub fn branch_statuses(&self, db: &DbName) -> CoreResult<Vec<BranchStatus>> {
+    pub fn branch_statuses(&self, db: &DbName) -> EngineResult<Vec<BranchStatus>> {
         let now = self.store_now()?;
         let mut out = Vec::new();
         for (branch, r) in self.list_branches(db)? {
@@ -99,7 +99,7 @@ impl Scion {
     }
 
     /// One branch's status (what `branch_statuses` lists, without looking at the others).
-    pub fn branch_status(&self, b: &BranchRef) -> CoreResult<BranchStatus> {
+    pub fn branch_status(&self, b: &BranchRef) -> EngineResult<BranchStatus> {
         let (r, _) = self.read_ref(b)?;
         self.status_of(b, &r, self.store_now()?)
     }
@@ -109,7 +109,7 @@ impl Scion {
         b: &BranchRef,
         r: &crate::refs::Ref,
         now: std::time::SystemTime,
-    ) -> CoreResult<BranchStatus> {
+    ) -> EngineResult<BranchStatus> {
         let db = &b.db;
         let checkpoints = self
             .backend
@@ -158,7 +158,7 @@ impl Scion {
     }
 
     /// Segments and their bytes, from one listing.
-    pub(crate) fn store_size(&self) -> CoreResult<StoreSize> {
+    pub(crate) fn store_size(&self) -> EngineResult<StoreSize> {
         let segments = self.backend.list("segments/")?;
         Ok(StoreSize {
             segments: segments.len(),
@@ -166,7 +166,7 @@ impl Scion {
         })
     }
 
-    pub fn status(&self) -> CoreResult<StatusReport> {
+    pub fn status(&self) -> EngineResult<StatusReport> {
         let mut databases = Vec::new();
         for db in self.list_databases()? {
             databases.push(DatabaseStatus {

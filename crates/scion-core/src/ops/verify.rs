@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use scion_store::StoreError;
 use serde::Serialize;
 
-use crate::error::{CoreError, CoreResult};
+use crate::error::{EngineError, EngineResult};
 use crate::format::{Locator, Slot};
 use crate::manifest::{MANIFEST_KEY, STORE_FORMAT_VERSION};
 use crate::pagemap;
@@ -53,7 +53,7 @@ impl VerifyReport {
 
 impl Scion {
     /// Check the whole store without changing anything.
-    pub fn verify(&self) -> CoreResult<VerifyReport> {
+    pub fn verify(&self) -> EngineResult<VerifyReport> {
         let mut report = VerifyReport::default();
         let mut problems: Vec<Problem> = Vec::new();
         let mut problem = |object: &str, message: String| {
@@ -207,7 +207,7 @@ pub(crate) struct TempFile {
 impl Scion {
     /// Temp files in the checkout trees (writable and read-only, and the segment cache
     /// inside the first), and those a local store writes before publishing an object.
-    pub(crate) fn temp_leftovers(&self) -> CoreResult<Vec<TempFile>> {
+    pub(crate) fn temp_leftovers(&self) -> EngineResult<Vec<TempFile>> {
         let mut all = temp_leftovers(&self.options.checkouts_dir)?;
         all.extend(temp_leftovers(&self.read_only_root())?);
         if let Some(store) = &self.options.store_dir {
@@ -217,7 +217,7 @@ impl Scion {
     }
 }
 
-fn temp_leftovers(dir: &Path) -> CoreResult<Vec<TempFile>> {
+fn temp_leftovers(dir: &Path) -> EngineResult<Vec<TempFile>> {
     use std::os::unix::fs::MetadataExt;
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
@@ -225,7 +225,7 @@ fn temp_leftovers(dir: &Path) -> CoreResult<Vec<TempFile>> {
         let entries = match std::fs::read_dir(&d) {
             Ok(e) => e,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(CoreError::io(&d, e)),
+            Err(e) => return Err(EngineError::io(&d, e)),
         };
         for entry in entries.flatten() {
             let Ok(meta) = entry.metadata() else { continue };

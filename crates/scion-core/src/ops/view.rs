@@ -2,7 +2,7 @@
 //! from. A view holds the version's root record; each page read is a page-map lookup
 //! (nodes cached by the reader) and one verified frame read.
 
-use crate::error::CoreResult;
+use crate::error::EngineResult;
 use crate::format::{Locator, RootRecord};
 use crate::pagemap::lookup;
 use crate::Engine;
@@ -19,7 +19,7 @@ pub struct VersionView {
 
 impl Engine {
     /// The version at `root` (numbered `version`): one read of its root record.
-    pub fn version_view(&self, root: Locator, version: u64) -> CoreResult<VersionView> {
+    pub fn version_view(&self, root: Locator, version: u64) -> EngineResult<VersionView> {
         let record = self.reader.root(&root)?;
         Ok(VersionView {
             root,
@@ -32,7 +32,7 @@ impl Engine {
 
     /// Page `pgno` (1-based) of `view`, verified; `None` for a page the version holds as
     /// zeros (or one past its end).
-    pub fn read_page(&self, view: &VersionView, pgno: u32) -> CoreResult<Option<Vec<u8>>> {
+    pub fn read_page(&self, view: &VersionView, pgno: u32) -> EngineResult<Option<Vec<u8>>> {
         if pgno == 0 || pgno > view.page_count {
             return Ok(None);
         }
@@ -50,7 +50,7 @@ impl Engine {
         &self,
         view: &VersionView,
         pgnos: std::ops::Range<u32>,
-    ) -> CoreResult<Vec<(u32, Option<Vec<u8>>)>> {
+    ) -> EngineResult<Vec<(u32, Option<Vec<u8>>)>> {
         let r = &view.record;
         let pgnos = pgnos.start.max(1)..pgnos.end.min(view.page_count.saturating_add(1));
         let mut out: Vec<(u32, Option<Vec<u8>>)> = pgnos.clone().map(|p| (p, None)).collect();

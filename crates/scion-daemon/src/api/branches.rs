@@ -166,14 +166,11 @@ pub async fn destroy(
 /// Refused as the engine refuses another holder's lease, naming the session.
 pub(crate) fn refuse_live(shared: &Shared, branch: &str) -> ApiResult<()> {
     match shared.sessions.on_branch(branch) {
-        Some(id) => Err(ApiError::core(
-            &scion_core::CoreError::LeaseHeld {
-                branch: branch.to_string(),
-                holder: format!("{}#{id}", shared.scion.holder()),
-                expires: "while the session is open".into(),
-            },
-            Context::Other,
-        )),
+        Some(id) => Err(ApiError::from(scion_core::EngineError::LeaseHeld {
+            branch: branch.to_string(),
+            holder: format!("{}#{id}", shared.scion.holder()),
+            expires: "while the session is open".into(),
+        })),
         None => Ok(()),
     }
 }

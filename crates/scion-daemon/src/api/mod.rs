@@ -15,7 +15,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use scion_core::described::Context;
-use scion_core::{CoreError, Scion};
+use scion_core::{CoreError, EngineError, Scion};
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 
@@ -84,10 +84,10 @@ fn query_problem(e: &QueryRejection) -> String {
 }
 
 /// Run engine work off the async threads; its error is presented for `context`.
-pub async fn blocking<T: Send + 'static>(
+pub async fn blocking<T: Send + 'static, E: Into<CoreError> + Send + 'static>(
     shared: &Arc<Shared>,
     context: Context,
-    f: impl FnOnce(&Scion) -> Result<T, CoreError> + Send + 'static,
+    f: impl FnOnce(&Scion) -> Result<T, E> + Send + 'static,
 ) -> ApiResult<T> {
     let scion = shared.scion.clone();
     tokio::task::spawn_blocking(move || f(&scion))
@@ -100,11 +100,11 @@ pub async fn blocking<T: Send + 'static>(
                 None,
             )
         })?
-        .map_err(|e| ApiError::core(&e, context))
+        .map_err(|e| ApiError::core(&e.into(), context))
 }
 
 /// Parse a name, answering a bad one as the API's error.
-pub fn parse<T: std::str::FromStr<Err = CoreError>>(s: &str) -> ApiResult<T> {
+pub fn parse<T: std::str::FromStr<Err = EngineError>>(s: &str) -> ApiResult<T> {
     s.parse().map_err(ApiError::from)
 }
 
