@@ -29,9 +29,10 @@ const GLOBAL: &str = "Global options";
     propagate_version = true
 )]
 pub struct Cli {
-    /// Store location: a directory path (or file:///abs/path), or s3://bucket/prefix
+    /// Store location: a directory path (or file:///abs/path), s3://bucket/prefix
     /// (configured by SCION_S3_ENDPOINT, SCION_S3_REGION, SCION_S3_PATH_STYLE and the usual
-    /// AWS_* credentials; checkouts go to SCION_CHECKOUTS or the user's cache directory).
+    /// AWS_* credentials) or az://container/prefix (Azure Blob Storage: the AZURE_STORAGE_*
+    /// variables); checkouts go to SCION_CHECKOUTS or the user's cache directory.
     /// Default: the nearest .scion in the current directory or above it (`init`: ./.scion).
     #[arg(long, global = true, env = "SCION_STORE", help_heading = GLOBAL)]
     pub store: Option<String>,

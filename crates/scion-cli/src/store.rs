@@ -55,7 +55,7 @@ fn open_with(
     };
     // Local stores' errors already name the directory; a remote one's say only the key.
     match &spec {
-        StoreSpec::S3(_) => {
+        StoreSpec::S3(_) | StoreSpec::Azure(_) => {
             let location = spec.location();
             Scion::attach(&spec, options).with_context(|| format!("attaching to {location}"))
         }

@@ -3,15 +3,13 @@
 //! the server.
 
 mod common;
+mod fault_proxy;
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::Ordering;
 
 use common::*;
+use fault_proxy::{proxy, Fault};
 
 fn endpoint() -> String {
     match std::env::var("SCION_S3_ENDPOINT") {
@@ -48,19 +46,6 @@ fn s3_session(endpoint: &str) -> (Session, Vec<(&'static str, String)>) {
     (s, env)
 }
 
-fn run_env(s: &Session, env: &[(&str, String)], args: &[&str]) -> Run {
-    let mut c = s.cmd(args);
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    let out = c.output().unwrap();
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
-
 fn spawn_env(s: &Session, env: &[(&str, String)], args: &[&str]) -> std::process::Child {
     let mut c = s.cmd(args);
     for (k, v) in env {
@@ -70,12 +55,6 @@ fn spawn_env(s: &Session, env: &[(&str, String)], args: &[&str]) -> std::process
         .stderr(Stdio::piped())
         .spawn()
         .unwrap()
-}
-
-fn ok_env(s: &Session, env: &[(&str, String)], args: &[&str]) -> String {
-    let r = run_env(s, env, args);
-    assert_eq!(r.code, 0, "scion {args:?}: {}{}", r.stdout, r.stderr);
-    r.stdout
 }
 
 #[test]
@@ -118,14 +97,10 @@ fn readme_quickstart_on_s3() {
     assert!(stdout.contains("store:     s3://"), "{stdout}");
 
     // The manifest is replaced by compare-and-swap on S3 as well.
-    let changed = ok_env(
-        &s,
-        &env,
-        &["--json", "config", "--page-compression", "none"],
-    );
+    let changed = s.ok_with(&env, &["--json", "config", "--page-compression", "none"]);
     let changed: serde_json::Value = serde_json::from_str(&changed).unwrap();
     assert_eq!(changed["changed"]["page_compression"]["before"], "lz4");
-    let status = ok_env(&s, &env, &["--json", "status"]);
+    let status = s.ok_with(&env, &["--json", "status"]);
     let status: serde_json::Value = serde_json::from_str(&status).unwrap();
     assert_eq!(status["page_compression"], "none");
 }
@@ -134,8 +109,8 @@ fn readme_quickstart_on_s3() {
 fn processes_sharing_one_bucket() {
     let (s, env) = s3_session(&endpoint());
     seed(&s.path("shop.db"), 2000);
-    ok_env(&s, &env, &["init"]);
-    ok_env(&s, &env, &["create", "shop", "--from", "shop.db"]);
+    s.ok_with(&env, &["init"]);
+    s.ok_with(&env, &["create", "shop", "--from", "shop.db"]);
     // Concurrent forks of one branch, each to its own name: all win.
     let children: Vec<_> = (0..4)
         .map(|i| spawn_env(&s, &env, &["fork", "shop", &format!("f{i}")]))
@@ -172,7 +147,7 @@ fn processes_sharing_one_bucket() {
     );
     // Concurrent checkpoints of different branches, each from its own checkout.
     for i in 1..4 {
-        let p = ok_env(&s, &env, &["checkout", &format!("shop@f{i}")]);
+        let p = s.ok_with(&env, &["checkout", &format!("shop@f{i}")]);
         sqlite(
             std::path::Path::new(p.trim()),
             &format!("UPDATE items SET price = {i} WHERE id <= {i}"),
@@ -186,135 +161,13 @@ fn processes_sharing_one_bucket() {
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     }
     for i in 1..4 {
-        ok_env(
-            &s,
+        s.ok_with(
             &env,
             &["export", &format!("shop@f{i}@c"), "x.db", "--force"],
         );
         let q = format!("SELECT count(*) FROM items WHERE price = {i}");
         assert_eq!(sqlite(&s.path("x.db"), &q), format!("Integer({i})"));
     }
-}
-
-/// Between scion and the server: every `every`-th request gets a fault.
-#[derive(Clone, Copy, Debug)]
-enum Fault {
-    ServerError,
-    CutBody,
-    Stall,
-    /// Every other PUT of a ref reaches the store, but the client is told 500: its retry
-    /// then meets the precondition its own write changed (the lost-answer case).
-    LoseRefPutAnswers,
-}
-
-/// Flips on each ref PUT under [`Fault::LoseRefPutAnswers`]: odd ones lose their answer.
-static LOSE_NEXT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
-
-fn proxy(upstream: String, fault: Fault, every: usize) -> (String, Arc<AtomicUsize>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    let count = Arc::new(AtomicUsize::new(0));
-    let counter = count.clone();
-    let up = upstream.trim_start_matches("http://").to_string();
-    std::thread::spawn(move || {
-        for conn in listener.incoming().flatten() {
-            let n = counter.fetch_add(1, Ordering::SeqCst) + 1;
-            let up = up.clone();
-            std::thread::spawn(move || {
-                let _ = serve(
-                    conn,
-                    &up,
-                    if n.is_multiple_of(every) {
-                        Some(fault)
-                    } else {
-                        None
-                    },
-                );
-            });
-        }
-    });
-    (format!("http://{addr}"), count)
-}
-
-/// Read one HTTP message (head + Content-Length body) from `s`.
-fn read_message(s: &mut TcpStream) -> std::io::Result<Vec<u8>> {
-    let mut buf = Vec::new();
-    let mut tmp = [0u8; 8192];
-    loop {
-        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
-            let len: usize = head
-                .lines()
-                .find_map(|l| {
-                    l.strip_prefix("content-length:")
-                        .map(|v| v.trim().parse().unwrap_or(0))
-                })
-                .unwrap_or(0);
-            while buf.len() < end + 4 + len {
-                let n = s.read(&mut tmp)?;
-                if n == 0 {
-                    break;
-                }
-                buf.extend_from_slice(&tmp[..n]);
-            }
-            return Ok(buf);
-        }
-        let n = s.read(&mut tmp)?;
-        if n == 0 {
-            return Ok(buf);
-        }
-        buf.extend_from_slice(&tmp[..n]);
-    }
-}
-
-fn serve(mut client: TcpStream, upstream: &str, fault: Option<Fault>) -> std::io::Result<()> {
-    let request = read_message(&mut client)?;
-    if request.is_empty() {
-        return Ok(());
-    }
-    // One request per connection: ask for the connection to close.
-    let text = String::from_utf8_lossy(&request);
-    let head_end = text.find("\r\n\r\n").unwrap_or(text.len());
-    let request = [
-        text[..head_end].replace("keep-alive", "close").as_bytes(),
-        &request[head_end..],
-    ]
-    .concat();
-    match fault {
-        Some(Fault::ServerError) => {
-            client.write_all(b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")?;
-            return Ok(());
-        }
-        Some(Fault::Stall) => {
-            std::thread::sleep(Duration::from_millis(1500));
-            return Ok(());
-        }
-        _ => {}
-    }
-    let mut server = TcpStream::connect(upstream)?;
-    server.write_all(&request)?;
-    let response = read_message(&mut server)?;
-    if let Some(Fault::LoseRefPutAnswers) = fault {
-        let line = text.lines().next().unwrap_or("");
-        if line.starts_with("PUT ")
-            && line.contains("/refs/")
-            && LOSE_NEXT.fetch_xor(true, Ordering::SeqCst)
-        {
-            client.write_all(b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")?;
-            return Ok(());
-        }
-    }
-    if let Some(Fault::CutBody) = fault {
-        let head_end = response
-            .windows(4)
-            .position(|w| w == b"\r\n\r\n")
-            .map(|p| p + 4)
-            .unwrap_or(0);
-        let body = response.len() - head_end;
-        client.write_all(&response[..head_end + body / 2])?;
-        return Ok(());
-    }
-    client.write_all(&response)
 }
 
 #[test]
@@ -327,8 +180,8 @@ fn faults_between_scion_and_the_store_fail_or_retry_cleanly() {
     ] {
         let (s, mut env) = s3_session(&real);
         seed(&s.path("shop.db"), 3000);
-        ok_env(&s, &env, &["init"]);
-        ok_env(&s, &env, &["create", "shop", "--from", "shop.db"]);
+        s.ok_with(&env, &["init"]);
+        s.ok_with(&env, &["create", "shop", "--from", "shop.db"]);
         let (faulty, count) = proxy(real.clone(), fault, every);
         let direct = env.clone();
         for (k, v) in env.iter_mut() {
@@ -347,7 +200,7 @@ fn faults_between_scion_and_the_store_fail_or_retry_cleanly() {
             ];
             for args in steps {
                 let a: Vec<&str> = args.iter().map(String::as_str).collect();
-                let r = run_env(&s, &env, &a);
+                let r = s.run_with(&env, &a);
                 // Success, or a typed failure: transient (9), store error (1), conflict/not found.
                 assert!(
                     [0, 1, 3, 4, 5, 9].contains(&r.code),
@@ -361,7 +214,7 @@ fn faults_between_scion_and_the_store_fail_or_retry_cleanly() {
                         std::path::Path::new(r.stdout.trim()),
                         &format!("UPDATE items SET price = {i} WHERE id = 1"),
                     );
-                    let r = run_env(&s, &env, &["checkpoint", &format!("shop@{b}"), "c"]);
+                    let r = s.run_with(&env, &["checkpoint", &format!("shop@{b}"), "c"]);
                     assert!(
                         [0, 1, 3, 4, 5, 6, 9].contains(&r.code),
                         "{fault:?} checkpoint: exit {} {}",
@@ -377,18 +230,16 @@ fn faults_between_scion_and_the_store_fail_or_retry_cleanly() {
             "requests went through the proxy"
         );
         // Through the real endpoint: every branch and checkpoint that exists verifies.
-        let out = ok_env(&s, &direct, &["--json", "branches", "shop"]);
+        let out = s.ok_with(&direct, &["--json", "branches", "shop"]);
         let v: serde_json::Value = serde_json::from_str(&out).unwrap();
         for b in v["branches"].as_array().unwrap() {
             let name = b["branch"].as_str().unwrap();
-            ok_env(
-                &s,
+            s.ok_with(
                 &direct,
                 &["export", &format!("shop@{name}"), "v.db", "--force"],
             );
             if b["checkpoints"].as_u64().unwrap() > 0 {
-                ok_env(
-                    &s,
+                s.ok_with(
                     &direct,
                     &["export", &format!("shop@{name}@c"), "v.db", "--force"],
                 );
@@ -405,8 +256,8 @@ fn ambiguous_cas_on_moto_through_a_fault_injecting_proxy() {
     let real = endpoint();
     let (s, mut env) = s3_session(&real);
     seed(&s.path("shop.db"), 2000);
-    ok_env(&s, &env, &["init"]);
-    ok_env(&s, &env, &["create", "shop", "--from", "shop.db"]);
+    s.ok_with(&env, &["init"]);
+    s.ok_with(&env, &["create", "shop", "--from", "shop.db"]);
     let direct = env.clone();
     let (faulty, count) = proxy(real.clone(), Fault::LoseRefPutAnswers, 1);
     for (k, v) in env.iter_mut() {
@@ -416,16 +267,16 @@ fn ambiguous_cas_on_moto_through_a_fault_injecting_proxy() {
     }
     for i in 0..4 {
         let b = format!("t{i}");
-        ok_env(&s, &env, &["fork", "shop", &b]);
-        let path = ok_env(&s, &env, &["checkout", &format!("shop@{b}")]);
+        s.ok_with(&env, &["fork", "shop", &b]);
+        let path = s.ok_with(&env, &["checkout", &format!("shop@{b}")]);
         sqlite(
             std::path::Path::new(path.trim()),
             &format!("UPDATE items SET price = {} WHERE id <= 100", 1_000_000 + i),
         );
-        ok_env(&s, &env, &["checkpoint", &format!("shop@{b}"), "c"]);
+        s.ok_with(&env, &["checkpoint", &format!("shop@{b}"), "c"]);
         for step in ["acquire", "release"] {
             let target = format!("shop@{b}");
-            ok_env(&s, &env, &["--holder", "agent", "lease", step, &target]);
+            s.ok_with(&env, &["--holder", "agent", "lease", step, &target]);
         }
     }
     assert!(
@@ -434,15 +285,14 @@ fn ambiguous_cas_on_moto_through_a_fault_injecting_proxy() {
     );
     // Straight to the store: every head holds its commit and the store verifies.
     for i in 0..4 {
-        ok_env(
-            &s,
+        s.ok_with(
             &direct,
             &["export", &format!("shop@t{i}"), "v.db", "--force"],
         );
         let q = format!("SELECT count(*) FROM items WHERE price = {}", 1_000_000 + i);
         assert_eq!(sqlite(&s.path("v.db"), &q), "Integer(100)");
     }
-    let out = ok_env(&s, &direct, &["verify"]);
+    let out = s.ok_with(&direct, &["verify"]);
     assert!(out.trim_end().ends_with("ok"), "{out}");
 }
 
@@ -454,23 +304,18 @@ fn a_bounded_segment_cache_on_s3_keeps_its_limit() {
     let (s, env) = s3_session(&endpoint());
     let db = s.path("seed.db");
     seed(&db, 5000);
-    ok_env(&s, &env, &["init"]);
-    ok_env(
-        &s,
-        &env,
-        &["create", "shop", "--from", db.to_str().unwrap()],
-    );
+    s.ok_with(&env, &["init"]);
+    s.ok_with(&env, &["create", "shop", "--from", db.to_str().unwrap()]);
     // Three more commits: four segments in all.
     for i in 1..=3 {
-        ok_env(&s, &env, &["fork", "shop", &format!("b{i}")]);
-        let path = ok_env(&s, &env, &["checkout", &format!("shop@b{i}")]);
+        s.ok_with(&env, &["fork", "shop", &format!("b{i}")]);
+        let path = s.ok_with(&env, &["checkout", &format!("shop@b{i}")]);
         sqlite(
             std::path::Path::new(path.trim()),
             &format!("UPDATE items SET price = price + {i} WHERE id % 7 = {i}"),
         );
-        ok_env(&s, &env, &["checkpoint", &format!("shop@b{i}"), "done"]);
-        ok_env(
-            &s,
+        s.ok_with(&env, &["checkpoint", &format!("shop@b{i}"), "done"]);
+        s.ok_with(
             &env,
             &[
                 "promote",
@@ -496,26 +341,26 @@ fn a_bounded_segment_cache_on_s3_keeps_its_limit() {
             "SELECT count(*), sum(price) FROM items",
         )
     };
-    let expected = sum(&ok_env(&s, &env, &["checkout", "shop@b3"]));
+    let expected = sum(&s.ok_with(&env, &["checkout", "shop@b3"]));
     // No clean local file of the head is left to clone from: the next checkout decodes.
     for i in 1..=3 {
-        ok_env(&s, &env, &["destroy", &format!("shop@b{i}"), "--force"]);
+        s.ok_with(&env, &["destroy", &format!("shop@b{i}"), "--force"]);
     }
 
     // The default keeps every segment a checkout read: more than one here.
     std::fs::remove_dir_all(&segments_dir).unwrap();
-    ok_env(&s, &env, &["fork", "shop", "reader"]);
-    ok_env(&s, &env, &["checkout", "shop@reader"]);
+    s.ok_with(&env, &["fork", "shop", "reader"]);
+    s.ok_with(&env, &["checkout", "shop@reader"]);
     let read = copies();
     assert!(read >= 2, "the head's pages are in {read} segments");
-    ok_env(&s, &env, &["destroy", "shop@reader", "--force"]);
+    s.ok_with(&env, &["destroy", "shop@reader", "--force"]);
 
     // A cache that holds one byte: every copy kept pushes out the one before.
     std::fs::remove_dir_all(&segments_dir).unwrap();
     let mut tiny = env.clone();
     tiny.push(("SCION_SEGMENT_CACHE_MAX", "1".into()));
-    ok_env(&s, &tiny, &["fork", "shop", "reader2"]);
-    let path = ok_env(&s, &tiny, &["checkout", "shop@reader2"]);
+    s.ok_with(&tiny, &["fork", "shop", "reader2"]);
+    let path = s.ok_with(&tiny, &["checkout", "shop@reader2"]);
     assert_eq!(
         sum(&path),
         expected,
@@ -525,7 +370,7 @@ fn a_bounded_segment_cache_on_s3_keeps_its_limit() {
 
     // `status` says what the cache holds and may hold.
     let status: serde_json::Value =
-        serde_json::from_str(&ok_env(&s, &tiny, &["--json", "status"])).unwrap();
+        serde_json::from_str(&s.ok_with(&tiny, &["--json", "status"])).unwrap();
     let cache = &status["segment_cache"];
     assert_eq!(cache["limit_bytes"], 1, "{status}");
     let one_copy = std::fs::read_dir(&segments_dir)
@@ -534,7 +379,7 @@ fn a_bounded_segment_cache_on_s3_keeps_its_limit() {
         .map(|e| e.metadata().unwrap().len())
         .sum::<u64>();
     assert_eq!(cache["bytes"], one_copy, "{status}");
-    assert!(ok_env(&s, &env, &["status"]).contains("cache:     "));
+    assert!(s.ok_with(&env, &["status"]).contains("cache:     "));
 }
 
 /// An S3 setting scion cannot read stops it before any request, naming the variable,
@@ -542,7 +387,7 @@ fn a_bounded_segment_cache_on_s3_keeps_its_limit() {
 #[test]
 fn unreadable_s3_settings_are_refused_naming_the_variable() {
     let (s, env) = s3_session(&endpoint());
-    ok_env(&s, &env, &["init"]);
+    s.ok_with(&env, &["init"]);
     for (name, value) in [
         ("SCION_S3_TIMEOUT", "soon"),
         ("SCION_S3_PATH_STYLE", "maybe"),
@@ -551,7 +396,7 @@ fn unreadable_s3_settings_are_refused_naming_the_variable() {
     ] {
         let mut bad = env.clone();
         bad.push((name, value.into()));
-        let r = run_env(&s, &bad, &["--json", "status"]);
+        let r = s.run_with(&bad, &["--json", "status"]);
         assert_eq!(r.code, 8, "{name}={value}: {}{}", r.stdout, r.stderr);
         let e: serde_json::Value = serde_json::from_str(&r.stderr).unwrap();
         let message = e["error"]["message"].as_str().unwrap();
@@ -563,5 +408,5 @@ fn unreadable_s3_settings_are_refused_naming_the_variable() {
     let mut fine = env.clone();
     fine.push(("SCION_S3_TIMEOUT", "45s".into()));
     fine.push(("SCION_S3_MULTIPART_THRESHOLD", "32MiB".into()));
-    ok_env(&s, &fine, &["status"]);
+    s.ok_with(&fine, &["status"]);
 }

@@ -1,13 +1,14 @@
 //! Attaching to a store from a spec: a local directory (named, or the nearest `.scion`
-//! above the current directory, as git finds `.git`) or an S3 bucket. Every front end (the
+//! above the current directory, as git finds `.git`), an S3 bucket or an Azure Blob
+//! container. Every front end (the
 //! CLI, the daemon, the SDKs) attaches this way and never builds backends itself.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use scion_store::{
-    Backend, CacheLimit, CountingBackend, LocalBackend, ObservedBackend, RequestObserver,
-    S3Backend, S3Config, S3Location, SegmentCache, StoreError,
+    AzureConfig, AzureLocation, Backend, CacheLimit, CloudBackend, CountingBackend, LocalBackend,
+    ObservedBackend, RequestObserver, S3Config, S3Location, SegmentCache, StoreError,
 };
 
 use crate::error::{EngineError, EngineResult};
@@ -45,11 +46,15 @@ fn discover(start: &Path) -> (Option<PathBuf>, PathBuf) {
 pub enum StoreSpec {
     Local(PathBuf),
     S3(S3Location),
+    Azure(AzureLocation),
 }
 
 impl StoreSpec {
-    /// A directory path, `file:///path` or `s3://bucket[/prefix]`. Relative paths are made
-    /// absolute so that printed checkout paths work from anywhere.
+    /// A directory path, `file:///path`, `s3://bucket[/prefix]` or
+    /// `az://container[/prefix]`. Relative paths are made absolute so that printed checkout
+    /// paths work from anywhere. `gs://` is refused with the reason: no Google Cloud
+    /// Storage client here enforces the conditional writes scion relies on in a way that
+    /// can be tested.
     pub fn parse(spec: &str) -> EngineResult<StoreSpec> {
         let invalid = |reason: String| EngineError::InvalidInput { reason };
         if spec.starts_with("s3://") {
@@ -59,11 +64,29 @@ impl StoreSpec {
                 ))
             });
         }
+        if spec.starts_with("az://") {
+            return AzureLocation::parse(spec)
+                .map(StoreSpec::Azure)
+                .ok_or_else(|| {
+                    invalid(format!(
+                        "invalid Azure store {spec:?}: expected az://container[/prefix]"
+                    ))
+                });
+        }
+        if spec.starts_with("gs://") {
+            return Err(invalid(format!(
+                "Google Cloud Storage stores ({spec:?}) are not supported: scion's refs need \
+                 create-only and compare-and-swap writes proven against a real server, and no \
+                 GCS emulator enforces them as GCS does; use s3:// with an S3-compatible \
+                 gateway in front of GCS that enforces If-None-Match and If-Match (see the \
+                 limitations in the README)"
+            )));
+        }
         let path = if let Some(rest) = spec.strip_prefix("file://") {
             PathBuf::from(rest)
         } else if spec.contains("://") {
             return Err(invalid(format!(
-                "unsupported store {spec:?}: use a directory path, file:///path or s3://bucket/prefix"
+                "unsupported store {spec:?}: use a directory path, file:///path, s3://bucket/prefix or az://container/prefix"
             )));
         } else {
             PathBuf::from(spec)
@@ -116,8 +139,48 @@ impl StoreSpec {
         match self {
             StoreSpec::Local(dir) => dir.display().to_string(),
             StoreSpec::S3(loc) => format!("s3://{}/{}", loc.bucket, loc.prefix),
+            StoreSpec::Azure(loc) => format!("az://{}/{}", loc.container, loc.prefix),
         }
     }
+}
+
+/// What a store spec opens to: the backend scion uses, the request counter right on the
+/// store, the checkouts directory, and the store directory of a local store.
+type Opened = (
+    Arc<dyn Backend>,
+    Arc<CountingBackend>,
+    PathBuf,
+    Option<PathBuf>,
+);
+
+/// A store in a cloud service as a scion backend: counted, observed, its conditional writes
+/// proven (at most once an hour per host: the proof is remembered beside the cache) and
+/// its clock learned, its segments cached on this host.
+fn remote(
+    cloud: CloudBackend,
+    observe: impl Fn(Arc<dyn Backend>) -> Arc<dyn Backend>,
+) -> EngineResult<Opened> {
+    let cloud = Arc::new(cloud);
+    let counter = Arc::new(CountingBackend::new(observe(cloud.clone())));
+    let checkouts = remote_cache_dir(&cloud.identity())?;
+    let proof = checkouts.join(".probe.json");
+    match recent_probe(&proof) {
+        Some(offset) => cloud.set_clock_offset_ms(offset),
+        None => {
+            scion_store::probe::probe_with(counter.as_ref(), |key| cloud.learn_clock(key))
+                .map_err(|e| match e {
+                    // Before anything is read, "not found" is about the bucket or container.
+                    StoreError::NotFound { key } => StoreError::Config(format!(
+                        "the store answered \"not found\" for {key}: does the bucket (or container) exist?"
+                    )),
+                    other => other,
+                })?;
+            remember_probe(&proof, cloud.clock_offset_ms());
+        }
+    }
+    let cached = SegmentCache::new(counter.clone(), checkouts.join(".segments"), "segments/")?
+        .with_limit(CacheLimit::from_env()?);
+    Ok((Arc::new(cached), counter, checkouts, None))
 }
 
 /// The local cache directory of a remote store: `SCION_CHECKOUTS`, or the user's cache
@@ -252,28 +315,12 @@ impl Scion {
                 )
             }
             StoreSpec::S3(loc) => {
-                let s3 = Arc::new(S3Backend::connect(loc.clone(), &S3Config::from_env()?)?);
-                let counter = Arc::new(CountingBackend::new(observe(s3.clone())));
-                let checkouts = remote_cache_dir(&s3.identity())?;
-                let proof = checkouts.join(".probe.json");
-                match recent_probe(&proof) {
-                    Some(offset) => s3.set_clock_offset_ms(offset),
-                    None => {
-                        scion_store::probe::probe_with(counter.as_ref(), |key| s3.learn_clock(key))
-                            .map_err(|e| match e {
-                                // Before anything is read, "not found" is about the bucket.
-                                StoreError::NotFound { key } => StoreError::Config(format!(
-                                "the store answered \"not found\" for {key}: does the bucket exist?"
-                            )),
-                                other => other,
-                            })?;
-                        remember_probe(&proof, s3.clock_offset_ms());
-                    }
-                }
-                let cached =
-                    SegmentCache::new(counter.clone(), checkouts.join(".segments"), "segments/")?
-                        .with_limit(CacheLimit::from_env()?);
-                (Arc::new(cached), counter, checkouts, None)
+                let cloud = CloudBackend::connect_s3(loc.clone(), &S3Config::from_env()?)?;
+                remote(cloud, observe)?
+            }
+            StoreSpec::Azure(loc) => {
+                let cloud = CloudBackend::connect_azure(loc.clone(), &AzureConfig::from_env()?)?;
+                remote(cloud, observe)?
             }
         };
         let mut o = ScionOptions::new(checkouts, options.clone_policy);

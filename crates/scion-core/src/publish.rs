@@ -148,8 +148,9 @@ mod tests {
             .as_nanos();
         let loc =
             scion_store::S3Location::parse(&format!("s3://{bucket}/own-ref-{nanos:x}")).unwrap();
-        let s3 = scion_store::S3Backend::attach(loc, &scion_store::S3Config::from_env().unwrap())
-            .unwrap();
+        let s3 =
+            scion_store::CloudBackend::attach_s3(loc, &scion_store::S3Config::from_env().unwrap())
+                .unwrap();
         let s = Scion::init(
             Arc::new(s3),
             "s3",

@@ -194,7 +194,7 @@ pub(crate) fn read_file_range(
     Ok(buf)
 }
 
-#[cfg(feature = "s3")]
+#[cfg(feature = "cloud")]
 /// `exists` through `head`, for backends where a head is already cheap.
 pub(crate) fn exists_by_head(b: &dyn Backend, key: &str) -> StoreResult<bool> {
     match b.head(key) {

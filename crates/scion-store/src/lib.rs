@@ -5,10 +5,14 @@
 //! [`Backend`] trait, so the engine never knows whether it talks to a local directory,
 //! memory or (later) an S3 bucket.
 
+#[cfg(feature = "cloud")]
+pub mod azure;
 mod backend;
 pub mod cache;
 mod cache_limit;
 mod changes;
+#[cfg(feature = "cloud")]
+pub mod cloud;
 pub mod counting;
 mod error;
 pub mod fault;
@@ -19,15 +23,19 @@ pub mod observed;
 pub mod powerloss;
 pub mod probe;
 pub mod range_lock;
-#[cfg(feature = "s3")]
+#[cfg(feature = "cloud")]
 pub mod s3;
 pub mod units;
 
 #[cfg(feature = "conformance")]
 pub mod conformance;
 
+#[cfg(feature = "cloud")]
+pub use azure::{AzureConfig, AzureLocation};
 pub use backend::{Backend, ETag, ObjectMeta, PutMode};
 pub use cache::{CacheLimit, CacheUsage, SegmentCache};
+#[cfg(feature = "cloud")]
+pub use cloud::{CloudBackend, Requests, Service};
 pub use counting::{CountingBackend, Counts};
 pub use error::{StoreError, StoreResult};
 pub use fault::{FaultPlan, FaultyBackend, LostAnswer};
@@ -36,5 +44,5 @@ pub use local::LocalBackend;
 pub use memory::MemoryBackend;
 pub use observed::{ObservedBackend, Outcome, RequestObserver, StoreOp};
 pub use probe::probe_conditional_writes;
-#[cfg(feature = "s3")]
-pub use s3::{S3Backend, S3Config, S3Location};
+#[cfg(feature = "cloud")]
+pub use s3::{S3Config, S3Location};

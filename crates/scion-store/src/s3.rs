@@ -1,28 +1,18 @@
-//! An S3-compatible store through `object_store`: create-only puts with
-//! `If-None-Match: *`, compare-and-swap with `If-Match: <etag>`, ranged gets, batched
-//! deletes. Requests time out, and transient failures are retried with backoff by
-//! `object_store` (never a failed precondition). The trait is synchronous, so the backend
-//! owns a small Tokio runtime and blocks on it.
+//! An S3-compatible store (`s3://bucket/prefix`), a [`CloudBackend`] over `object_store`'s
+//! Amazon S3 client.
 //!
 //! Configuration comes from the environment: `SCION_S3_ENDPOINT`, `SCION_S3_REGION`,
 //! `SCION_S3_PATH_STYLE`, `SCION_S3_TIMEOUT`, and credentials from the standard `AWS_*`
 //! variables; `SCION_S3_MULTIPART_THRESHOLD` (a size, default 16 MiB) sets the size from
 //! which create-only puts go up as multipart uploads in 8 MiB parts.
 
-use std::ops::Range;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
-use futures::{StreamExt, TryStreamExt};
-use object_store::aws::{AmazonS3, AmazonS3Builder};
-use object_store::path::Path;
-use object_store::{
-    BackoffConfig, ClientOptions, ObjectStore, ObjectStoreExt, PutMode as OsPutMode, PutOptions,
-    PutPayload, RetryConfig, UpdateVersion,
-};
+use object_store::aws::AmazonS3Builder;
 
-use crate::key::validate_prefix;
-use crate::{validate_key, Backend, ETag, ObjectMeta, PutMode, StoreError, StoreResult};
+use crate::cloud::{CloudBackend, Requests, Service};
+use crate::{StoreError, StoreResult};
 
 /// Where an S3 store lives: `s3://bucket/prefix`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,29 +47,13 @@ pub struct S3Config {
     pub multipart_threshold: Option<usize>,
 }
 
-/// Size of each part of a multipart upload (S3 wants at least 5 MiB but for the last).
-pub const MULTIPART_PART_SIZE: usize = 8 << 20;
-const DEFAULT_MULTIPART_THRESHOLD: usize = 16 << 20;
-/// Parts in flight at once during a multipart upload.
-const MULTIPART_CONCURRENCY: usize = 4;
-
 impl S3Config {
     /// The `SCION_S3_*` variables. A value that cannot be read is refused, naming the
     /// variable, rather than quietly replaced by the default.
     pub fn from_env() -> StoreResult<Self> {
         let text = |name: &str| std::env::var(name).ok().filter(|s| !s.trim().is_empty());
-        fn read<T>(
-            name: &str,
-            parse: impl Fn(&str) -> Result<T, String>,
-        ) -> StoreResult<Option<T>> {
-            match std::env::var(name) {
-                Ok(v) if !v.trim().is_empty() => parse(&v)
-                    .map(Some)
-                    .map_err(|e| StoreError::Config(format!("{name}: {e}"))),
-                _ => Ok(None),
-            }
-        }
-        let threshold = read("SCION_S3_MULTIPART_THRESHOLD", crate::units::parse_size)?;
+        let threshold =
+            crate::units::env_value("SCION_S3_MULTIPART_THRESHOLD", crate::units::parse_size)?;
         let multipart_threshold = threshold
             .map(|n| {
                 usize::try_from(n).map_err(|_| {
@@ -90,76 +64,29 @@ impl S3Config {
         Ok(S3Config {
             endpoint: text("SCION_S3_ENDPOINT"),
             region: text("SCION_S3_REGION"),
-            path_style: read("SCION_S3_PATH_STYLE", crate::units::parse_switch)?.unwrap_or(false),
-            request_timeout: read("SCION_S3_TIMEOUT", crate::units::parse_duration)?,
+            path_style: crate::units::env_value("SCION_S3_PATH_STYLE", crate::units::parse_switch)?
+                .unwrap_or(false),
+            request_timeout: crate::units::env_value(
+                "SCION_S3_TIMEOUT",
+                crate::units::parse_duration,
+            )?,
             max_retries: None,
             multipart_threshold,
         })
     }
-}
 
-pub struct S3Backend {
-    store: Arc<AmazonS3>,
-    rt: tokio::runtime::Runtime,
-    location: S3Location,
-    endpoint: Option<String>,
-    /// Store clock minus ours, learned from the server's Last-Modified at attach.
-    clock_offset_ms: std::sync::atomic::AtomicI64,
-    multipart_threshold: usize,
-}
-
-impl std::fmt::Debug for S3Backend {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "S3Backend({})", self.describe())
-    }
-}
-
-fn transient(key: &str, e: impl std::fmt::Display) -> StoreError {
-    StoreError::Transient {
-        key: key.to_string(),
-        message: e.to_string(),
-    }
-}
-
-/// Map an `object_store` error for `key`.
-fn map_err(key: &str, e: object_store::Error) -> StoreError {
-    use object_store::Error as E;
-    match e {
-        E::NotFound { .. } => StoreError::NotFound {
-            key: key.to_string(),
-        },
-        E::AlreadyExists { .. } => StoreError::AlreadyExists {
-            key: key.to_string(),
-        },
-        E::Precondition { .. } => StoreError::Conflict {
-            key: key.to_string(),
-        },
-        E::NotModified { .. } => StoreError::Conflict {
-            key: key.to_string(),
-        },
-        E::Unauthenticated { source, .. } | E::PermissionDenied { source, .. } => {
-            StoreError::Unauthorized {
-                key: key.to_string(),
-                message: source.to_string(),
-            }
+    fn requests(&self) -> Requests {
+        Requests {
+            timeout: self.request_timeout,
+            max_retries: self.max_retries,
+            multipart_threshold: self.multipart_threshold,
         }
-        E::UnknownConfigurationKey { key: k, .. } => {
-            StoreError::Config(format!("unknown configuration key {k}"))
-        }
-        // Timeouts, resets and 5xx that outlived object_store's retries.
-        other => transient(key, other),
     }
 }
 
-fn normalize_etag(e: Option<String>) -> ETag {
-    let e = e.unwrap_or_default();
-    let e = e.strip_prefix("W/").unwrap_or(&e);
-    ETag(e.trim_matches('"').to_string())
-}
-
-impl S3Backend {
-    /// Connect to `s3://bucket/prefix`. Does not probe; see [`crate::probe_conditional_writes`].
-    pub fn connect(location: S3Location, config: &S3Config) -> StoreResult<Self> {
+impl CloudBackend {
+    /// Connect to `s3://bucket/prefix`. Does not probe; see [`CloudBackend::probed`].
+    pub fn connect_s3(location: S3Location, config: &S3Config) -> StoreResult<Self> {
         let mut b = AmazonS3Builder::from_env().with_bucket_name(&location.bucket);
         let allow_http = config
             .endpoint
@@ -178,347 +105,27 @@ impl S3Backend {
         if config.path_style {
             b = b.with_virtual_hosted_style_request(false);
         }
-        let timeout = config.request_timeout.unwrap_or(Duration::from_secs(30));
+        let requests = config.requests();
         b = b
-            .with_client_options(
-                ClientOptions::new()
-                    .with_allow_http(allow_http)
-                    .with_timeout(timeout)
-                    .with_connect_timeout(Duration::from_secs(5).min(timeout)),
-            )
-            .with_retry(RetryConfig {
-                backoff: BackoffConfig {
-                    init_backoff: Duration::from_millis(50),
-                    max_backoff: Duration::from_secs(2),
-                    base: 2.0,
-                },
-                max_retries: config.max_retries.unwrap_or(4),
-                retry_timeout: Duration::from_secs(60),
-            });
+            .with_client_options(requests.client_options(allow_http))
+            .with_retry(requests.retry());
         let store = b
             .build()
             .map_err(|e| StoreError::Config(format!("S3: {e}")))?;
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .map_err(|e| StoreError::Other(format!("starting the S3 client runtime: {e}")))?;
-        Ok(S3Backend {
-            store: Arc::new(store),
-            rt,
-            location,
-            endpoint: config.endpoint.clone(),
-            clock_offset_ms: std::sync::atomic::AtomicI64::new(0),
-            multipart_threshold: config
-                .multipart_threshold
-                .unwrap_or(DEFAULT_MULTIPART_THRESHOLD)
-                .max(1),
-        })
-    }
-
-    /// A create-only put as a multipart upload. S3 enforces `If-None-Match` on
-    /// CompleteMultipartUpload, but `object_store` does not expose it for uploads, and a
-    /// server that checks it non-atomically (moto does) would let two racing uploads both
-    /// succeed. Large create-only objects are segments, whose keys hold 64 random bits and
-    /// have exactly one writer: this checks the key is free first (`AlreadyExists` makes the
-    /// writer draw another id) and accepts a collision window of about 2^-64 per pair of
-    /// concurrent writers. Refs, the objects two writers do race for, are small and always
-    /// go up with one conditional PUT.
-    fn put_multipart_create(&self, key: &str, data: &[u8]) -> StoreResult<ETag> {
-        match self.head(key) {
-            Ok(_) => {
-                return Err(StoreError::AlreadyExists {
-                    key: key.to_string(),
-                })
-            }
-            Err(StoreError::NotFound { .. }) => {}
-            Err(e) => return Err(e),
-        }
-        let path = self.path(key);
-        let result = self.rt.block_on(async {
-            let upload = self.store.put_multipart(&path).await?;
-            let mut w =
-                object_store::WriteMultipart::new_with_chunk_size(upload, MULTIPART_PART_SIZE);
-            for part in data.chunks(MULTIPART_PART_SIZE) {
-                w.wait_for_capacity(MULTIPART_CONCURRENCY).await?;
-                w.put(bytes::Bytes::copy_from_slice(part));
-            }
-            w.finish().await
-        });
-        match result {
-            Ok(r) => Ok(normalize_etag(r.e_tag)),
-            Err(e) => Err(map_err(key, e)),
-        }
-    }
-
-    fn path(&self, key: &str) -> Path {
-        if self.location.prefix.is_empty() {
-            Path::from(key)
-        } else {
-            Path::from(format!("{}/{key}", self.location.prefix))
-        }
-    }
-
-    fn key_of(&self, path: &Path) -> Option<String> {
-        let p = path.as_ref();
-        if self.location.prefix.is_empty() {
-            Some(p.to_string())
-        } else {
-            p.strip_prefix(&format!("{}/", self.location.prefix))
-                .map(str::to_string)
-        }
-    }
-
-    /// Connect, prove the store enforces create-only puts and compare-and-swap (refusing it
-    /// otherwise), and learn its clock.
-    pub fn attach(location: S3Location, config: &S3Config) -> StoreResult<Self> {
-        let b = Self::connect(location, config)?;
-        crate::probe::probe_with(&b, |key| b.learn_clock(key))?;
-        Ok(b)
-    }
-
-    /// The learned clock offset (store minus ours), to remember between processes.
-    pub fn clock_offset_ms(&self) -> i64 {
-        self.clock_offset_ms
-            .load(std::sync::atomic::Ordering::SeqCst)
-    }
-
-    pub fn set_clock_offset_ms(&self, ms: i64) {
-        self.clock_offset_ms
-            .store(ms, std::sync::atomic::Ordering::SeqCst)
-    }
-
-    /// A stable identity for this store, for naming local caches.
-    pub fn identity(&self) -> String {
-        format!(
-            "s3://{}/{}@{}",
-            self.location.bucket,
-            self.location.prefix,
-            self.endpoint.as_deref().unwrap_or("aws")
+        let url = format!("s3://{}/{}", location.bucket, location.prefix);
+        let identity = format!("{url}@{}", config.endpoint.as_deref().unwrap_or("aws"));
+        CloudBackend::new(
+            Arc::new(store),
+            Service::S3,
+            url,
+            location.prefix,
+            identity,
+            &requests,
         )
     }
 
-    /// Learn the store's clock from the Last-Modified of an object written just now.
-    pub fn learn_clock(&self, key: &str) -> StoreResult<()> {
-        let before = SystemTime::now();
-        let meta = self.head(key)?;
-        let after = SystemTime::now();
-        let ours = before + after.duration_since(before).unwrap_or_default() / 2;
-        let offset = match meta.last_modified.duration_since(ours) {
-            Ok(d) => d.as_millis() as i64,
-            Err(e) => -(e.duration().as_millis() as i64),
-        };
-        // Last-Modified has 1 s resolution: ignore offsets that rounding alone explains.
-        let offset = if offset.abs() < 1500 { 0 } else { offset };
-        self.clock_offset_ms
-            .store(offset, std::sync::atomic::Ordering::SeqCst);
-        Ok(())
-    }
-}
-
-impl Backend for S3Backend {
-    fn get(&self, key: &str) -> StoreResult<(Vec<u8>, ETag)> {
-        validate_key(key)?;
-        self.rt.block_on(async {
-            let r = self
-                .store
-                .get(&self.path(key))
-                .await
-                .map_err(|e| map_err(key, e))?;
-            let etag = normalize_etag(r.meta.e_tag.clone());
-            let size = r.meta.size;
-            let bytes = r.bytes().await.map_err(|e| map_err(key, e))?;
-            if bytes.len() as u64 != size {
-                return Err(transient(key, "short body"));
-            }
-            Ok((bytes.to_vec(), etag))
-        })
-    }
-
-    fn get_range(&self, key: &str, range: Range<u64>) -> StoreResult<Vec<u8>> {
-        validate_key(key)?;
-        if range.start == range.end {
-            self.head(key)?;
-            return Ok(Vec::new());
-        }
-        let want = range.end - range.start;
-        let bytes = self
-            .rt
-            .block_on(self.store.get_range(&self.path(key), range.clone()))
-            .map_err(|e| match e {
-                object_store::Error::Generic { .. } => {
-                    StoreError::Other(format!("range {range:?} of {key}: {e}"))
-                }
-                e => map_err(key, e),
-            })?;
-        if bytes.len() as u64 != want {
-            return Err(StoreError::Other(format!(
-                "range {}..{} of {key}: got {} bytes (never a short read)",
-                range.start,
-                range.end,
-                bytes.len()
-            )));
-        }
-        Ok(bytes.to_vec())
-    }
-
-    fn head(&self, key: &str) -> StoreResult<ObjectMeta> {
-        validate_key(key)?;
-        let m = self
-            .rt
-            .block_on(self.store.head(&self.path(key)))
-            .map_err(|e| map_err(key, e))?;
-        Ok(ObjectMeta {
-            key: key.to_string(),
-            size: m.size,
-            etag: normalize_etag(m.e_tag),
-            last_modified: m.last_modified.into(),
-        })
-    }
-
-    fn put(&self, key: &str, data: &[u8], mode: PutMode) -> StoreResult<ETag> {
-        validate_key(key)?;
-        if matches!(mode, PutMode::Create) && data.len() >= self.multipart_threshold {
-            return self.put_multipart_create(key, data);
-        }
-        let mode = match mode {
-            PutMode::Create => OsPutMode::Create,
-            PutMode::Overwrite => OsPutMode::Overwrite,
-            PutMode::Update(etag) => OsPutMode::Update(UpdateVersion {
-                e_tag: Some(format!("\"{}\"", etag.0)),
-                version: None,
-            }),
-        };
-        let is_update = matches!(mode, OsPutMode::Update(_));
-        let opts = PutOptions {
-            mode,
-            ..Default::default()
-        };
-        let payload = PutPayload::from(bytes::Bytes::copy_from_slice(data));
-        match self
-            .rt
-            .block_on(self.store.put_opts(&self.path(key), payload, opts))
-        {
-            Ok(r) => Ok(normalize_etag(r.e_tag)),
-            // An update of a missing object is a conflict, as on every backend.
-            Err(object_store::Error::NotFound { .. }) if is_update => Err(StoreError::Conflict {
-                key: key.to_string(),
-            }),
-            Err(e) => Err(map_err(key, e)),
-        }
-    }
-
-    fn list(&self, prefix: &str) -> StoreResult<Vec<ObjectMeta>> {
-        validate_prefix(prefix)?;
-        // object_store lists whole path segments; list the enclosing directory and filter
-        // by the string prefix, as the trait promises.
-        let dir = match prefix.rfind('/') {
-            Some(i) => &prefix[..i],
-            None => "",
-        };
-        let list_path = if dir.is_empty() {
-            if self.location.prefix.is_empty() {
-                None
-            } else {
-                Some(Path::from(self.location.prefix.as_str()))
-            }
-        } else {
-            Some(self.path(dir))
-        };
-        let metas: Vec<object_store::ObjectMeta> = self
-            .rt
-            .block_on(self.store.list(list_path.as_ref()).try_collect())
-            .map_err(|e| map_err(prefix, e))?;
-        let mut out: Vec<ObjectMeta> = metas
-            .into_iter()
-            .filter_map(|m| {
-                let key = self.key_of(&m.location)?;
-                key.starts_with(prefix).then(|| ObjectMeta {
-                    key,
-                    size: m.size,
-                    etag: normalize_etag(m.e_tag),
-                    last_modified: m.last_modified.into(),
-                })
-            })
-            .collect();
-        out.sort_by(|a, b| a.key.cmp(&b.key));
-        Ok(out)
-    }
-
-    fn delete(&self, key: &str) -> StoreResult<()> {
-        validate_key(key)?;
-        match self.rt.block_on(self.store.delete(&self.path(key))) {
-            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
-            Err(e) => Err(map_err(key, e)),
-        }
-    }
-
-    /// S3 has no conditional delete through this client: compare the etag, then delete.
-    /// The window between the two is why scion claims refs (by compare-and-swap) before it
-    /// deletes them.
-    fn delete_if(&self, key: &str, etag: &ETag) -> StoreResult<()> {
-        let m = match self.head(key) {
-            Ok(m) => m,
-            Err(StoreError::NotFound { .. }) => {
-                return Err(StoreError::Conflict {
-                    key: key.to_string(),
-                })
-            }
-            Err(e) => return Err(e),
-        };
-        if &m.etag != etag {
-            return Err(StoreError::Conflict {
-                key: key.to_string(),
-            });
-        }
-        self.delete(key)
-    }
-
-    fn exists(&self, key: &str) -> StoreResult<bool> {
-        crate::backend::exists_by_head(self, key)
-    }
-
-    fn delete_many(&self, keys: &[String]) -> StoreResult<()> {
-        for k in keys {
-            validate_key(k)?;
-        }
-        let paths: Vec<object_store::Result<Path>> =
-            keys.iter().map(|k| Ok(self.path(k))).collect();
-        self.rt.block_on(async {
-            let mut results = self
-                .store
-                .delete_stream(futures::stream::iter(paths).boxed());
-            while let Some(r) = results.next().await {
-                match r {
-                    Ok(_) | Err(object_store::Error::NotFound { .. }) => {}
-                    Err(e) => return Err(map_err("(batch delete)", e)),
-                }
-            }
-            Ok(())
-        })
-    }
-
-    fn evict(&self, _key: &str) -> StoreResult<()> {
-        // Every read goes to the store itself: there is no local copy to drop.
-        Ok(())
-    }
-
-    fn describe(&self) -> String {
-        format!(
-            "S3 store s3://{}/{}",
-            self.location.bucket, self.location.prefix
-        )
-    }
-
-    fn now(&self) -> StoreResult<SystemTime> {
-        let off = self
-            .clock_offset_ms
-            .load(std::sync::atomic::Ordering::SeqCst);
-        let now = SystemTime::now();
-        Ok(if off >= 0 {
-            now + Duration::from_millis(off as u64)
-        } else {
-            now - Duration::from_millis((-off) as u64)
-        })
+    /// [`CloudBackend::connect_s3`], then [`CloudBackend::probed`].
+    pub fn attach_s3(location: S3Location, config: &S3Config) -> StoreResult<Self> {
+        Self::connect_s3(location, config)?.probed()
     }
 }

@@ -51,6 +51,22 @@ pub fn parse_switch(s: &str) -> Result<bool, String> {
     }
 }
 
+/// The environment variable `name`, parsed; unset or blank is `None`, and a value that
+/// cannot be read is refused, naming the variable, rather than quietly replaced by a
+/// default.
+#[cfg(feature = "cloud")]
+pub(crate) fn env_value<T>(
+    name: &str,
+    parse: impl Fn(&str) -> Result<T, String>,
+) -> crate::StoreResult<Option<T>> {
+    match std::env::var(name) {
+        Ok(v) if !v.trim().is_empty() => parse(&v)
+            .map(Some)
+            .map_err(|e| crate::StoreError::Config(format!("{name}: {e}"))),
+        _ => Ok(None),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

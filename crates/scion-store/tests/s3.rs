@@ -4,7 +4,8 @@
 use std::sync::Arc;
 
 use scion_store::{
-    Backend, ETag, MemoryBackend, ObjectMeta, PutMode, S3Backend, S3Config, S3Location, StoreResult,
+    Backend, CloudBackend, ETag, MemoryBackend, ObjectMeta, PutMode, S3Config, S3Location,
+    StoreResult,
 };
 
 /// A fresh, empty store: a unique prefix in the test bucket.
@@ -20,7 +21,7 @@ fn fresh() -> Arc<dyn Backend> {
     let prefix: String = r.iter().map(|x| format!("{x:02x}")).collect();
     let loc = S3Location::parse(&format!("s3://{bucket}/conformance-{prefix}")).unwrap();
     Arc::new(
-        S3Backend::attach(loc, &S3Config::from_env().unwrap())
+        CloudBackend::attach_s3(loc, &S3Config::from_env().unwrap())
             .expect("attach to the test S3 store"),
     )
 }
@@ -98,7 +99,7 @@ fn large_create_only_puts_use_multipart_uploads() {
         multipart_threshold: Some(6 << 20),
         ..S3Config::from_env().unwrap()
     };
-    let b = S3Backend::attach(loc, &config).unwrap();
+    let b = CloudBackend::attach_s3(loc, &config).unwrap();
     let data: Vec<u8> = (0..20u32 << 20)
         .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
         .collect();

@@ -41,8 +41,8 @@ struct Engine {
 
 #[pymethods]
 impl Engine {
-    /// Attach the store `spec` names (a directory, `file:///path` or `s3://bucket/prefix`),
-    /// or the nearest `.scion` at or above `cwd` when `spec` is empty. `create` makes a
+    /// Attach the store `spec` names (a directory, `file:///path`, `s3://bucket/prefix` or
+    /// `az://container/prefix`), or the nearest `.scion` at or above `cwd` when `spec` is empty. `create` makes a
     /// local store that does not exist yet, its pages stored as `page_compression` says
     /// (`"lz4"`, the default, or `"none"`). Naming a compression a store that exists does
     /// not use is an error rather than a setting silently ignored.

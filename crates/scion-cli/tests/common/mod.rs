@@ -62,6 +62,22 @@ impl Session {
         outcome(&mut self.cmd(args))
     }
 
+    /// Run with the environment variables `env` set.
+    pub fn run_with(&self, env: &[(&str, String)], args: &[&str]) -> Run {
+        let mut c = self.cmd(args);
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        outcome(&mut c)
+    }
+
+    /// Run with `env` set and require success; returns stdout.
+    pub fn ok_with(&self, env: &[(&str, String)], args: &[&str]) -> String {
+        let r = self.run_with(env, args);
+        assert_eq!(r.code, 0, "scion {args:?}: {}{}", r.stdout, r.stderr);
+        r.stdout
+    }
+
     /// Run and require success; returns stdout.
     pub fn ok(&self, args: &[&str]) -> String {
         let r = self.run(args);

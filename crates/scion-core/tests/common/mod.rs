@@ -82,7 +82,8 @@ pub fn env_s3() -> Env {
         scion_store::S3Location::parse(&format!("s3://{bucket}/model-{nanos:x}-{}", unique()))
             .unwrap();
     let s3 = Arc::new(
-        scion_store::S3Backend::attach(loc, &scion_store::S3Config::from_env().unwrap()).unwrap(),
+        scion_store::CloudBackend::attach_s3(loc, &scion_store::S3Config::from_env().unwrap())
+            .unwrap(),
     );
     let cached = Arc::new(
         scion_store::SegmentCache::new(s3, dir.path().join("segments"), "segments/").unwrap(),

@@ -54,9 +54,9 @@ def open_store(
     create: bool = False,
     page_compression: Optional[str] = None,
 ) -> Store:
-    """Open a store: a directory, ``file:///path`` or ``s3://bucket/prefix``. Without
-    ``spec``: ``SCION_STORE``, else the nearest ``.scion`` at or above the working
-    directory. ``create`` makes a local store that does not exist yet (``./.scion``
+    """Open a store: a directory, ``file:///path``, ``s3://bucket/prefix`` or
+    ``az://container/prefix``. Without ``spec``: ``SCION_STORE``, else the nearest
+    ``.scion`` at or above the working directory. ``create`` makes a local store that does not exist yet (``./.scion``
     without a spec), with pages stored as ``page_compression`` says: ``"lz4"`` (the
     default, about half the bytes) or ``"none"`` (about twice the space, the fastest
     checkouts). Naming a compression that an existing store does not use raises

@@ -1,0 +1,150 @@
+//! The CLI against Azure Blob Storage's emulator (Azurite, started by `./scripts/test`):
+//! the README quickstart on an `az://` store, a lost ref-write answer through a
+//! fault-injecting proxy, and the refusal of `gs://` stores.
+
+mod common;
+mod fault_proxy;
+
+use std::process::Command;
+use std::sync::atomic::Ordering;
+
+use common::*;
+use fault_proxy::{proxy, Fault};
+
+/// Azurite's blob endpoint, or a loud failure that says how to get one.
+fn endpoint() -> String {
+    match std::env::var("AZURITE_BLOB_STORAGE_URL") {
+        Ok(e) => e,
+        Err(_) => panic!(
+            "Azure tests need Azurite: ./scripts/test starts it and sets AZURITE_BLOB_STORAGE_URL{}",
+            if std::env::var("CI").is_ok() {
+                " (CI must not skip them)"
+            } else {
+                ""
+            }
+        ),
+    }
+}
+
+/// A session whose store is a fresh prefix in the test container, with its own cache,
+/// reaching the emulator at `endpoint`.
+fn azure_session(endpoint: &str) -> (Session, Vec<(&'static str, String)>) {
+    let container = std::env::var("SCION_AZURE_TEST_CONTAINER")
+        .expect("SCION_AZURE_TEST_CONTAINER (set by ./scripts/test)");
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let s = Session::new();
+    let env = vec![
+        ("SCION_STORE", format!("az://{container}/cli-{nanos:x}")),
+        ("SCION_CHECKOUTS", s.path("cache").display().to_string()),
+        ("AZURE_STORAGE_USE_EMULATOR", "true".to_string()),
+        ("AZURITE_BLOB_STORAGE_URL", endpoint.to_string()),
+    ];
+    (s, env)
+}
+
+#[test]
+fn readme_quickstart_on_azure() {
+    let (s, env) = azure_session(&endpoint());
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    let block = &readme[readme.find("<!-- quickstart:start -->").unwrap()
+        ..readme.find("<!-- quickstart:end -->").unwrap()];
+    let code = block
+        .split("```sh\n")
+        .nth(1)
+        .unwrap()
+        .split("```")
+        .next()
+        .unwrap();
+    let path = format!(
+        "{}:{}",
+        bin().parent().unwrap().display(),
+        std::env::var("PATH").unwrap()
+    );
+    let mut c = Command::new("bash");
+    c.args(["-euo", "pipefail", "-c", code])
+        .current_dir(s.dir.path())
+        .env("PATH", path);
+    for (k, v) in &env {
+        c.env(k, v);
+    }
+    let out = c.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("apple|2.0\npear|5.0\n") && stdout.contains("apple|1.0\npear|2.5\n"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("store:     az://"), "{stdout}");
+    let out = s.ok_with(&env, &["verify"]);
+    assert!(out.trim_end().ends_with("ok"), "{out}");
+}
+
+/// A ref write whose answer is lost (the write landed, the client saw a 500, its retry
+/// got 412) is a success, never a conflict that deletes the new version's data: on Azure
+/// as on S3.
+#[test]
+fn a_lost_ref_write_answer_on_azure_is_decided_by_reading_it_back() {
+    let real = endpoint();
+    let (s, mut env) = azure_session(&real);
+    seed(&s.path("shop.db"), 2000);
+    s.ok_with(&env, &["init"]);
+    s.ok_with(&env, &["create", "shop", "--from", "shop.db"]);
+    let direct = env.clone();
+    let (faulty, count) = proxy(real.clone(), Fault::LoseRefPutAnswers, 1);
+    for (k, v) in env.iter_mut() {
+        if *k == "AZURITE_BLOB_STORAGE_URL" {
+            *v = faulty.clone();
+        }
+    }
+    for i in 0..3 {
+        let b = format!("t{i}");
+        s.ok_with(&env, &["fork", "shop", &b]);
+        let path = s.ok_with(&env, &["checkout", &format!("shop@{b}")]);
+        sqlite(
+            std::path::Path::new(path.trim()),
+            &format!("UPDATE items SET price = {} WHERE id <= 100", 1_000_000 + i),
+        );
+        s.ok_with(&env, &["checkpoint", &format!("shop@{b}"), "c"]);
+    }
+    assert!(
+        count.load(Ordering::SeqCst) > 0,
+        "requests went through the proxy"
+    );
+    for i in 0..3 {
+        s.ok_with(
+            &direct,
+            &["export", &format!("shop@t{i}"), "v.db", "--force"],
+        );
+        let q = format!("SELECT count(*) FROM items WHERE price = {}", 1_000_000 + i);
+        assert_eq!(sqlite(&s.path("v.db"), &q), "Integer(100)");
+    }
+    let out = s.ok_with(&direct, &["verify"]);
+    assert!(out.trim_end().ends_with("ok"), "{out}");
+}
+
+/// No emulator here enforces Google Cloud Storage's preconditions as GCS does, so a
+/// `gs://` store is refused before any request, saying why and what to use instead.
+#[test]
+fn a_gs_store_is_refused_with_the_reason() {
+    let s = Session::new();
+    let r = s.run_with(
+        &[("SCION_STORE", "gs://bucket/prefix".to_string())],
+        &["--json", "status"],
+    );
+    assert_eq!(r.code, 8, "{}{}", r.stdout, r.stderr);
+    let err: serde_json::Value = serde_json::from_str(r.stderr.trim()).unwrap();
+    assert_eq!(err["error"]["code"], "invalid_input");
+    let message = err["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("Google Cloud Storage") && message.contains("S3-compatible gateway"),
+        "{message}"
+    );
+}

@@ -1,0 +1,152 @@
+//! An HTTP proxy between scion and an object-storage server that injects faults: a 500,
+//! a cut body, a stall, or a ref write that lands but whose answer is lost. It forwards to
+//! the one upstream it is given, on loopback, and serves one request per connection.
+//! Each test binary that includes it uses some of the faults.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Between scion and the server: every `every`-th request gets a fault.
+#[derive(Clone, Copy, Debug)]
+pub enum Fault {
+    ServerError,
+    CutBody,
+    Stall,
+    /// Every other PUT of a ref reaches the store, but the client is told 500: its retry
+    /// then meets the precondition its own write changed (the lost-answer case).
+    LoseRefPutAnswers,
+}
+
+/// Flips on each ref PUT under [`Fault::LoseRefPutAnswers`]: odd ones lose their answer.
+static LOSE_NEXT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
+pub fn proxy(upstream: String, fault: Fault, every: usize) -> (String, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let count = Arc::new(AtomicUsize::new(0));
+    let counter = count.clone();
+    let up = upstream.trim_start_matches("http://").to_string();
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            let n = counter.fetch_add(1, Ordering::SeqCst) + 1;
+            let up = up.clone();
+            std::thread::spawn(move || {
+                let _ = serve(
+                    conn,
+                    &up,
+                    if n.is_multiple_of(every) {
+                        Some(fault)
+                    } else {
+                        None
+                    },
+                );
+            });
+        }
+    });
+    (format!("http://{addr}"), count)
+}
+
+/// Read one HTTP message (head + Content-Length body) from `s`. The answer to a HEAD
+/// request names the length of a body it does not carry: `bodiless` reads the head alone
+/// (waiting for that body would last until the server drops the connection).
+fn read_message(s: &mut TcpStream, bodiless: bool) -> std::io::Result<Vec<u8>> {
+    let mut buf = Vec::new();
+    let mut tmp = [0u8; 8192];
+    loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+            let len: usize = head
+                .lines()
+                .find_map(|l| {
+                    l.strip_prefix("content-length:")
+                        .map(|v| v.trim().parse().unwrap_or(0))
+                })
+                .unwrap_or(0);
+            let len = if bodiless { 0 } else { len };
+            while buf.len() < end + 4 + len {
+                let n = s.read(&mut tmp)?;
+                if n == 0 {
+                    break;
+                }
+                buf.extend_from_slice(&tmp[..n]);
+            }
+            return Ok(buf);
+        }
+        let n = s.read(&mut tmp)?;
+        if n == 0 {
+            return Ok(buf);
+        }
+        buf.extend_from_slice(&tmp[..n]);
+    }
+}
+
+fn serve(mut client: TcpStream, upstream: &str, fault: Option<Fault>) -> std::io::Result<()> {
+    let request = read_message(&mut client, false)?;
+    if request.is_empty() {
+        return Ok(());
+    }
+    // One request per connection: ask for the connection to close.
+    let text = String::from_utf8_lossy(&request);
+    let head_end = text.find("\r\n\r\n").unwrap_or(text.len());
+    let request = [
+        text[..head_end].replace("keep-alive", "close").as_bytes(),
+        &request[head_end..],
+    ]
+    .concat();
+    match fault {
+        Some(Fault::ServerError) => {
+            client.write_all(b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")?;
+            return Ok(());
+        }
+        Some(Fault::Stall) => {
+            std::thread::sleep(Duration::from_millis(1500));
+            return Ok(());
+        }
+        _ => {}
+    }
+    let mut server = TcpStream::connect(upstream)?;
+    server.write_all(&request)?;
+    let is_head = request.starts_with(b"HEAD ");
+    let response = closing(read_message(&mut server, is_head)?);
+    if let Some(Fault::LoseRefPutAnswers) = fault {
+        let line = text.lines().next().unwrap_or("");
+        if line.starts_with("PUT ")
+            && line.contains("/refs/")
+            && LOSE_NEXT.fetch_xor(true, Ordering::SeqCst)
+        {
+            client.write_all(b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")?;
+            return Ok(());
+        }
+    }
+    if let Some(Fault::CutBody) = fault {
+        let head_end = response
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .map(|p| p + 4)
+            .unwrap_or(0);
+        let body = response.len() - head_end;
+        client.write_all(&response[..head_end + body / 2])?;
+        return Ok(());
+    }
+    client.write_all(&response)
+}
+
+/// `response` with its head saying the connection closes: the proxy serves one request
+/// per connection, and a server that answers "keep-alive" anyway (Azurite does) would have
+/// the client send its next request down a connection the proxy has closed.
+fn closing(response: Vec<u8>) -> Vec<u8> {
+    let Some(end) = response.windows(4).position(|w| w == b"\r\n\r\n") else {
+        return response;
+    };
+    let head = String::from_utf8_lossy(&response[..end]);
+    let mut lines: Vec<&str> = head
+        .split("\r\n")
+        .filter(|l| !l.to_ascii_lowercase().starts_with("connection:"))
+        .collect();
+    lines.push("Connection: close");
+    [lines.join("\r\n").as_bytes(), &response[end..]].concat()
+}
