@@ -485,6 +485,26 @@ impl Printer {
             println!("\n{}", db.db);
             print_branch_table(&db.branches, "  ");
         }
+        if !s.hosts.is_empty() {
+            println!("\nheld by host (store clock)");
+        }
+        for h in &s.hosts {
+            println!("  {}", h.host);
+            for l in &h.leases {
+                let by = match &l.session {
+                    Some(id) => format!("session {id} of `scion serve`"),
+                    None => l.holder.clone(),
+                };
+                println!(
+                    "    lease of {} by {by}, {}s left",
+                    l.branch, l.expires_in_secs
+                );
+            }
+            for c in &h.checkouts {
+                let age = humantime::format_duration(std::time::Duration::from_secs(c.age_secs));
+                println!("    checkout of {} at {} (for {age})", c.branch, c.path);
+            }
+        }
     }
 
     /// A report the library renders itself: JSON with --json, its text otherwise.

@@ -502,3 +502,71 @@ fn config_changes_how_new_pages_are_stored_and_compact_rewrites_a_head() {
     );
     assert_eq!(std::fs::read(s.path(".scion/scion.json")).unwrap(), before);
 }
+
+/// On a store shared by a fleet, `status` says who holds what, by host: live leases (a
+/// `scion serve` session's named by its id) and writable checkouts, timed by the store's
+/// clock.
+#[test]
+fn status_names_the_hosts_holding_leases_and_checkouts() {
+    let s = Session::new();
+    seed(&s.path("shop.db"), 10);
+    s.ok(&["init"]);
+    s.ok(&["create", "shop", "--from", "shop.db"]);
+    s.ok(&["fork", "shop", "a"]);
+    s.ok(&["fork", "shop", "b"]);
+    let vm1 = "vm-1:0a1b2c3d:4026531836/42";
+    let vm2_session = "vm-2:9f8e7d6c:4026531836/7#s-abc";
+    s.ok(&[
+        "--holder", vm1, "lease", "acquire", "shop@a", "--ttl", "60s",
+    ]);
+    s.ok(&[
+        "--holder",
+        vm2_session,
+        "lease",
+        "acquire",
+        "shop@b",
+        "--ttl",
+        "60s",
+    ]);
+    s.ok(&[
+        "--holder",
+        "agent",
+        "lease",
+        "acquire",
+        "shop@main",
+        "--ttl",
+        "60s",
+    ]);
+    s.ok(&["--holder", "agent", "lease", "release", "shop@main"]);
+    let path = s.ok(&["checkout", "shop@a"]);
+    let status = s.json(&["status"]);
+    let hosts = status["hosts"].as_array().unwrap();
+    let host = |name: &str| hosts.iter().find(|h| h["host"] == name).cloned();
+    let vm1 = host("vm-1").expect("vm-1 holds a lease");
+    assert_eq!(vm1["leases"][0]["branch"], "shop@a");
+    assert!(vm1["leases"][0].get("session").is_none(), "{vm1}");
+    let left = vm1["leases"][0]["expires_in_secs"].as_u64().unwrap();
+    assert!((1..=60).contains(&left), "{vm1}");
+    let vm2 = host("vm-2").expect("vm-2 holds a session's lease");
+    assert_eq!(vm2["leases"][0]["branch"], "shop@b");
+    assert_eq!(vm2["leases"][0]["session"], "s-abc");
+    assert!(
+        host("agent").is_none(),
+        "a released lease is held by no one: {hosts:?}"
+    );
+    let here = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    let local = host(here.trim()).expect("this host holds a checkout");
+    assert_eq!(local["checkouts"][0]["branch"], "shop@a");
+    assert_eq!(local["checkouts"][0]["path"], path.trim());
+    assert_eq!(hosts.len(), 3, "{hosts:?}");
+    let text = s.ok(&["status"]);
+    assert!(text.contains("held by host (store clock)"), "{text}");
+    assert!(
+        text.contains("    lease of shop@b by session s-abc of `scion serve`, "),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("    checkout of shop@a at {}", path.trim())),
+        "{text}"
+    );
+}

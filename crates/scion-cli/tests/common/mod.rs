@@ -111,10 +111,19 @@ impl Session {
         out = re_time(&out);
         let re_id = regex_lite(r"[0-9a-f]{32}", "[ID]");
         out = re_id(&out);
-        // Whether the temp filesystem can clone is the machine's business, not the CLI's.
+        // Whether the temp filesystem can clone is the machine's business, not the CLI's;
+        // so are its name and how long a checkout has been held, in `status`.
+        let host = host.trim().to_string();
         out.lines()
             .map(|l| match l.find("filesystem ") {
                 Some(i) if l.starts_with("clone:") => format!("{}filesystem [CAPABILITY]", &l[..i]),
+                _ if !host.is_empty() && l == format!("  {host}") => "  [HOST]".to_string(),
+                _ if l.starts_with("    checkout of ") && l.ends_with(')') => {
+                    match l.rfind(" (for ") {
+                        Some(i) => format!("{} (for [AGE])", &l[..i]),
+                        None => l.to_string(),
+                    }
+                }
                 _ => l.to_string(),
             })
             .collect::<Vec<_>>()

@@ -46,6 +46,87 @@ pub struct LeaseStatus {
     pub live: bool,
 }
 
+/// What one host holds on the store: live leases (a `scion serve` session's among them)
+/// and writable checkouts, so that every host of a fleet on one bucket can see who has what.
+#[derive(Debug, Clone, Serialize)]
+pub struct HostStatus {
+    /// The host's name, as its holders and checkout records name it; a holder set by hand
+    /// (`--holder agent`) is listed under that name.
+    pub host: String,
+    pub leases: Vec<HeldLease>,
+    pub checkouts: Vec<HeldCheckout>,
+}
+
+/// A live lease, and how long it has left by the store's clock.
+#[derive(Debug, Clone, Serialize)]
+pub struct HeldLease {
+    pub branch: String,
+    pub holder: String,
+    /// The `scion serve` session capturing the branch, when the lease is one's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    pub expires_in_secs: u64,
+}
+
+/// A writable checkout recorded in a branch's ref, and its age by the store's clock.
+#[derive(Debug, Clone, Serialize)]
+pub struct HeldCheckout {
+    pub branch: String,
+    pub path: String,
+    pub age_secs: u64,
+}
+
+/// The host a lease holder names: `host:boot:pidns/pid`, with `#<session>` for a daemon
+/// session's; any other holder is its own name.
+fn holder_host(holder: &str) -> (String, Option<String>) {
+    let (process, session) = match holder.split_once('#') {
+        Some((p, s)) => (p, Some(s.to_string())),
+        None => (holder, None),
+    };
+    let host = match process.split_once(':') {
+        Some((host, rest)) if !host.is_empty() && rest.contains('/') => host,
+        _ => process,
+    };
+    (host.to_string(), session)
+}
+
+/// Gathers [`HostStatus`] from the refs a status reads.
+#[derive(Default)]
+struct Holders(std::collections::BTreeMap<String, HostStatus>);
+
+impl Holders {
+    fn host(&mut self, name: &str) -> &mut HostStatus {
+        self.0
+            .entry(name.to_string())
+            .or_insert_with(|| HostStatus {
+                host: name.to_string(),
+                leases: Vec::new(),
+                checkouts: Vec::new(),
+            })
+    }
+
+    fn add(&mut self, b: &BranchRef, r: &crate::refs::Ref, now: std::time::SystemTime) {
+        if let Some(l) = r.lease.as_ref().filter(|l| is_live(l, now)) {
+            let (host, session) = holder_host(&l.holder);
+            let left = l.expires.as_system_time().duration_since(now);
+            self.host(&host).leases.push(HeldLease {
+                branch: b.to_string(),
+                holder: l.holder.clone(),
+                session,
+                expires_in_secs: left.map_or(0, |d| d.as_secs()),
+            });
+        }
+        for c in &r.checkouts {
+            let age = now.duration_since(c.since.as_system_time());
+            self.host(&c.host).checkouts.push(HeldCheckout {
+                branch: b.to_string(),
+                path: c.path.clone(),
+                age_secs: age.map_or(0, |d| d.as_secs()),
+            });
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct DatabaseStatus {
     pub db: String,
@@ -68,6 +149,8 @@ pub struct StatusReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub segment_cache: Option<SegmentCacheStatus>,
     pub databases: Vec<DatabaseStatus>,
+    /// Who holds what, by host: live leases and writable checkouts (sorted by host name).
+    pub hosts: Vec<HostStatus>,
 }
 
 /// What the local segment cache of a remote store holds, and may hold.
@@ -90,10 +173,20 @@ pub struct StoreSize {
 
 impl Scion {
     pub fn branch_statuses(&self, db: &DbName) -> EngineResult<Vec<BranchStatus>> {
-        let now = self.store_now()?;
+        self.branch_statuses_noting(db, self.store_now()?, &mut Holders::default())
+    }
+
+    fn branch_statuses_noting(
+        &self,
+        db: &DbName,
+        now: std::time::SystemTime,
+        holders: &mut Holders,
+    ) -> EngineResult<Vec<BranchStatus>> {
         let mut out = Vec::new();
         for (branch, r) in self.list_branches(db)? {
-            out.push(self.status_of(&BranchRef::new(db.clone(), branch), &r, now)?);
+            let b = BranchRef::new(db.clone(), branch);
+            holders.add(&b, &r, now);
+            out.push(self.status_of(&b, &r, now)?);
         }
         Ok(out)
     }
@@ -167,11 +260,13 @@ impl Scion {
     }
 
     pub fn status(&self) -> EngineResult<StatusReport> {
+        let now = self.store_now()?;
+        let mut holders = Holders::default();
         let mut databases = Vec::new();
         for db in self.list_databases()? {
             databases.push(DatabaseStatus {
                 db: db.to_string(),
-                branches: self.branch_statuses(&db)?,
+                branches: self.branch_statuses_noting(&db, now, &mut holders)?,
             });
         }
         Ok(StatusReport {
@@ -192,6 +287,26 @@ impl Scion {
                 },
             }),
             databases,
+            hosts: holders.0.into_values().collect(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::ops::status::holder_host;
+
+    #[test]
+    fn a_holder_names_its_host_and_a_session_its_id() {
+        assert_eq!(
+            holder_host("vm-7:1a2b3c4d:4026531836/4242"),
+            ("vm-7".to_string(), None)
+        );
+        assert_eq!(
+            holder_host("vm-7:1a2b3c4d:4026531836/4242#s-9f"),
+            ("vm-7".to_string(), Some("s-9f".to_string()))
+        );
+        assert_eq!(holder_host("agent"), ("agent".to_string(), None));
+        assert_eq!(holder_host("a:b"), ("a:b".to_string(), None));
     }
 }
