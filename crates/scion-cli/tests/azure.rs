@@ -5,7 +5,6 @@
 mod common;
 mod fault_proxy;
 
-use std::process::Command;
 use std::sync::atomic::Ordering;
 
 use common::*;
@@ -48,36 +47,7 @@ fn azure_session(endpoint: &str) -> (Session, Vec<(&'static str, String)>) {
 #[test]
 fn readme_quickstart_on_azure() {
     let (s, env) = azure_session(&endpoint());
-    let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
-    let block = &readme[readme.find("<!-- quickstart:start -->").unwrap()
-        ..readme.find("<!-- quickstart:end -->").unwrap()];
-    let code = block
-        .split("```sh\n")
-        .nth(1)
-        .unwrap()
-        .split("```")
-        .next()
-        .unwrap();
-    let path = format!(
-        "{}:{}",
-        bin().parent().unwrap().display(),
-        std::env::var("PATH").unwrap()
-    );
-    let mut c = Command::new("bash");
-    c.args(["-euo", "pipefail", "-c", code])
-        .current_dir(s.dir.path())
-        .env("PATH", path);
-    for (k, v) in &env {
-        c.env(k, v);
-    }
-    let out = c.output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = run_readme_quickstart(s.dir.path(), &env);
     assert!(
         stdout.contains("apple|2.0\npear|5.0\n") && stdout.contains("apple|1.0\npear|2.5\n"),
         "{stdout}"

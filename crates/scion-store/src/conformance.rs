@@ -241,6 +241,31 @@ pub fn clock_matches_object_times(b: Arc<dyn Backend>) {
     );
 }
 
+/// A 20 MiB create-only put (a large segment: a multipart or block upload on the cloud
+/// backends) reads back byte for byte, also across `boundary` (a part size), and a taken
+/// key is still refused. Not in [`conformance_tests!`](crate::conformance_tests): it moves
+/// 40 MiB, so only backends that upload large objects another way run it. Returns the
+/// object's etag.
+pub fn large_create_only_put(b: &dyn Backend, boundary: u64) -> ETag {
+    let key = "segments/00000000000000aa";
+    let data: Vec<u8> = (0..20u32 << 20)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    let etag = b.put(key, &data, PutMode::Create).unwrap();
+    let (back, _) = b.get(key).unwrap();
+    assert!(back == data, "the object reads back byte for byte");
+    assert_eq!(
+        b.get_range(key, boundary - 10..boundary + 10).unwrap(),
+        data[boundary as usize - 10..boundary as usize + 10]
+    );
+    let again = b.put(key, &data, PutMode::Create);
+    assert!(
+        matches!(again, Err(StoreError::AlreadyExists { .. })),
+        "{again:?}"
+    );
+    etag
+}
+
 /// One `#[test]` per conformance check for a backend factory expression. The factory may
 /// also answer `(backend, guard)`: the guard (a temporary directory, say) is dropped when
 /// the test ends, after the backend.

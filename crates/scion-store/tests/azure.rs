@@ -73,22 +73,5 @@ fn large_create_only_puts_use_multipart_uploads() {
         },
     };
     let b = CloudBackend::attach_azure(unique("multipart"), &config).unwrap();
-    let data: Vec<u8> = (0..20u32 << 20)
-        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
-        .collect();
-    b.put("segments/00000000000000aa", &data, PutMode::Create)
-        .unwrap();
-    let (back, _) = b.get("segments/00000000000000aa").unwrap();
-    assert!(back == data, "the object reads back byte for byte");
-    let boundary = (8 << 20) as u64;
-    assert_eq!(
-        b.get_range("segments/00000000000000aa", boundary - 10..boundary + 10)
-            .unwrap(),
-        data[boundary as usize - 10..boundary as usize + 10]
-    );
-    let again = b.put("segments/00000000000000aa", &data, PutMode::Create);
-    assert!(
-        matches!(again, Err(scion_store::StoreError::AlreadyExists { .. })),
-        "{again:?}"
-    );
+    scion_store::conformance::large_create_only_put(&b, 8 << 20);
 }

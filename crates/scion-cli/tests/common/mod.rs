@@ -28,6 +28,46 @@ pub fn bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_scion"))
 }
 
+/// Run the README's quickstart block (between its `quickstart` markers) as written, with
+/// `bash -euo pipefail` in `dir`, the built `scion` first on PATH and `env` set (no
+/// `SCION_STORE` unless `env` names one); require success and return what it printed.
+pub fn run_readme_quickstart(dir: &Path, env: &[(&str, String)]) -> String {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    let start = readme
+        .find("<!-- quickstart:start -->")
+        .expect("quickstart start marker");
+    let end = readme
+        .find("<!-- quickstart:end -->")
+        .expect("quickstart end marker");
+    let code = readme[start..end]
+        .split("```sh\n")
+        .nth(1)
+        .and_then(|b| b.split("```").next())
+        .expect("a sh code block between the markers");
+    let path = format!(
+        "{}:{}",
+        bin().parent().unwrap().display(),
+        std::env::var("PATH").unwrap()
+    );
+    let mut c = Command::new("bash");
+    c.args(["-euo", "pipefail", "-c", code])
+        .current_dir(dir)
+        .env("PATH", path)
+        .env_remove("SCION_STORE");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let out = c.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "quickstart failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
 impl Default for Session {
     fn default() -> Self {
         Self::new()
