@@ -224,47 +224,8 @@ fn faults_between_scion_and_the_store_fail_or_retry_cleanly() {
 /// 412) is a success, never a conflict that deletes the new version's data.
 #[test]
 fn ambiguous_cas_on_moto_through_a_fault_injecting_proxy() {
-    let real = endpoint();
-    let (s, mut env) = s3_session(&real);
-    seed(&s.path("shop.db"), 2000);
-    s.ok_with(&env, &["init"]);
-    s.ok_with(&env, &["create", "shop", "--from", "shop.db"]);
-    let direct = env.clone();
-    let (faulty, count) = proxy(real.clone(), Fault::LoseRefPutAnswers, 1);
-    for (k, v) in env.iter_mut() {
-        if *k == "SCION_S3_ENDPOINT" {
-            *v = faulty.clone();
-        }
-    }
-    for i in 0..4 {
-        let b = format!("t{i}");
-        s.ok_with(&env, &["fork", "shop", &b]);
-        let path = s.ok_with(&env, &["checkout", &format!("shop@{b}")]);
-        sqlite(
-            std::path::Path::new(path.trim()),
-            &format!("UPDATE items SET price = {} WHERE id <= 100", 1_000_000 + i),
-        );
-        s.ok_with(&env, &["checkpoint", &format!("shop@{b}"), "c"]);
-        for step in ["acquire", "release"] {
-            let target = format!("shop@{b}");
-            s.ok_with(&env, &["--holder", "agent", "lease", step, &target]);
-        }
-    }
-    assert!(
-        count.load(Ordering::SeqCst) > 0,
-        "requests went through the proxy"
-    );
-    // Straight to the store: every head holds its commit and the store verifies.
-    for i in 0..4 {
-        s.ok_with(
-            &direct,
-            &["export", &format!("shop@t{i}"), "v.db", "--force"],
-        );
-        let q = format!("SELECT count(*) FROM items WHERE price = {}", 1_000_000 + i);
-        assert_eq!(sqlite(&s.path("v.db"), &q), "Integer(100)");
-    }
-    let out = s.ok_with(&direct, &["verify"]);
-    assert!(out.trim_end().ends_with("ok"), "{out}");
+    let (s, env) = s3_session(&endpoint());
+    fault_proxy::commits_survive_lost_ref_write_answers(&s, env, "SCION_S3_ENDPOINT");
 }
 
 /// `SCION_SEGMENT_CACHE_MAX` bounds the local copies of an S3 store's segments: a checkout

@@ -6,6 +6,7 @@
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -149,4 +150,60 @@ fn closing(response: Vec<u8>) -> Vec<u8> {
         .collect();
     lines.push("Connection: close");
     [lines.join("\r\n").as_bytes(), &response[end..]].concat()
+}
+
+/// The lost-answer round, on any store: with `env` reaching the store at `endpoint_var`,
+/// seed `shop`, then through a proxy that loses the answer of every other ref write (the
+/// write lands, the client is told 500), fork, check out, change, checkpoint and lease
+/// four branches. Read straight from the store afterwards, every head holds its commit and
+/// the store verifies: a lost answer is decided by reading the ref back, never taken for a
+/// conflict that deletes the new version's data.
+pub fn commits_survive_lost_ref_write_answers(
+    s: &crate::common::Session,
+    mut env: Vec<(&'static str, String)>,
+    endpoint_var: &str,
+) {
+    use crate::common::{seed, sqlite};
+    seed(&s.path("shop.db"), 2000);
+    s.ok_with(&env, &["init"]);
+    s.ok_with(&env, &["create", "shop", "--from", "shop.db"]);
+    let direct = env.clone();
+    let real = direct
+        .iter()
+        .find(|(k, _)| *k == endpoint_var)
+        .map(|(_, v)| v.clone())
+        .expect("the session names the store's endpoint");
+    let (faulty, count) = proxy(real, Fault::LoseRefPutAnswers, 1);
+    for (k, v) in env.iter_mut() {
+        if *k == endpoint_var {
+            *v = faulty.clone();
+        }
+    }
+    for i in 0..4 {
+        let b = format!("shop@t{i}");
+        s.ok_with(&env, &["fork", "shop", &format!("t{i}")]);
+        let path = s.ok_with(&env, &["checkout", &b]);
+        sqlite(
+            Path::new(path.trim()),
+            &format!("UPDATE items SET price = {} WHERE id <= 100", 1_000_000 + i),
+        );
+        s.ok_with(&env, &["checkpoint", &b, "c"]);
+        for step in ["acquire", "release"] {
+            s.ok_with(&env, &["--holder", "agent", "lease", step, &b]);
+        }
+    }
+    assert!(
+        count.load(Ordering::SeqCst) > 0,
+        "requests went through the proxy"
+    );
+    for i in 0..4 {
+        s.ok_with(
+            &direct,
+            &["export", &format!("shop@t{i}"), "v.db", "--force"],
+        );
+        let q = format!("SELECT count(*) FROM items WHERE price = {}", 1_000_000 + i);
+        assert_eq!(sqlite(&s.path("v.db"), &q), "Integer(100)");
+    }
+    let out = s.ok_with(&direct, &["verify"]);
+    assert!(out.trim_end().ends_with("ok"), "{out}");
 }
