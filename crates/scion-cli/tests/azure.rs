@@ -1,5 +1,5 @@
 //! The CLI against Azure Blob Storage's emulator (Azurite, started by `./scripts/test`):
-//! the README quickstart on an `az://` store, a lost ref-write answer through a
+//! the README quickstart on an `az://` store, faults and a lost ref-write answer through a
 //! fault-injecting proxy, and the refusal of `gs://` stores.
 
 mod common;
@@ -61,6 +61,17 @@ fn readme_quickstart_on_azure() {
 fn a_lost_ref_write_answer_on_azure_is_decided_by_reading_it_back() {
     let (s, env) = azure_session(&endpoint());
     fault_proxy::commits_survive_lost_ref_write_answers(&s, env, "AZURITE_BLOB_STORAGE_URL");
+}
+
+/// 500s, cut bodies and stalls between scion and Azure fail or retry cleanly: every
+/// command succeeds or fails with a typed exit code, and what exists afterwards reads back.
+#[test]
+fn faults_between_scion_and_azure_fail_or_retry_cleanly() {
+    fault_proxy::faults_fail_or_retry_cleanly(
+        || azure_session(&endpoint()),
+        "AZURITE_BLOB_STORAGE_URL",
+        "SCION_AZURE_TIMEOUT",
+    );
 }
 
 /// No emulator here enforces Google Cloud Storage's preconditions as GCS does, so a

@@ -6,10 +6,8 @@ mod common;
 mod fault_proxy;
 
 use std::process::Stdio;
-use std::sync::atomic::Ordering;
 
 use common::*;
-use fault_proxy::{proxy, Fault};
 
 fn endpoint() -> String {
     match std::env::var("SCION_S3_ENDPOINT") {
@@ -143,81 +141,11 @@ fn processes_sharing_one_bucket() {
 
 #[test]
 fn faults_between_scion_and_the_store_fail_or_retry_cleanly() {
-    let real = endpoint();
-    for (fault, every) in [
-        (Fault::ServerError, 3),
-        (Fault::CutBody, 4),
-        (Fault::Stall, 5),
-    ] {
-        let (s, mut env) = s3_session(&real);
-        seed(&s.path("shop.db"), 3000);
-        s.ok_with(&env, &["init"]);
-        s.ok_with(&env, &["create", "shop", "--from", "shop.db"]);
-        let (faulty, count) = proxy(real.clone(), fault, every);
-        let direct = env.clone();
-        for (k, v) in env.iter_mut() {
-            if *k == "SCION_S3_ENDPOINT" {
-                *v = faulty.clone();
-            }
-        }
-        env.push(("SCION_S3_TIMEOUT", "1s".into()));
-        let mut outcomes = Vec::new();
-        let rounds = if matches!(fault, Fault::Stall) { 2 } else { 5 };
-        for i in 0..rounds {
-            let b = format!("b{i}");
-            let steps: Vec<Vec<String>> = vec![
-                vec!["fork".into(), "shop".into(), b.clone()],
-                vec!["checkout".into(), format!("shop@{b}")],
-            ];
-            for args in steps {
-                let a: Vec<&str> = args.iter().map(String::as_str).collect();
-                let r = s.run_with(&env, &a);
-                // Success, or a typed failure: transient (9), store error (1), conflict/not found.
-                assert!(
-                    [0, 1, 3, 4, 5, 9].contains(&r.code),
-                    "{fault:?} {a:?}: exit {} {}",
-                    r.code,
-                    r.stderr
-                );
-                outcomes.push(r.code);
-                if a[0] == "checkout" && r.code == 0 {
-                    sqlite(
-                        std::path::Path::new(r.stdout.trim()),
-                        &format!("UPDATE items SET price = {i} WHERE id = 1"),
-                    );
-                    let r = s.run_with(&env, &["checkpoint", &format!("shop@{b}"), "c"]);
-                    assert!(
-                        [0, 1, 3, 4, 5, 6, 9].contains(&r.code),
-                        "{fault:?} checkpoint: exit {} {}",
-                        r.code,
-                        r.stderr
-                    );
-                    outcomes.push(r.code);
-                }
-            }
-        }
-        assert!(
-            count.load(Ordering::SeqCst) > 0,
-            "requests went through the proxy"
-        );
-        // Through the real endpoint: every branch and checkpoint that exists verifies.
-        let out = s.ok_with(&direct, &["--json", "branches", "shop"]);
-        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-        for b in v["branches"].as_array().unwrap() {
-            let name = b["branch"].as_str().unwrap();
-            s.ok_with(
-                &direct,
-                &["export", &format!("shop@{name}"), "v.db", "--force"],
-            );
-            if b["checkpoints"].as_u64().unwrap() > 0 {
-                s.ok_with(
-                    &direct,
-                    &["export", &format!("shop@{name}@c"), "v.db", "--force"],
-                );
-            }
-        }
-        eprintln!("{fault:?} every {every}: exit codes {outcomes:?}");
-    }
+    fault_proxy::faults_fail_or_retry_cleanly(
+        || s3_session(&endpoint()),
+        "SCION_S3_ENDPOINT",
+        "SCION_S3_TIMEOUT",
+    );
 }
 
 /// A ref write whose answer is lost (the write landed, the client saw a 500, its retry got

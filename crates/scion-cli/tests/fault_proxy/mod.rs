@@ -168,11 +168,7 @@ pub fn commits_survive_lost_ref_write_answers(
     s.ok_with(&env, &["init"]);
     s.ok_with(&env, &["create", "shop", "--from", "shop.db"]);
     let direct = env.clone();
-    let real = direct
-        .iter()
-        .find(|(k, _)| *k == endpoint_var)
-        .map(|(_, v)| v.clone())
-        .expect("the session names the store's endpoint");
+    let real = endpoint_of(&direct, endpoint_var);
     let (faulty, count) = proxy(real, Fault::LoseRefPutAnswers, 1);
     for (k, v) in env.iter_mut() {
         if *k == endpoint_var {
@@ -206,4 +202,101 @@ pub fn commits_survive_lost_ref_write_answers(
     }
     let out = s.ok_with(&direct, &["verify"]);
     assert!(out.trim_end().ends_with("ok"), "{out}");
+}
+
+/// The fault rounds, on any store: for a 500 on every 3rd request, a body cut in half on
+/// every 4th and a stall past the client's timeout (`timeout_var`, set to 1 s) on every 5th,
+/// a fresh `session()` forks, checks out, changes and checkpoints branches through a proxy
+/// in front of the store at `endpoint_var`. Each command succeeds or fails with a typed
+/// exit code; read straight from the store afterwards, every branch and checkpoint that
+/// exists exports.
+pub fn faults_fail_or_retry_cleanly(
+    session: impl Fn() -> (crate::common::Session, Vec<(&'static str, String)>),
+    endpoint_var: &str,
+    timeout_var: &'static str,
+) {
+    use crate::common::{seed, sqlite};
+    for (fault, every) in [
+        (Fault::ServerError, 3),
+        (Fault::CutBody, 4),
+        (Fault::Stall, 5),
+    ] {
+        let (s, mut env) = session();
+        seed(&s.path("shop.db"), 3000);
+        s.ok_with(&env, &["init"]);
+        s.ok_with(&env, &["create", "shop", "--from", "shop.db"]);
+        let direct = env.clone();
+        let real = endpoint_of(&direct, endpoint_var);
+        let (faulty, count) = proxy(real, fault, every);
+        for (k, v) in env.iter_mut() {
+            if *k == endpoint_var {
+                *v = faulty.clone();
+            }
+        }
+        env.push((timeout_var, "1s".into()));
+        let mut outcomes = Vec::new();
+        let rounds = if matches!(fault, Fault::Stall) { 2 } else { 5 };
+        for i in 0..rounds {
+            let b = format!("b{i}");
+            let steps: Vec<Vec<String>> = vec![
+                vec!["fork".into(), "shop".into(), b.clone()],
+                vec!["checkout".into(), format!("shop@{b}")],
+            ];
+            for args in steps {
+                let a: Vec<&str> = args.iter().map(String::as_str).collect();
+                let r = s.run_with(&env, &a);
+                // Success, or a typed failure: transient (9), store error (1), conflict/not found.
+                assert!(
+                    [0, 1, 3, 4, 5, 9].contains(&r.code),
+                    "{fault:?} {a:?}: exit {} {}",
+                    r.code,
+                    r.stderr
+                );
+                outcomes.push(r.code);
+                if a[0] == "checkout" && r.code == 0 {
+                    sqlite(
+                        Path::new(r.stdout.trim()),
+                        &format!("UPDATE items SET price = {i} WHERE id = 1"),
+                    );
+                    let r = s.run_with(&env, &["checkpoint", &format!("shop@{b}"), "c"]);
+                    assert!(
+                        [0, 1, 3, 4, 5, 6, 9].contains(&r.code),
+                        "{fault:?} checkpoint: exit {} {}",
+                        r.code,
+                        r.stderr
+                    );
+                    outcomes.push(r.code);
+                }
+            }
+        }
+        assert!(
+            count.load(Ordering::SeqCst) > 0,
+            "requests went through the proxy"
+        );
+        // Through the real endpoint: every branch and checkpoint that exists verifies.
+        let out = s.ok_with(&direct, &["--json", "branches", "shop"]);
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        for b in v["branches"].as_array().unwrap() {
+            let name = b["branch"].as_str().unwrap();
+            s.ok_with(
+                &direct,
+                &["export", &format!("shop@{name}"), "v.db", "--force"],
+            );
+            if b["checkpoints"].as_u64().unwrap() > 0 {
+                s.ok_with(
+                    &direct,
+                    &["export", &format!("shop@{name}@c"), "v.db", "--force"],
+                );
+            }
+        }
+        eprintln!("{fault:?} every {every}: exit codes {outcomes:?}");
+    }
+}
+
+/// The value of `var` in a session's environment.
+fn endpoint_of(env: &[(&'static str, String)], var: &str) -> String {
+    env.iter()
+        .find(|(k, _)| *k == var)
+        .map(|(_, v)| v.clone())
+        .expect("the session names the store's endpoint")
 }
