@@ -27,7 +27,7 @@ const MULTIPART_CONCURRENCY: usize = 4;
 
 /// Which service a [`CloudBackend`] talks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Service {
+pub(crate) enum Service {
     /// Amazon S3 or an S3-compatible server.
     S3,
     /// Azure Blob Storage (or Azurite).
@@ -183,11 +183,6 @@ impl CloudBackend {
     pub fn probed(self) -> StoreResult<Self> {
         crate::probe::probe_with(&self, |key| self.learn_clock(key))?;
         Ok(self)
-    }
-
-    /// The service this store is in.
-    pub fn service(&self) -> Service {
-        self.service
     }
 
     /// A create-only put as a multipart upload. S3 enforces `If-None-Match` on

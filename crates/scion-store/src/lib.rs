@@ -35,7 +35,7 @@ pub use azure::{AzureConfig, AzureLocation};
 pub use backend::{Backend, ETag, ObjectMeta, PutMode};
 pub use cache::{CacheLimit, CacheUsage, SegmentCache};
 #[cfg(feature = "cloud")]
-pub use cloud::{CloudBackend, Requests, Service};
+pub use cloud::{CloudBackend, Requests};
 pub use counting::{CountingBackend, Counts};
 pub use error::{StoreError, StoreResult};
 pub use fault::{FaultPlan, FaultyBackend, LostAnswer};
