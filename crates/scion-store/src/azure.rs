@@ -25,15 +25,8 @@ pub struct AzureLocation {
 
 impl AzureLocation {
     pub fn parse(spec: &str) -> Option<AzureLocation> {
-        let rest = spec.strip_prefix("az://")?;
-        let (container, prefix) = rest.split_once('/').unwrap_or((rest, ""));
-        if container.is_empty() {
-            return None;
-        }
-        Some(AzureLocation {
-            container: container.to_string(),
-            prefix: prefix.trim_matches('/').to_string(),
-        })
+        let (container, prefix) = crate::cloud::split_location(spec, "az://")?;
+        Some(AzureLocation { container, prefix })
     }
 }
 
@@ -47,16 +40,10 @@ impl AzureConfig {
     /// The `SCION_AZURE_*` variables; a value that cannot be read is refused, naming it.
     pub fn from_env() -> StoreResult<Self> {
         let timeout = crate::units::env_value("SCION_AZURE_TIMEOUT", crate::units::parse_duration)?;
-        let threshold =
-            crate::units::env_value("SCION_AZURE_MULTIPART_THRESHOLD", crate::units::parse_size)?
-                .map(|n| {
-                    usize::try_from(n).map_err(|_| {
-                        StoreError::Config(format!(
-                            "SCION_AZURE_MULTIPART_THRESHOLD: {n} is too large"
-                        ))
-                    })
-                })
-                .transpose()?;
+        let threshold = crate::units::env_value(
+            "SCION_AZURE_MULTIPART_THRESHOLD",
+            crate::units::parse_size_in_memory,
+        )?;
         Ok(AzureConfig {
             requests: Requests {
                 timeout,

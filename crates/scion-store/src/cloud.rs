@@ -43,6 +43,17 @@ impl Service {
     }
 }
 
+/// `<scheme>bucket/prefix` as the bucket (or container) and the prefix without its
+/// slashes; `None` for another scheme or no bucket.
+pub(crate) fn split_location(spec: &str, scheme: &str) -> Option<(String, String)> {
+    let rest = spec.strip_prefix(scheme)?;
+    let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+    if bucket.is_empty() {
+        return None;
+    }
+    Some((bucket.to_string(), prefix.trim_matches('/').to_string()))
+}
+
 /// How requests are timed out and retried, whatever the service.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Requests {

@@ -23,15 +23,8 @@ pub struct S3Location {
 
 impl S3Location {
     pub fn parse(spec: &str) -> Option<S3Location> {
-        let rest = spec.strip_prefix("s3://")?;
-        let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
-        if bucket.is_empty() {
-            return None;
-        }
-        Some(S3Location {
-            bucket: bucket.to_string(),
-            prefix: prefix.trim_matches('/').to_string(),
-        })
+        let (bucket, prefix) = crate::cloud::split_location(spec, "s3://")?;
+        Some(S3Location { bucket, prefix })
     }
 }
 
@@ -52,15 +45,10 @@ impl S3Config {
     /// variable, rather than quietly replaced by the default.
     pub fn from_env() -> StoreResult<Self> {
         let text = |name: &str| std::env::var(name).ok().filter(|s| !s.trim().is_empty());
-        let threshold =
-            crate::units::env_value("SCION_S3_MULTIPART_THRESHOLD", crate::units::parse_size)?;
-        let multipart_threshold = threshold
-            .map(|n| {
-                usize::try_from(n).map_err(|_| {
-                    StoreError::Config(format!("SCION_S3_MULTIPART_THRESHOLD: {n} is too large"))
-                })
-            })
-            .transpose()?;
+        let multipart_threshold = crate::units::env_value(
+            "SCION_S3_MULTIPART_THRESHOLD",
+            crate::units::parse_size_in_memory,
+        )?;
         Ok(S3Config {
             endpoint: text("SCION_S3_ENDPOINT"),
             region: text("SCION_S3_REGION"),

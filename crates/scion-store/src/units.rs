@@ -51,6 +51,13 @@ pub fn parse_switch(s: &str) -> Result<bool, String> {
     }
 }
 
+/// A size (as [`parse_size`]) that must fit in memory: a buffer or threshold length.
+#[cfg(feature = "cloud")]
+pub(crate) fn parse_size_in_memory(s: &str) -> Result<usize, String> {
+    let n = parse_size(s)?;
+    usize::try_from(n).map_err(|_| format!("{n} is too large"))
+}
+
 /// The environment variable `name`, parsed; unset or blank is `None`, and a value that
 /// cannot be read is refused, naming the variable, rather than quietly replaced by a
 /// default.
