@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use scion_store::clock::ClockReading;
 use scion_store::{
     AzureConfig, AzureLocation, Backend, CacheLimit, CloudBackend, CountingBackend, LocalBackend,
     ObservedBackend, RequestObserver, S3Config, S3Location, SegmentCache, StoreError,
@@ -164,8 +165,8 @@ fn remote(
     let counter = Arc::new(CountingBackend::new(observe(cloud.clone())));
     let checkouts = remote_cache_dir(&cloud.identity())?;
     let proof = checkouts.join(".probe.json");
-    match recent_probe(&proof) {
-        Some(offset) => cloud.set_clock_offset_ms(offset),
+    match recent_probe(&proof).filter(|r| cloud.resume_clock(r)) {
+        Some(_) => {}
         None => {
             scion_store::probe::probe_with(counter.as_ref(), |key| cloud.learn_clock(key))
                 .map_err(|e| match e {
@@ -175,7 +176,9 @@ fn remote(
                     )),
                     other => other,
                 })?;
-            remember_probe(&proof, cloud.clock_offset_ms());
+            if let Some(reading) = cloud.clock_reading() {
+                remember_probe(&proof, &reading);
+            }
         }
     }
     let cached = SegmentCache::new(counter.clone(), checkouts.join(".segments"), "segments/")?
@@ -213,27 +216,44 @@ fn remote_cache_dir(identity: &str) -> EngineResult<PathBuf> {
 
 const PROBE_VALID: std::time::Duration = std::time::Duration::from_secs(3600);
 
-/// The clock offset of a probe this machine ran against the store in the last hour.
-fn recent_probe(path: &std::path::Path) -> Option<i64> {
+/// The store's clock as a probe this machine ran against the store in the last hour (by
+/// the boot clock) left it. The store's time is kept against the boot clock rather than
+/// as an offset from the wall clock, so a wall clock stepped since the probe (NTP, an
+/// operator, a resumed VM) does not carry its error into lease, TTL and GC judgements.
+fn recent_probe(path: &std::path::Path) -> Option<ClockReading> {
     let text = std::fs::read_to_string(path).ok()?;
     let v: serde_json::Value = serde_json::from_str(&text).ok()?;
-    let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(v["probed_at_unix"].as_u64()?);
-    let age = std::time::SystemTime::now().duration_since(at).ok()?;
-    (age < PROBE_VALID)
-        .then(|| v["clock_offset_ms"].as_i64())
-        .flatten()
+    if v["boot_id"].as_str()? != boot_id()? {
+        return None;
+    }
+    let reading = ClockReading {
+        store_unix_ms: v["store_unix_ms"].as_u64()?,
+        boot_ms: v["boot_ms"].as_u64()?,
+    };
+    (reading.age()? < PROBE_VALID).then_some(reading)
 }
 
-fn remember_probe(path: &std::path::Path, offset: i64) {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    let body = serde_json::json!({"probed_at_unix": now, "clock_offset_ms": offset}).to_string();
+fn remember_probe(path: &std::path::Path, reading: &ClockReading) {
+    let Some(boot) = boot_id() else {
+        return;
+    };
+    let body = serde_json::json!({
+        "boot_id": boot,
+        "boot_ms": reading.boot_ms,
+        "store_unix_ms": reading.store_unix_ms,
+    })
+    .to_string();
     if let Some(dir) = path.parent() {
         let _ = std::fs::create_dir_all(dir);
     }
     let _ = std::fs::write(path, body);
+}
+
+/// This boot's id: a reading of the boot clock means nothing on another boot.
+fn boot_id() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .ok()
+        .map(|s| s.trim().to_string())
 }
 
 /// A hash of a store's name for local paths (its cache, a daemon's socket): FNV-1a, stable

@@ -7,7 +7,7 @@
 
 use std::ops::Range;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path;
@@ -16,6 +16,7 @@ use object_store::{
     PutPayload, RetryConfig, UpdateVersion,
 };
 
+use crate::clock::{ClockReading, StoreClock};
 use crate::key::validate_prefix;
 use crate::{validate_key, Backend, ETag, ObjectMeta, PutMode, StoreError, StoreResult};
 
@@ -99,8 +100,8 @@ pub struct CloudBackend {
     prefix: String,
     /// The store's name with the service's endpoint or account, for naming local caches.
     identity: String,
-    /// Store clock minus ours, learned from the server's Last-Modified at attach.
-    clock_offset_ms: std::sync::atomic::AtomicI64,
+    /// The store's clock, learned from the server's Last-Modified at attach.
+    clock: StoreClock,
     multipart_threshold: usize,
 }
 
@@ -181,7 +182,7 @@ impl CloudBackend {
             url,
             prefix,
             identity,
-            clock_offset_ms: std::sync::atomic::AtomicI64::new(0),
+            clock: StoreClock::ours(),
             multipart_threshold: requests
                 .multipart_threshold
                 .unwrap_or(DEFAULT_MULTIPART_THRESHOLD)
@@ -249,15 +250,27 @@ impl CloudBackend {
         }
     }
 
-    /// The learned clock offset (store minus ours), to remember between processes.
-    pub fn clock_offset_ms(&self) -> i64 {
-        self.clock_offset_ms
-            .load(std::sync::atomic::Ordering::SeqCst)
+    /// The store's clock now, against this machine's boot clock, to hand to a later
+    /// process (`None` without a boot clock).
+    pub fn clock_reading(&self) -> Option<ClockReading> {
+        let boot_ms = crate::clock::boot_ms()?;
+        let store = self.clock.now().duration_since(UNIX_EPOCH).ok()?;
+        Some(ClockReading {
+            store_unix_ms: store.as_millis() as u64,
+            boot_ms,
+        })
     }
 
-    pub fn set_clock_offset_ms(&self, ms: i64) {
-        self.clock_offset_ms
-            .store(ms, std::sync::atomic::Ordering::SeqCst)
+    /// Take the store's clock from a reading an earlier process took on this boot: false
+    /// (and nothing changed) when it cannot be carried forward.
+    pub fn resume_clock(&self, reading: &ClockReading) -> bool {
+        match reading.store_now() {
+            Some(t) => {
+                self.clock.set(t);
+                true
+            }
+            None => false,
+        }
     }
 
     /// A stable identity for this store, for naming local caches.
@@ -277,8 +290,10 @@ impl CloudBackend {
         };
         // Last-Modified has 1 s resolution: ignore offsets that rounding alone explains.
         let offset = if offset.abs() < 1500 { 0 } else { offset };
-        self.clock_offset_ms
-            .store(offset, std::sync::atomic::Ordering::SeqCst);
+        let now = SystemTime::now();
+        let skew = Duration::from_millis(offset.unsigned_abs());
+        self.clock
+            .set(if offset >= 0 { now + skew } else { now - skew });
         Ok(())
     }
 }
@@ -476,14 +491,6 @@ impl Backend for CloudBackend {
     }
 
     fn now(&self) -> StoreResult<SystemTime> {
-        let off = self
-            .clock_offset_ms
-            .load(std::sync::atomic::Ordering::SeqCst);
-        let now = SystemTime::now();
-        Ok(if off >= 0 {
-            now + Duration::from_millis(off as u64)
-        } else {
-            now - Duration::from_millis((-off) as u64)
-        })
+        Ok(self.clock.now())
     }
 }

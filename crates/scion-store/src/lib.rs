@@ -11,6 +11,7 @@ mod backend;
 pub mod cache;
 mod cache_limit;
 mod changes;
+pub mod clock;
 #[cfg(feature = "cloud")]
 pub mod cloud;
 pub mod counting;
