@@ -86,8 +86,13 @@ pub struct SqlReport {
     pub target: String,
     /// The version the connection read when it opened.
     pub version_before: u64,
-    /// The version the connection reads after the last statement.
+    /// The version the connection reads after the last statement: the head then, which
+    /// holds other writers' commits made meanwhile too.
     pub version: u64,
+    /// How many versions the statements committed.
+    pub commits: u64,
+    /// The version the statements' last commit made (absent when they committed nothing).
+    pub committed: Option<u64>,
     pub results: Vec<StatementResult>,
 }
 
@@ -233,27 +238,43 @@ pub fn sql(scion: scion_core::Scion, args: &SqlArgs) -> Result<SqlReport> {
             results.push(StatementResult { columns, rows });
         }
     }
+    let commits: String = conn
+        .pragma_query_value(None, "scion_commits", |r| r.get(0))
+        .map_err(explain)?;
+    let (commits, committed) = match commits.split_once(' ') {
+        Some((n, v)) => (n.parse().unwrap_or(0), v.parse().ok()),
+        None => (0, None),
+    };
     Ok(SqlReport {
         target: target.to_string(),
         version_before,
         version: read_version(&conn)?,
+        commits,
+        committed,
         results,
     })
 }
 
 impl SqlReport {
     /// What the statements committed, for people (stderr): nothing for a read.
-    pub fn committed(&self) -> Option<String> {
-        let commits = self.version.checked_sub(self.version_before)?;
-        (commits > 0).then(|| {
-            format!(
-                "committed to {}: version {} -> {} ({commits} commit{})",
-                self.target,
-                self.version_before,
-                self.version,
-                if commits == 1 { "" } else { "s" }
+    pub fn summary(&self) -> Option<String> {
+        let last = self.committed?;
+        let commits = self.commits;
+        let plural = if commits == 1 { "" } else { "s" };
+        Some(
+            if self.version_before + commits == last && last == self.version {
+                format!(
+                    "committed to {}: version {} -> {last} ({commits} commit{plural})",
+                    self.target, self.version_before
+                )
+            } else {
+                // Another writer committed in between: say which version is this run's.
+                format!(
+                "committed to {}: {commits} commit{plural}, the last made version {last} (the head read {} before, {} after: other writers committed too)",
+                self.target, self.version_before, self.version
             )
-        })
+            },
+        )
     }
 
     /// sqlite3's default output: a header line, then rows, columns separated by `|`.

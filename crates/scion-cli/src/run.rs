@@ -171,7 +171,7 @@ fn run_command(cli: &Cli, open: &dyn Fn(&Cli, bool) -> Result<Scion>) -> Result<
             let s = open(cli, false)?;
             let report = crate::cli_vfs::sql(s, args)?;
             p.rendered(&report, &report.render());
-            if let Some(line) = report.committed().filter(|_| !cli.json) {
+            if let Some(line) = report.summary().filter(|_| !cli.json) {
                 eprintln!("{line}");
             }
         }

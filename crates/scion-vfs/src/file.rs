@@ -11,7 +11,6 @@ use std::sync::Arc;
 
 use rusqlite::ffi;
 use scion_core::checkout::{TurnAnswer, WriteTurn};
-use scion_core::described::{describe_engine, Described, Exit};
 use scion_core::format::Locator;
 use scion_core::ops::pages::{refuse_checked_out, PageCommit};
 use scion_core::ops::view::VersionView;
@@ -21,77 +20,8 @@ use scion_store::ETag;
 
 use crate::ahead::{Ahead, Readahead};
 use crate::dirty::DirtyPages;
+use crate::error::{VfsError, VfsResult};
 use crate::target::OpenTarget;
-
-/// A failure as SQLite sees it: a result code, and what to tell the user, with how
-/// scion's front ends present it (exit code, error code, hint).
-#[derive(Debug)]
-pub(crate) struct VfsError {
-    pub(crate) code: i32,
-    pub(crate) message: String,
-    pub(crate) described: Described,
-}
-
-impl VfsError {
-    /// A failure the VFS finds itself: a head that moved is a conflict (retry the
-    /// transaction); the rest are presented as SQLite errors.
-    pub(crate) fn new(code: i32, message: impl Into<String>) -> Self {
-        let described = match code {
-            ffi::SQLITE_BUSY_SNAPSHOT => Described {
-                exit: Exit::Conflict,
-                code: "conflict",
-                hint: Some("run the transaction again: it reads the new head".into()),
-            },
-            ffi::SQLITE_READONLY => Described {
-                exit: Exit::InvalidInput,
-                code: "invalid_input",
-                hint: Some(
-                    "fork it to write: `scion fork <db>@<branch> <new> --at <checkpoint>`".into(),
-                ),
-            },
-            _ => Described {
-                exit: Exit::Failure,
-                code: "sqlite_error",
-                hint: None,
-            },
-        };
-        VfsError {
-            code,
-            message: message.into(),
-            described,
-        }
-    }
-
-    /// Presented as the engine presents `e` (its exit code, error code and hint).
-    fn presented_as(mut self, e: &EngineError) -> Self {
-        self.described = describe_engine(e);
-        self
-    }
-
-    fn io(e: EngineError) -> Self {
-        let code = if e.is_retryable() {
-            ffi::SQLITE_BUSY
-        } else {
-            ffi::SQLITE_IOERR
-        };
-        let described = match &e {
-            // Destroyed under a write: the write lost its race, as against another writer.
-            EngineError::BeingDestroyed { .. } => Described {
-                exit: Exit::Conflict,
-                code: "conflict",
-                hint: Some("the branch was destroyed while this transaction ran".into()),
-            },
-            e => describe_engine(e),
-        };
-        VfsError {
-            code,
-            message: format!("scion: {e}"),
-            described,
-        }
-    }
-}
-
-pub(crate) type VfsResult<T> = Result<T, VfsError>;
 
 /// SQLite's lock levels (sqlite3.h), in order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -161,9 +91,18 @@ pub(crate) struct DbFile {
     /// SQLite had finished its side, so that SQLite drops the pages it cached for it even
     /// when the version that won has the number the failed one would have had.
     generation: u32,
+    /// The versions this connection's commits made, the newest last.
+    commits: Commits,
     writer: Option<Writer>,
     /// Dirty bytes a write transaction keeps in memory before setting pages aside.
     spill_after: u64,
+}
+
+/// What a connection committed.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Commits {
+    pub(crate) count: u64,
+    pub(crate) last: Option<u64>,
 }
 
 impl DbFile {
@@ -208,6 +147,7 @@ impl DbFile {
             ahead: RefCell::default(),
             page1: RefCell::new(None),
             generation: 0,
+            commits: Commits::default(),
             writer: None,
             spill_after,
         })
@@ -453,6 +393,8 @@ impl DbFile {
             .map_err(VfsError::io)?;
         w.base = r;
         w.etag = etag;
+        self.commits.count += 1;
+        self.commits.last = Some(done.version);
         self.pinned = Some(Arc::new(view));
         Ok(())
     }
@@ -569,6 +511,13 @@ impl DbFile {
     /// `PRAGMA scion_version`: the version this connection reads.
     pub(crate) fn version(&self) -> VfsResult<u64> {
         Ok(self.view()?.version)
+    }
+
+    /// `PRAGMA scion_commits`: how many versions this connection committed, and the
+    /// last one. The head may have moved on since (another writer), so this is what a
+    /// caller reports as its own, not `scion_version`.
+    pub(crate) fn commits(&self) -> Commits {
+        self.commits
     }
 
     pub(crate) fn has_writer(&self) -> bool {

@@ -15,6 +15,7 @@
 mod ahead;
 mod api;
 mod dirty;
+mod error;
 mod file;
 mod memfile;
 mod registry;

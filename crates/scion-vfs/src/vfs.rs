@@ -9,7 +9,8 @@ use std::sync::Mutex;
 use rusqlite::ffi;
 
 use crate::api::Api;
-use crate::file::{DbFile, Lock, VfsError};
+use crate::error::VfsError;
+use crate::file::{DbFile, Lock};
 use crate::memfile::MemFile;
 use crate::registry;
 use crate::target::OpenTarget;
@@ -499,6 +500,15 @@ unsafe fn pragma(api: &Api, db: &mut DbFile, args: *mut *mut c_char) -> c_int {
             }
             Err(e) => fail(api, e),
         },
+        // "<count> <last version>", or "0" before this connection's first commit.
+        ("scion_commits", None) => {
+            let c = db.commits();
+            match c.last {
+                Some(v) => answer(&format!("{} {v}", c.count)),
+                None => answer("0"),
+            }
+            ffi::SQLITE_OK
+        }
         _ => ffi::SQLITE_NOTFOUND,
     }
 }

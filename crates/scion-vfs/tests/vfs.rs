@@ -58,6 +58,26 @@ fn a_writer_whose_snapshot_is_stale_gets_busy_snapshot() {
 }
 
 #[test]
+fn a_connection_reports_the_versions_it_committed_not_the_head_others_moved() {
+    let e = Env::new();
+    e.create("mine", 4096, "CREATE TABLE t(x);");
+    let a = e.open("mine@main");
+    let b = e.open("mine@main");
+    let pragma = |c: &Connection, name: &str| -> String {
+        c.pragma_query_value(None, name, |r| r.get(0)).unwrap()
+    };
+    assert_eq!(pragma(&a, "scion_commits"), "0", "nothing committed yet");
+    a.execute_batch("INSERT INTO t VALUES (1)").unwrap();
+    let mine = pragma(&a, "scion_version");
+    b.execute_batch("INSERT INTO t VALUES (2); INSERT INTO t VALUES (3);")
+        .unwrap();
+    assert_eq!(pragma(&a, "scion_commits"), format!("1 {mine}"));
+    let head: u64 = pragma(&a, "scion_version").parse().unwrap();
+    assert_eq!(head, mine.parse::<u64>().unwrap() + 2, "the head moved on");
+    assert_eq!(pragma(&b, "scion_commits"), format!("2 {head}"));
+}
+
+#[test]
 fn a_forks_writes_never_show_on_its_parent() {
     let e = Env::new();
     e.create("fam", 4096, "CREATE TABLE t(x); INSERT INTO t VALUES (1);");
