@@ -13,7 +13,7 @@ pub mod shm;
 pub mod walfile;
 
 pub use capturer::{BreakReason, Capturer, Step};
-pub use cursor::{Cursor, FileId, Mark, MARK_KEY};
+pub use cursor::{Cursor, FileId, Mark, Place, MARK_KEY};
 pub use error::{CaptureError, CaptureResult};
 pub use live::{Attach, FlushReport, LiveBranch, LiveStatus};
 pub use reconcile::ReconcileReport;

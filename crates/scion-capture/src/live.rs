@@ -17,7 +17,7 @@ use scion_store::ETag;
 use serde::Serialize;
 
 use crate::capturer::{restore_wal_mode, CaptureCounters, Capturer, Step};
-use crate::cursor::{FileId, Mark, MARK_KEY};
+use crate::cursor::{FileId, Mark, Place, MARK_KEY};
 use crate::error::{CaptureError, CaptureResult};
 use crate::reconcile::ReconcileReport;
 
@@ -142,7 +142,11 @@ impl LiveBranch {
             .meta
             .get(MARK_KEY)
             .and_then(|m| m.parse::<Mark>().ok())
-            .filter(|m| m.root == base.root && Some(m.file) == file_id(&path));
+            .filter(|m| {
+                m.root == base.root
+                    && m.place == Some(Place::of(&path))
+                    && Some(m.file) == file_id(&path)
+            });
         let mut sidecar = Sidecar::load(&path, &base.root)?.filter(|s| s.root == base.root);
         let etag;
         if mark.is_some() || sidecar.is_some() {
@@ -324,12 +328,14 @@ impl LiveBranch {
         };
         if dirty {
             let file = self.capturer().file();
+            let place = Place::of(&self.path);
             let changes = self.capturer().pending_mut().take_changes();
             let hashes = &self.hashes;
             let known = |pgno: u32| hashes.get(pgno as usize - 1).copied().flatten();
             let mark = |root: &Locator| {
                 let mark = Mark {
                     root: *root,
+                    place: Some(place),
                     file,
                     cursor,
                 };

@@ -480,3 +480,67 @@ print(n)
     assert_eq!(env.dump_head(&b), dump(&path));
     live.close().unwrap();
 }
+
+/// Device and inode numbers name a file on one machine only while it exists: another
+/// host's file (or the next file made after a checkout was replaced) can carry the numbers
+/// a mark names. Here a second host's checkout is that very inode, rewound to an older
+/// version. Taking the mark as its own would skip the refresh and commit the rewound file
+/// as a change, undoing the first host's acknowledged commits.
+#[test]
+fn a_mark_made_at_another_hosts_checkout_is_never_resumed_from() {
+    let env = env();
+    let b = env.shop(200);
+    let mut live = env.open(&b);
+    let path_a = live.path().to_path_buf();
+    // Copied by another process: closing a descriptor of the file in this one would drop
+    // capture's locks on it.
+    let rewound_copy = env.path("rewound.db");
+    assert!(Command::new("cp")
+        .arg(&path_a)
+        .arg(&rewound_copy)
+        .status()
+        .unwrap()
+        .success());
+    sqlite3(&path_a, FOUR_TRANSACTIONS);
+    let report = live.flush(None).unwrap();
+    assert!(report.committed, "{report:?} {:?}", live.attach);
+    live.close().unwrap();
+    let head = env.dump_head(&b);
+    let mark = env.scion.read_ref(&b).unwrap().0.meta["scion.capture"].clone();
+    assert!(mark.starts_with("v2 "), "{mark}");
+
+    let store = env.path("store");
+    let mut elsewhere = ScionOptions::new(env.path("elsewhere"), ClonePolicy::Auto);
+    elsewhere.store_dir = Some(store.clone());
+    let other = Arc::new(
+        Scion::open(
+            Arc::new(LocalBackend::open(&store).unwrap()),
+            "test",
+            elsewhere,
+        )
+        .unwrap(),
+    );
+    let path_b = other.checkout_path(&b);
+    std::fs::create_dir_all(path_b.parent().unwrap()).unwrap();
+    std::fs::hard_link(&path_a, &path_b).unwrap();
+    for leftover in ["-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{leftover}", path_a.display()));
+    }
+    let rewound = std::fs::read(&rewound_copy).unwrap();
+    let f = OpenOptions::new().write(true).open(&path_b).unwrap();
+    f.write_all_at(&rewound, 0).unwrap();
+    f.set_len(rewound.len() as u64).unwrap();
+    drop(f);
+
+    // Refused (a file of unknown origin) or refreshed: either way the head stays.
+    let attached = LiveBranch::open(other, &b, "host-b#s1", Duration::from_secs(60), false);
+    let attach = attached.as_ref().map(|l| &l.attach);
+    assert!(
+        env.dump_head(&b) == head,
+        "the head was rewound to the other file (attach: {attach:?})"
+    );
+    if let Ok(live) = attached {
+        assert!(dump(&path_b) == head, "the file was not refreshed");
+        live.close().unwrap();
+    }
+}
