@@ -424,6 +424,7 @@ impl Runner {
         if let CaptureError::Fenced { reason } = &e {
             let mut info = self.info.lock().expect("info lock");
             if info.state != SessionState::Fenced {
+                tracing::warn!(session = %self.id, branch = %live.branch(), %reason, "session fenced");
                 info.state = SessionState::Fenced;
                 info.fenced_reason = Some(reason.clone());
                 self.deps.events.emit(
