@@ -280,12 +280,11 @@ class Host:
                     base = rep["version"]
                 else:
                     code = rep.get("error", {}).get("code")
-                    # A fenced or conflicting session committed nothing; anything else
-                    # (a store that did not answer) may have.
-                    definite = status in (404, 409, 423) or code in (
-                        "fenced", "conflict", "lease_held", "session_fenced")
-                    self.hist.ret(id_, "fail" if definite else "unknown", code=code,
-                                  http=status)
+                    # A flush that did not commit leaves the write in the checkout: the
+                    # next session on this host's checkout resumes from the branch's mark
+                    # and commits it if the head has not moved (a fenced session's hint
+                    # says so). No failed flush is a definite refusal of its write.
+                    self.hist.ret(id_, "unknown", code=code, http=status)
                     return
         finally:
             try:

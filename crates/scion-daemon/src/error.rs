@@ -102,7 +102,13 @@ impl ApiError {
                 Exit::Conflict,
                 "fenced",
                 e.to_string(),
-                Some("the session can no longer commit; close it and open a new one".into()),
+                Some(
+                    "the session can no longer commit; close it and open a new one: its \
+                     uncommitted writes stay in the checkout, and the new session commits \
+                     them if the head has not moved since (otherwise it refuses the \
+                     changed checkout)"
+                        .into(),
+                ),
             ),
             CaptureError::NotWal { .. } => {
                 ApiError::new(Exit::Refused, "not_wal", e.to_string(), None)
