@@ -35,13 +35,17 @@ import (
 	"github.com/anishathalye/porcupine"
 )
 
-// A head state: a version, absentHead, or existsUnknown (made by a fork whose answer was
-// lost: some version, learned from the first operation that names one).
+// A head state: a version, absentHead, existsUnknown (made by a fork whose answer was
+// lost: some version, learned from the first operation that names one), or claimedHead.
 const (
 	absentHead    int64 = -1
 	existsUnknown int64 = -2
 	// The base of a commit whose answer never came, when the client did not know it.
 	anyBase int64 = -3
+	// Claimed by a destroy that did not answer. scion's destroy claims the ref before it
+	// removes anything: from then on the branch reads as absent, refuses commits and
+	// forks onto its name, and a destroy of it finishes the job and answers ok.
+	claimedHead int64 = -4
 )
 
 type record struct {
@@ -71,8 +75,52 @@ type output struct {
 // operation could not have answered as it did from `state`.
 func step(s, in, out interface{}) []interface{} {
 	state := s.(int64)
-	i := in.(input)
-	o := out.(output)
+	i, o := in.(input), out.(output)
+	if state != claimedHead {
+		return stepFrom(state, i, o)
+	}
+	// gc finishes a claim it judges abandoned, so a claimed branch may be gone by now.
+	next := stepFrom(claimedHead, i, o)
+	for _, n := range stepFrom(absentHead, i, o) {
+		if !contains(next, n) {
+			next = append(next, n)
+		}
+	}
+	return next
+}
+
+func contains(states []interface{}, s interface{}) bool {
+	for _, t := range states {
+		if t == s {
+			return true
+		}
+	}
+	return false
+}
+
+// stepFromClaimed is step for a branch a destroy has claimed and not yet removed.
+func stepFromClaimed(i input, o output) []interface{} {
+	switch {
+	case i.op == "read":
+		if o.value == absentHead {
+			return []interface{}{claimedHead}
+		}
+		return nil
+	case i.op == "destroy" && o.outcome == "ok":
+		return []interface{}{absentHead}
+	case i.op == "destroy" && o.outcome == "unknown":
+		return []interface{}{claimedHead, absentHead}
+	case o.outcome == "ok":
+		// Nothing but a destroy succeeds on a claimed branch.
+		return nil
+	}
+	return []interface{}{claimedHead}
+}
+
+func stepFrom(state int64, i input, o output) []interface{} {
+	if state == claimedHead {
+		return stepFromClaimed(i, o)
+	}
 	exists := state != absentHead
 	switch i.op {
 	case "read":
@@ -135,7 +183,10 @@ func step(s, in, out interface{}) []interface{} {
 		case "fail":
 			return []interface{}{state}
 		default:
-			return []interface{}{state, absentHead}
+			if exists {
+				return []interface{}{state, claimedHead, absentHead}
+			}
+			return []interface{}{state}
 		}
 	}
 	return nil
@@ -158,7 +209,17 @@ var model = porcupine.NondeterministicModel{
 			return fmt.Sprintf("%s %d %s", i.op, i.to, o.outcome)
 		}
 	},
-	DescribeState: func(s interface{}) string { return fmt.Sprint(s.(int64)) },
+	DescribeState: func(s interface{}) string {
+		switch s.(int64) {
+		case absentHead:
+			return "absent"
+		case claimedHead:
+			return "claimed by a destroy"
+		case existsUnknown:
+			return "some version"
+		}
+		return fmt.Sprint(s.(int64))
+	},
 }
 
 type branchResult struct {

@@ -82,3 +82,39 @@ func TestADestroyedBranchReadsAbsentAndCannotBeCommittedTo(t *testing.T) {
 		t.Fatal("a commit onto a destroyed branch was accepted")
 	}
 }
+
+// The case the torture runs met: a destroy killed after its claim, a listing that no
+// longer shows the branch, then a retried destroy that finishes the job.
+func TestADestroyInterruptedAfterItsClaimReadsAbsentAndIsFinishedByARetry(t *testing.T) {
+	interrupted := made + `{"branch":"a","client":0,"call":3,"op":"destroy","outcome":"unknown"}
+{"branch":"a","client":1,"call":5,"ret":6,"op":"read","value":-1,"outcome":"ok"}
+{"branch":"a","client":0,"call":7,"ret":8,"op":"destroy","outcome":"ok"}
+`
+	if !verdict(t, interrupted) {
+		t.Fatal("a retried destroy that finished an interrupted one was refused")
+	}
+	// Without the unknown destroy, the same answers are a violation: an ok destroy of a
+	// branch that reads absent.
+	noClaim := made + `{"branch":"a","client":1,"call":5,"ret":6,"op":"read","value":-1,"outcome":"ok"}
+{"branch":"a","client":0,"call":7,"ret":8,"op":"destroy","outcome":"ok"}
+`
+	if verdict(t, noClaim) {
+		t.Fatal("a destroy of a branch nobody had claimed, after it read absent, was accepted")
+	}
+	// A claimed branch takes no commit, and reads absent until a fork makes it again.
+	commitAfterClaim := made + `{"branch":"a","client":0,"call":3,"op":"destroy","outcome":"unknown"}
+{"branch":"a","client":1,"call":5,"ret":6,"op":"read","value":-1,"outcome":"ok"}
+{"branch":"a","client":1,"call":7,"ret":8,"op":"cas","from":3,"to":4,"outcome":"ok"}
+`
+	if verdict(t, commitAfterClaim) {
+		t.Fatal("a commit onto a branch that had read absent was accepted")
+	}
+	remade := made + `{"branch":"a","client":0,"call":3,"op":"destroy","outcome":"unknown"}
+{"branch":"a","client":1,"call":5,"ret":6,"op":"read","value":-1,"outcome":"ok"}
+{"branch":"a","client":1,"call":7,"ret":8,"op":"create","to":9,"outcome":"ok"}
+{"branch":"a","client":1,"call":9,"ret":10,"op":"read","value":9,"outcome":"ok"}
+`
+	if !verdict(t, remade) {
+		t.Fatal("a fork that remade a branch after gc finished its claim was refused")
+	}
+}
