@@ -42,7 +42,7 @@ impl Place {
         let read = |p: &str| std::fs::read(p).unwrap_or_default();
         let mut id = read("/etc/machine-id");
         id.push(0);
-        id.extend(read("/proc/sys/kernel/hostname").trim_ascii());
+        id.extend(scion_store::clock::host_name().as_bytes());
         id.push(0);
         id.extend(path.as_os_str().as_encoded_bytes());
         Place(xxhash_rust::xxh3::xxh3_64(&id))

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use scion_store::clock::ClockReading;
+use scion_store::clock::{boot_id, ClockReading};
 use scion_store::{
     AzureConfig, AzureLocation, Backend, CacheLimit, CloudBackend, CountingBackend, LocalBackend,
     ObservedBackend, RequestObserver, S3Config, S3Location, SegmentCache, StoreError,
@@ -247,13 +247,6 @@ fn remember_probe(path: &std::path::Path, reading: &ClockReading) {
         let _ = std::fs::create_dir_all(dir);
     }
     let _ = std::fs::write(path, body);
-}
-
-/// This boot's id: a reading of the boot clock means nothing on another boot.
-fn boot_id() -> Option<String> {
-    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
-        .ok()
-        .map(|s| s.trim().to_string())
 }
 
 /// A hash of a store's name for local paths (its cache, a daemon's socket): FNV-1a, stable

@@ -55,20 +55,12 @@ pub(crate) fn default_holder() -> String {
     format!("{place}/{}", std::process::id())
 }
 
-/// This host's name, as checkouts recorded in refs name their host.
-pub(crate) fn host_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim().to_string())
-        .ok()
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "localhost".to_string())
-}
+pub(crate) use scion_store::clock::host_name;
 
 /// `hostname:boot:pidns`: where this process runs, read once.
 fn holder_place() -> String {
-    let read = |p: &str| std::fs::read_to_string(p).map(|s| s.trim().to_string());
     let host = host_name();
-    let boot: String = read("/proc/sys/kernel/random/boot_id")
+    let boot: String = scion_store::clock::boot_id()
         .unwrap_or_default()
         .chars()
         .filter(|c| c.is_ascii_hexdigit())

@@ -67,6 +67,29 @@ pub fn boot_ms() -> Option<u64> {
     (rc == 0).then(|| ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000)
 }
 
+/// This boot's id (`/proc/sys/kernel/random/boot_id`), read once: a boot-clock reading, a
+/// pid or a lock means nothing on another boot. `None` where the system has none.
+pub fn boot_id() -> Option<&'static str> {
+    static ID: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    ID.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+            .ok()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+    })
+    .as_deref()
+}
+
+/// This host's name (its UTS namespace's own), as refs and marks name where something
+/// was made; "localhost" where the system gives none.
+pub fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "localhost".to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -112,8 +112,8 @@ fn proves_unmodified(recorded: &Fingerprint, stamp_ns: i64, now: &Fingerprint) -
 fn boot_tag() -> u32 {
     static TAG: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
     *TAG.get_or_init(|| {
-        fs::read("/proc/sys/kernel/random/boot_id")
-            .map(|id| xxhash_rust::xxh3::xxh3_64(id.trim_ascii()) as u32)
+        scion_store::clock::boot_id()
+            .map(|id| xxhash_rust::xxh3::xxh3_64(id.as_bytes()) as u32)
             .unwrap_or(0)
     })
 }
