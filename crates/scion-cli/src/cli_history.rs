@@ -5,18 +5,41 @@ use anyhow::Result;
 use scion_core::history::HeadEntry;
 use scion_core::ops::history::HeadHistory;
 use scion_core::ops::lifecycle::MoveOptions;
-use scion_core::{BranchRef, Scion};
+use scion_core::{BranchRef, DbName, Scion};
 
 use crate::output::Printer;
 
 /// `scion log`.
 #[derive(Debug, clap::Args)]
 pub struct LogArgs {
-    /// db or db@branch (a destroyed branch's history is shown while it lasts).
+    /// db or db@branch (a destroyed branch's history is shown while it lasts). With
+    /// --graph: the database's whole tree, or the subtree of db@branch.
     pub target: String,
-    /// Show at most this many entries, newest first.
-    #[arg(long, value_name = "N", default_value_t = 50)]
-    pub limit: usize,
+    /// Show at most this many entries, newest first (default 50); with --graph, at most
+    /// this many branches (default 200).
+    #[arg(long, short = 'n', value_name = "N")]
+    pub limit: Option<usize>,
+    /// Draw the database's branches as a tree by lineage: each branch under the branch it
+    /// was forked from, with head version, fork point, checkpoints, protection, TTL, a live
+    /// lease or checkout and safety forks. Idle subtrees deeper than --depth are folded.
+    #[arg(long)]
+    pub graph: bool,
+    /// With --graph: fold nothing and draw every branch (-n still limits).
+    #[arg(long, requires = "graph")]
+    pub all: bool,
+    /// With --graph: fold idle subtrees that start more than this many forks below a root
+    /// (a subtree with a live lease, a checkout or a branch touched within --idle stays).
+    #[arg(long, value_name = "FORKS", default_value_t = 4, requires = "graph")]
+    pub depth: usize,
+    /// With --graph: a branch untouched for this long is idle, so foldable (unless it has
+    /// a live lease or a writable checkout).
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "15m",
+        requires = "graph"
+    )]
+    pub idle: String,
 }
 
 /// `scion undo`.
@@ -60,9 +83,61 @@ fn force_only(force: bool) -> MoveOptions {
 }
 
 pub fn log(p: &Printer, s: &Scion, args: &LogArgs) -> Result<()> {
+    if args.graph {
+        return graph(p, s, args);
+    }
     let b: BranchRef = args.target.parse()?;
-    let history = s.head_history(&b, Some(args.limit))?;
+    let history = s.head_history(&b, Some(args.limit.unwrap_or(50)))?;
     p.head_history(&history);
+    Ok(())
+}
+
+/// `scion log --graph`.
+fn graph(p: &Printer, s: &Scion, args: &LogArgs) -> Result<()> {
+    let (db, branch) = match args.target.split_once('@') {
+        Some((db, b)) => (db, Some(b)),
+        None => (args.target.as_str(), None),
+    };
+    let db: DbName = db.parse()?;
+    if let Some(b) = branch {
+        // The engine's words for a branch that is not there.
+        s.read_ref(&BranchRef::new(db.clone(), b.parse()?))?;
+    }
+    let branches = s.branch_statuses(&db)?;
+    let trees = crate::graph::build(&branches, branch);
+    if p.json {
+        p.emit(&serde_json::json!({
+            "db": db.as_str(),
+            "branches": branches.len(),
+            "roots": trees,
+        }));
+        return Ok(());
+    }
+    let options = crate::graph::GraphOptions {
+        db: db.to_string(),
+        all: args.all,
+        depth: args.depth,
+        limit: args.limit.or((!args.all).then_some(200)),
+        now_unix_ms: scion_core::clock::unix_ms(s.store_now()?),
+        idle_ms: scion_core::clock::parse_duration(&args.idle)?.as_millis() as u64,
+    };
+    let shown: usize = trees.iter().map(crate::graph::TreeNode::size).sum();
+    let mut out = anstream::stdout();
+    use std::io::Write;
+    let _ = writeln!(
+        out,
+        "{db}: {} branch{}{}",
+        branches.len(),
+        if branches.len() == 1 { "" } else { "es" },
+        if branch.is_some() {
+            format!(", {shown} in this subtree")
+        } else {
+            String::new()
+        }
+    );
+    for line in crate::graph::render(&trees, &options) {
+        let _ = writeln!(out, "{line}");
+    }
     Ok(())
 }
 

@@ -10,6 +10,7 @@ mod cli_vfs;
 mod config;
 mod daemon;
 mod errors;
+mod graph;
 mod output;
 mod output_bench;
 mod progress;

@@ -23,6 +23,10 @@ pub struct BranchStatus {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub checked_out: Vec<String>,
     pub parent: Option<String>,
+    /// Where the branch was forked from (branch, version, checkpoint): the edge of the
+    /// branch tree that `scion log --graph` draws.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<crate::refs::Parent>,
     pub created_at: StoreTime,
     pub touched_at: StoreTime,
     pub ttl_secs: Option<u64>,
@@ -226,6 +230,7 @@ impl Scion {
                 Some(c) => format!("{}@{}@{}", db, p.branch, c),
                 None => format!("{}@{} v{}", db, p.branch, p.version),
             }),
+            forked_from: r.parent.clone(),
             created_at: r.created_at,
             touched_at: r.touched_at,
             ttl_secs: r.ttl_secs,

@@ -1,0 +1,296 @@
+//! `scion log <db> --graph`: a database's branches drawn as a tree by lineage (each
+//! branch under the branch it was forked from), with what a reader of a tree of agent or
+//! search states needs on each line: head version, fork point, checkpoints, protection,
+//! TTL, a live lease or checkout, safety forks. Deep, idle subtrees are folded into one
+//! line so that a thousand-branch tree stays readable; `--all` unfolds everything.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use anstyle::{AnsiColor, Style};
+use scion_core::ops::status::BranchStatus;
+use serde::Serialize;
+
+/// How much of the tree to draw.
+#[derive(Debug, Clone)]
+pub struct GraphOptions {
+    /// The database the branches are of (named in hints).
+    pub db: String,
+    /// Draw every branch: nothing folded, no limit.
+    pub all: bool,
+    /// Fold idle subtrees that start deeper than this many forks below their root.
+    pub depth: usize,
+    /// Draw at most this many branches.
+    pub limit: Option<usize>,
+    /// The store's clock now, in Unix milliseconds (a branch's idleness is judged by it).
+    pub now_unix_ms: u64,
+    /// A branch untouched for this long is idle (foldable), unless it has a live lease
+    /// or a writable checkout.
+    pub idle_ms: u64,
+}
+
+/// One branch and the branches forked from it.
+#[derive(Debug, Serialize)]
+pub struct TreeNode<'a> {
+    #[serde(flatten)]
+    pub status: &'a BranchStatus,
+    pub children: Vec<TreeNode<'a>>,
+}
+
+/// The branches as trees: a branch whose parent is gone (or that is the root asked for)
+/// starts a tree of its own.
+pub fn build<'a>(branches: &'a [BranchStatus], root: Option<&str>) -> Vec<TreeNode<'a>> {
+    let by_name: HashMap<&str, usize> = branches
+        .iter()
+        .enumerate()
+        .map(|(i, b)| (b.branch.as_str(), i))
+        .collect();
+    let mut children: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    let mut roots = Vec::new();
+    for (i, b) in branches.iter().enumerate() {
+        let parent = b
+            .forked_from
+            .as_ref()
+            .and_then(|p| by_name.get(p.branch.as_str()))
+            .filter(|&&p| p != i);
+        match parent {
+            Some(&p) => children.entry(p).or_default().push(i),
+            None => roots.push(i),
+        }
+    }
+    let order = |v: &mut Vec<usize>| {
+        v.sort_by_key(|&i| (branches[i].created_at, branches[i].branch.clone()))
+    };
+    for v in children.values_mut() {
+        order(v);
+    }
+    order(&mut roots);
+    // A parent recorded by name may be a later branch of that name, so lineage can loop;
+    // what no root reaches starts a tree of its own.
+    let mut seen = HashSet::new();
+    let mut trees: Vec<TreeNode<'a>> = Vec::new();
+    let mut starts: Vec<usize> = match root.and_then(|r| by_name.get(r)) {
+        Some(&r) => vec![r],
+        None => roots,
+    };
+    let everything = root.is_none();
+    let mut next_unreached = 0;
+    loop {
+        for s in std::mem::take(&mut starts) {
+            if let Some(t) = grow(s, branches, &children, &mut seen) {
+                trees.push(t);
+            }
+        }
+        if !everything {
+            break;
+        }
+        while next_unreached < branches.len() && seen.contains(&next_unreached) {
+            next_unreached += 1;
+        }
+        if next_unreached == branches.len() {
+            break;
+        }
+        starts.push(next_unreached);
+    }
+    trees
+}
+
+fn grow<'a>(
+    i: usize,
+    branches: &'a [BranchStatus],
+    children: &BTreeMap<usize, Vec<usize>>,
+    seen: &mut HashSet<usize>,
+) -> Option<TreeNode<'a>> {
+    if !seen.insert(i) {
+        return None;
+    }
+    let kids = children.get(&i).map(Vec::as_slice).unwrap_or_default();
+    Some(TreeNode {
+        status: &branches[i],
+        children: kids
+            .iter()
+            .filter_map(|&c| grow(c, branches, children, seen))
+            .collect(),
+    })
+}
+
+impl TreeNode<'_> {
+    /// How many branches this subtree holds, itself included.
+    pub fn size(&self) -> usize {
+        1 + self.children.iter().map(TreeNode::size).sum::<usize>()
+    }
+
+    fn height(&self) -> usize {
+        self.children
+            .iter()
+            .map(|c| c.height() + 1)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Whether anything in this subtree is in use: a live lease, a writable checkout, a
+    /// commit or touch less than `o.idle_ms` ago.
+    fn active(&self, o: &GraphOptions) -> bool {
+        let b = self.status;
+        let touched = scion_core::clock::unix_ms(b.touched_at.as_system_time());
+        b.lease.as_ref().is_some_and(|l| l.live)
+            || !b.checked_out.is_empty()
+            || o.now_unix_ms.saturating_sub(touched) < o.idle_ms
+            || self.children.iter().any(|c| c.active(o))
+    }
+}
+
+/// The lines of the drawing, styled (the caller's stream drops the styles where colour
+/// is off).
+pub fn render(trees: &[TreeNode<'_>], o: &GraphOptions) -> Vec<String> {
+    let mut r = Renderer {
+        o,
+        lines: Vec::new(),
+        shown: 0,
+        left: trees.iter().map(TreeNode::size).sum(),
+    };
+    for t in trees {
+        r.node(t, "", "", 0);
+    }
+    if r.left > 0 {
+        r.lines.push(dim(&format!(
+            "… {} more branch{} not shown (-n N for more, --all for every one)",
+            r.left,
+            plural(r.left)
+        )));
+    }
+    r.lines
+}
+
+struct Renderer<'o> {
+    o: &'o GraphOptions,
+    lines: Vec<String>,
+    shown: usize,
+    /// Branches not drawn yet nor folded into a line.
+    left: usize,
+}
+
+impl Renderer<'_> {
+    fn node(&mut self, t: &TreeNode<'_>, lead: &str, rest: &str, depth: usize) {
+        if self.o.limit.is_some_and(|n| self.shown >= n) {
+            return;
+        }
+        self.shown += 1;
+        self.left -= 1;
+        self.lines
+            .push(format!("{lead}{}", label(t.status, depth > 0)));
+        let fold = !self.o.all && depth >= self.o.depth;
+        let (open, folded): (Vec<_>, Vec<_>) =
+            t.children.iter().partition(|c| !fold || c.active(self.o));
+        let count = open.len() + usize::from(!folded.is_empty());
+        for (k, c) in open.iter().enumerate() {
+            let last = k + 1 == count;
+            let (l, r) = if last {
+                ("└─ ", "   ")
+            } else {
+                ("├─ ", "│  ")
+            };
+            self.node(c, &format!("{rest}{l}"), &format!("{rest}{r}"), depth + 1);
+        }
+        if !folded.is_empty() && self.o.limit.is_none_or(|n| self.shown < n) {
+            let n: usize = folded.iter().map(|c| c.size()).sum();
+            let deep = folded.iter().map(|c| c.height() + 1).max().unwrap_or(1);
+            self.left -= n;
+            self.lines.push(format!(
+                "{rest}└─ {}",
+                dim(&format!(
+                    "… {n} idle branch{} folded, up to {deep} fork{} deeper (--all, or `scion log {}@{} --graph`)",
+                    plural(n),
+                    if deep == 1 { "" } else { "s" },
+                    self.o.db,
+                    t.status.branch
+                ))
+            ));
+        }
+    }
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "es"
+    }
+}
+
+fn dim(s: &str) -> String {
+    let st = Style::new().dimmed();
+    format!("{st}{s}{st:#}")
+}
+
+fn paint(s: &str, st: Style) -> String {
+    format!("{st}{s}{st:#}")
+}
+
+/// One branch's line: its name, then what is known of it. Drawn `under_parent`, its fork
+/// point needs no parent's name.
+fn label(b: &BranchStatus, under_parent: bool) -> String {
+    let live = b.lease.as_ref().filter(|l| l.live);
+    let colour = if live.is_some() || !b.checked_out.is_empty() {
+        AnsiColor::Green
+    } else if b.safety.is_some() {
+        AnsiColor::Yellow
+    } else {
+        AnsiColor::Cyan
+    };
+    let name = paint(&b.branch, Style::new().bold().fg_color(Some(colour.into())));
+    let mut facts = vec![format!("v{}", b.version)];
+    if let Some(p) = &b.forked_from {
+        let from = if under_parent {
+            "forked at"
+        } else {
+            "forked from"
+        };
+        let parent = if under_parent { "" } else { p.branch.as_str() };
+        facts.push(match &p.checkpoint {
+            Some(c) => format!("{from} {parent}@{c}"),
+            None if under_parent => format!("{from} v{}", p.version),
+            None => format!("{from} {parent} v{}", p.version),
+        });
+    }
+    if b.protected {
+        facts.push(paint(
+            "protected",
+            Style::new().fg_color(Some(AnsiColor::Magenta.into())),
+        ));
+    }
+    if b.checkpoints > 0 {
+        facts.push(format!(
+            "{} checkpoint{}",
+            b.checkpoints,
+            if b.checkpoints == 1 { "" } else { "s" }
+        ));
+    }
+    if let Some(left) = b.ttl_left_secs {
+        facts.push(if left > 0 {
+            format!(
+                "ttl {} left",
+                scion_core::clock::format_duration(left as u64)
+            )
+        } else {
+            "ttl expired".to_string()
+        });
+    }
+    if let Some(l) = live {
+        facts.push(paint(
+            &format!("leased by {}", l.holder),
+            Style::new().fg_color(Some(AnsiColor::Green.into())),
+        ));
+    }
+    if !b.checked_out.is_empty() {
+        facts.push(format!("checked out at {}", b.checked_out.join(", ")));
+    }
+    if let Some(s) = &b.safety {
+        facts.push(format!("safety fork: {s}"));
+    }
+    // Plain facts are dimmed one by one, so a coloured one keeps its colour.
+    let facts: Vec<String> = facts
+        .into_iter()
+        .map(|f| if f.contains('\u{1b}') { f } else { dim(&f) })
+        .collect();
+    format!("● {name}  {}", facts.join(&dim(" · ")))
+}
