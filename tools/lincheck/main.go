@@ -80,7 +80,7 @@ func step(s, in, out interface{}) []interface{} {
 		return stepFrom(state, i, o)
 	}
 	// gc finishes a claim it judges abandoned, so a claimed branch may be gone by now.
-	next := stepFrom(claimedHead, i, o)
+	next := stepFromClaimed(i, o)
 	for _, n := range stepFrom(absentHead, i, o) {
 		if !contains(next, n) {
 			next = append(next, n)
@@ -117,10 +117,8 @@ func stepFromClaimed(i input, o output) []interface{} {
 	return []interface{}{claimedHead}
 }
 
+// stepFrom is step for any other state.
 func stepFrom(state int64, i input, o output) []interface{} {
-	if state == claimedHead {
-		return stepFromClaimed(i, o)
-	}
 	exists := state != absentHead
 	switch i.op {
 	case "read":

@@ -65,32 +65,16 @@ pub fn build<'a>(branches: &'a [BranchStatus], root: Option<&str>) -> Vec<TreeNo
     }
     order(&mut roots);
     // A parent recorded by name may be a later branch of that name, so lineage can loop;
-    // what no root reaches starts a tree of its own.
-    let mut seen = HashSet::new();
-    let mut trees: Vec<TreeNode<'a>> = Vec::new();
-    let mut starts: Vec<usize> = match root.and_then(|r| by_name.get(r)) {
-        Some(&r) => vec![r],
-        None => roots,
+    // what no root reaches starts a tree of its own (`grow` skips what was drawn).
+    let starts: Vec<usize> = match root {
+        Some(r) => by_name.get(r).copied().into_iter().collect(),
+        None => roots.into_iter().chain(0..branches.len()).collect(),
     };
-    let everything = root.is_none();
-    let mut next_unreached = 0;
-    loop {
-        for s in std::mem::take(&mut starts) {
-            if let Some(t) = grow(s, branches, &children, &mut seen) {
-                trees.push(t);
-            }
-        }
-        if !everything {
-            break;
-        }
-        while next_unreached < branches.len() && seen.contains(&next_unreached) {
-            next_unreached += 1;
-        }
-        if next_unreached == branches.len() {
-            break;
-        }
-        starts.push(next_unreached);
-    }
+    let mut seen = HashSet::new();
+    let trees: Vec<TreeNode<'a>> = starts
+        .into_iter()
+        .filter_map(|i| grow(i, branches, &children, &mut seen))
+        .collect();
     trees
 }
 
@@ -218,8 +202,7 @@ fn plural(n: usize) -> &'static str {
 }
 
 fn dim(s: &str) -> String {
-    let st = Style::new().dimmed();
-    format!("{st}{s}{st:#}")
+    paint(s, Style::new().dimmed())
 }
 
 fn paint(s: &str, st: Style) -> String {
