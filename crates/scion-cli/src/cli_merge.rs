@@ -43,8 +43,9 @@ pub struct MergeArgs {
     /// such as a duplicate of a UNIQUE value, is left out and reported).
     #[arg(long)]
     pub allow_violations: bool,
-    /// The version both sides are compared against (db@branch[@checkpoint]), where their
-    /// lineage cannot tell.
+    /// The version both sides are compared against (db@branch[@checkpoint]), where the
+    /// version graph cannot tell: several best common versions, or versions written
+    /// before scion recorded parents. It must be a version of the same database.
     #[arg(long, value_name = "TARGET")]
     pub base: Option<String>,
     /// Needed to merge into a protected branch (main).

@@ -191,11 +191,25 @@ fn merge_refuses_bad_input_with_the_documented_codes() {
         3,
         "branch_not_found",
     );
-    // A fork of a fork and a fork of main: lineage cannot tell their common version.
-    s.ok(&["fork", "shop@f", "g"]);
+    // A base of another database.
+    failed(
+        &["merge", "shop@f", "--into", "main", "--base", "other@main"],
+        8,
+        "invalid_input",
+    );
+    // Each side merged the other as it was: two best common versions, named, and the
+    // merge runs once --base picks one.
+    s.ok(&["fork", "shop", "g"]);
     s.ok(&["fork", "shop", "h"]);
+    s.ok(&["sql", "shop@g", "INSERT INTO t VALUES (1)"]);
+    s.ok(&["sql", "shop@h", "INSERT INTO t VALUES (2)"]);
+    s.ok(&["checkpoint", "shop@g", "g1"]);
+    s.ok(&["checkpoint", "shop@h", "h1"]);
+    s.ok(&["merge", "shop@h@h1", "--into", "g"]);
+    s.ok(&["merge", "shop@g@g1", "--into", "h"]);
+    s.ok(&["sql", "shop@g", "INSERT INTO t VALUES (3)"]);
     failed(&["merge", "shop@g", "--into", "h"], 8, "no_merge_base");
-    s.ok(&["merge", "shop@g", "--into", "h", "--base", "shop@main"]);
+    s.ok(&["merge", "shop@g", "--into", "h", "--base", "shop@g@g1"]);
 }
 
 /// `--into` and `--onto` take the branch as `main` or as `shop@main`; another database's

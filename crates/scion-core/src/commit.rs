@@ -21,7 +21,7 @@ use scion_store::ETag;
 
 use crate::clock::StoreTime;
 use crate::error::{EngineError, EngineResult};
-use crate::format::{Locator, RootRecord, SegmentId};
+use crate::format::{Ancestry, Locator, Parents, RootRecord, SegmentId};
 use crate::history::HeadMove;
 use crate::names::BranchRef;
 use crate::refs::{ref_key, Ref};
@@ -55,6 +55,12 @@ impl<'a> Commit<'a> {
         })
     }
 
+    /// The ancestry of a version made from `parents`: its generation follows theirs (a
+    /// parent written before the version graph counts as generation 0).
+    pub(crate) fn ancestry(&self, scion: &Engine, parents: Parents) -> EngineResult<Ancestry> {
+        ancestry_at(scion, parents, self.started)
+    }
+
     /// Write the root record and the last segment.
     pub(crate) fn seal(self, record: RootRecord) -> EngineResult<Sealed> {
         let (root, stats, segments) = self.writer.finish(&record)?;
@@ -66,6 +72,24 @@ impl<'a> Commit<'a> {
             started: self.started,
         })
     }
+}
+
+/// The ancestry of a version made from `parents` at store time `at`.
+pub(crate) fn ancestry_at(
+    scion: &Engine,
+    parents: Parents,
+    at: StoreTime,
+) -> EngineResult<Ancestry> {
+    let mut generation = 0;
+    for p in parents.iter() {
+        let parent = scion.reader.root(&p)?.ancestry.map_or(0, |a| a.generation);
+        generation = generation.max(parent);
+    }
+    Ok(Ancestry {
+        parents,
+        generation: generation + 1,
+        made_at_ms: crate::clock::unix_ms(at.as_system_time()),
+    })
 }
 
 impl Engine {

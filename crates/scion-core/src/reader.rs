@@ -19,7 +19,14 @@ pub(crate) const MAX_RUN_BYTES: u64 = 8 << 20;
 pub(crate) struct FrameReader {
     backend: Arc<dyn Backend>,
     nodes: Mutex<HashMap<Locator, Arc<Node>>>,
+    /// Decoded root records: immutable, small, and read again by every walk of the
+    /// version graph.
+    roots: Mutex<HashMap<Locator, RootRecord>>,
 }
+
+/// Decoded root records kept at most; past it the cache starts over (a walk of the
+/// version graph reads each root once, so this bounds memory, not correctness).
+const MAX_CACHED_ROOTS: usize = 100_000;
 
 /// A decoded, verified page.
 pub(crate) struct PageFrame<'a, T> {
@@ -33,6 +40,7 @@ impl FrameReader {
         Self {
             backend,
             nodes: Mutex::new(HashMap::new()),
+            roots: Mutex::new(HashMap::new()),
         }
     }
 
@@ -77,9 +85,18 @@ impl FrameReader {
     }
 
     pub fn root(&self, loc: &Locator) -> EngineResult<RootRecord> {
+        if let Some(r) = self.roots.lock().unwrap().get(loc) {
+            return Ok(*r);
+        }
         let (raw, _) = self.read_one(loc, FrameKind::Root, 0)?;
-        RootRecord::decode(&raw)
-            .map_err(|e| EngineError::corrupt(format!("root record {loc}"), e.0))
+        let record = RootRecord::decode(&raw)
+            .map_err(|e| EngineError::corrupt(format!("root record {loc}"), e.0))?;
+        let mut roots = self.roots.lock().unwrap();
+        if roots.len() >= MAX_CACHED_ROOTS {
+            roots.clear();
+        }
+        roots.insert(*loc, record);
+        Ok(record)
     }
 
     pub fn node(&self, loc: &Locator, level: u8, fanout_bits: u8) -> EngineResult<Arc<Node>> {

@@ -390,8 +390,9 @@ fn a_diff_reads_clean_checkouts_instead_of_the_store() {
     let counter = std::sync::Arc::new(scion_store::CountingBackend::new(std::sync::Arc::new(
         scion_store::LocalBackend::open(e.store_dir()).unwrap(),
     )));
-    let s = e.reopen_with(counter.clone());
+    // A fresh handle per run: nothing cached from the other run's reads.
     let run = || {
+        let s = e.reopen_with(counter.clone());
         let before = counter.counts().requests();
         let r = s
             .diff(

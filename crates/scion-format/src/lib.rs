@@ -22,7 +22,7 @@ pub use frame::{
 };
 pub use locator::{Locator, SegmentId};
 pub use node::{Node, Slot, NODE_FORMAT_VERSION};
-pub use root::{RootRecord, ROOT_FORMAT_VERSION};
+pub use root::{Ancestry, Parents, RootRecord, ROOT_FORMAT_VERSION};
 pub use segment::{
     decode_segment_index, FrameIndexEntry, SegmentBuilder, SEGMENT_FORMAT_VERSION,
     SEGMENT_HEADER_LEN, SEGMENT_TRAILER_LEN,

@@ -4,8 +4,8 @@
 use proptest::prelude::*;
 use scion_format::{
     decode_frame, decode_frame_into, decode_frame_with_base, decode_segment_index, encode_frame,
-    encode_page_frame, FrameKind, Locator, Node, PageCompression, RootRecord, SegmentBuilder,
-    SegmentId, Slot,
+    encode_page_frame, Ancestry, FrameKind, Locator, Node, PageCompression, Parents, RootRecord,
+    SegmentBuilder, SegmentId, Slot,
 };
 
 fn loc(seg: u64, off: u64, len: u32) -> Locator {
@@ -110,7 +110,7 @@ proptest! {
         let b = bit % (node.len() * 8);
         node[b / 8] ^= 1 << (b % 8);
         let _ = Node::decode(&node);
-        let root = RootRecord { fanout_bits: 5, depth: 2, page_size: 4096, page_count: 40, change_counter: 1, db_checksum: 77, node: Some(loc(1, 2, 3)) };
+        let root = RootRecord { fanout_bits: 5, depth: 2, page_size: 4096, page_count: 40, change_counter: 1, db_checksum: 77, node: Some(loc(1, 2, 3)), ancestry: Some(Ancestry { parents: Parents::Two(loc(4, 5, 6), loc(7, 8, 9)), generation: 3, made_at_ms: 99 }) };
         let mut raw = root.encode();
         let b = bit % (raw.len() * 8);
         raw[b / 8] ^= 1 << (b % 8);
@@ -130,8 +130,25 @@ fn encodings_round_trip() {
         change_counter: 1,
         db_checksum: 77,
         node: Some(loc(1, 2, 3)),
+        ancestry: None,
     };
     assert_eq!(RootRecord::decode(&root.encode()).unwrap(), root);
+    for parents in [
+        Parents::None,
+        Parents::One(loc(4, 5, 6)),
+        Parents::Two(loc(4, 5, 6), loc(7, 8, 9)),
+    ] {
+        let generation = if parents.is_empty() { 1 } else { 12 };
+        let with = RootRecord {
+            ancestry: Some(Ancestry {
+                parents,
+                generation,
+                made_at_ms: 1_700_000_000_000,
+            }),
+            ..root
+        };
+        assert_eq!(RootRecord::decode(&with.encode()).unwrap(), with);
+    }
     let l = loc(0xdead_beef, 12345, 678);
     assert_eq!(l.to_string().parse::<Locator>().unwrap(), l);
 }
@@ -145,6 +162,7 @@ fn root_with(depth: u8, fanout_bits: u8, node: Option<Locator>) -> Vec<u8> {
         change_counter: 0,
         db_checksum: 0,
         node,
+        ancestry: None,
     }
     .encode()
 }
@@ -182,4 +200,59 @@ fn locators_whose_end_overflows_are_refused() {
         .parse::<Locator>()
         .is_ok());
     assert_eq!(bad.end(), u64::MAX, "end() saturates instead of panicking");
+}
+
+#[test]
+fn ancestry_that_cannot_be_is_refused() {
+    let mut root = RootRecord {
+        fanout_bits: 5,
+        depth: 1,
+        page_size: 4096,
+        page_count: 3,
+        change_counter: 0,
+        db_checksum: 0,
+        node: Some(loc(1, 0, 10)),
+        ancestry: Some(Ancestry {
+            parents: Parents::None,
+            generation: 1,
+            made_at_ms: 5,
+        }),
+    };
+    assert!(RootRecord::decode(&root.encode()).is_ok());
+    let bad = [
+        (
+            Parents::None,
+            2,
+            "a version without parents is generation 1",
+        ),
+        (
+            Parents::One(loc(2, 0, 9)),
+            0,
+            "generation 0 is no generation",
+        ),
+        (
+            Parents::Two(loc(2, 0, 9), loc(2, 0, 9)),
+            3,
+            "a merge of a version with itself",
+        ),
+    ];
+    for (parents, generation, why) in bad {
+        root.ancestry = Some(Ancestry {
+            parents,
+            generation,
+            made_at_ms: 5,
+        });
+        assert!(RootRecord::decode(&root.encode()).is_err(), "{why}");
+    }
+    // Three parents, written by hand (the encoder has no way to say it).
+    root.ancestry = Some(Ancestry {
+        parents: Parents::Two(loc(2, 0, 9), loc(3, 0, 9)),
+        generation: 3,
+        made_at_ms: 5,
+    });
+    let mut raw = root.encode();
+    let count_at = raw.len() - 2 * 20 - 1;
+    raw[count_at] = 3;
+    raw.extend_from_within(raw.len() - 20..);
+    assert!(RootRecord::decode(&raw).is_err(), "three parents");
 }

@@ -7,8 +7,8 @@
 use std::path::{Path, PathBuf};
 
 use scion_format::{
-    encode_frame, encode_page_frame, FrameKind, Locator, Node, PageCompression, RootRecord,
-    SegmentBuilder, SegmentId, Slot,
+    encode_frame, encode_page_frame, Ancestry, FrameKind, Locator, Node, PageCompression, Parents,
+    RootRecord, SegmentBuilder, SegmentId, Slot,
 };
 
 fn golden_dir() -> PathBuf {
@@ -71,11 +71,26 @@ fn binary_encodings_are_pinned() {
         change_counter: 7,
         db_checksum: 0x0123_4567_89ab_cdef,
         node: Some(loc(0x3333, 1024, 120)),
+        ancestry: None,
     };
     pin("root.bin", &root.encode());
     assert_eq!(
         RootRecord::decode(&std::fs::read(golden_dir().join("root.bin")).unwrap()).unwrap(),
         root
+    );
+    // Root format 2: the version graph (a merge's two parents, a generation, a time).
+    let merge_root = RootRecord {
+        ancestry: Some(Ancestry {
+            parents: Parents::Two(loc(0x4444, 2048, 96), loc(0x5555, 64, 113)),
+            generation: 42,
+            made_at_ms: 1_765_000_000_123,
+        }),
+        ..root
+    };
+    pin("root-v2.bin", &merge_root.encode());
+    assert_eq!(
+        RootRecord::decode(&std::fs::read(golden_dir().join("root-v2.bin")).unwrap()).unwrap(),
+        merge_root
     );
 
     pin(

@@ -1,11 +1,11 @@
-//! The merge base: the newest version both sides are known to have started from. Lineage
-//! decides it: the last merge between the two branches recorded in either's head history,
-//! a fork of one from the other, or the older fork point of two siblings. `--base` names
-//! it where lineage cannot.
+//! The merge base: the best common ancestor of the two versions in the version graph,
+//! which every version written by a commit, checkpoint, flush or merge records. It is
+//! never guessed from branch names: where the graph cannot answer (versions written
+//! before it existed) or answers with several bases (a criss-cross of merges), the merge
+//! is refused, and `--base` names the base instead.
 
-use scion_core::clock::StoreTime;
 use scion_core::format::Locator;
-use scion_core::history::HeadOp;
+use scion_core::ops::graph::CommonAncestry;
 use scion_core::refs::Ref;
 use scion_core::{BranchRef, Scion, Target};
 
@@ -18,117 +18,85 @@ pub(crate) struct Base {
     pub how: String,
 }
 
-/// The base of merging `src` (ref `s`) into `dst` (ref `d`).
+/// The base of merging `src` (version `theirs`, of branch ref `s`) into `dst` (head
+/// `ours`, ref `d`).
 pub(crate) fn find_base(
     scion: &Scion,
-    src: &BranchRef,
-    s: &Ref,
-    dst: &BranchRef,
-    d: &Ref,
+    src: &Target,
+    theirs: &Locator,
+    (dst, d): (&BranchRef, &Ref),
+    ours: &Locator,
     explicit: Option<&Target>,
 ) -> MergeResult<Base> {
     if let Some(t) = explicit {
+        // Checked by the caller before any work; kept here so no path takes another's.
+        if t.branch.db != dst.db {
+            return Err(MergeError::BaseOfAnotherDatabase {
+                base: t.to_string(),
+                dst: dst.to_string(),
+            });
+        }
         let v = scion.resolve(t)?;
         return Ok(Base {
             root: v.root,
             how: format!("{t}, as given by --base"),
         });
     }
-    let mut candidates: Vec<(StoreTime, Base)> = Vec::new();
-    // The last merge of src into dst: dst holds src's changes up to the version merged.
-    for e in merges(scion, dst)? {
-        if let Some(m) = e.merged.filter(|m| m.branch == src.branch.as_str()) {
-            candidates.push((
-                e.at,
-                Base {
-                    root: m.root,
-                    how: format!(
-                        "{src} version {}, merged into {dst} by entry {} of its history",
-                        m.version, e.seq
-                    ),
-                },
-            ));
-            break;
-        }
-    }
-    // The last merge of dst into src: src holds dst's changes up to the version merged.
-    for e in merges(scion, src)? {
-        if let Some(m) = e.merged.filter(|m| m.branch == dst.branch.as_str()) {
-            candidates.push((
-                e.at,
-                Base {
-                    root: m.root,
-                    how: format!(
-                        "{dst} version {}, merged into {src} by entry {} of its history",
-                        m.version, e.seq
-                    ),
-                },
-            ));
-            break;
-        }
-    }
-    let parent = |r: &Ref| r.parent.as_ref().map(|p| p.branch.clone());
-    if parent(s).as_deref() == Some(dst.branch.as_str()) {
-        candidates.push((
-            s.created_at,
-            Base {
-                root: s.fork_root,
-                how: format!(
-                    "{dst} version {}, where {src} forked from it",
-                    s.fork_version
-                ),
-            },
-        ));
-    }
-    if parent(d).as_deref() == Some(src.branch.as_str()) {
-        candidates.push((
-            d.created_at,
-            Base {
-                root: d.fork_root,
-                how: format!(
-                    "{src} version {}, where {dst} forked from it",
-                    d.fork_version
-                ),
-            },
-        ));
-    }
-    if let (Some(ps), Some(pd)) = (&s.parent, &d.parent) {
-        if ps.branch == pd.branch && ps.branch != src.branch.as_str() {
-            // Siblings: the older fork point is in both (the parent moved on between the
-            // two forks, and the later one started from that).
-            let (older, at) = if s.fork_version <= d.fork_version {
-                (s, s.created_at)
+    match scion.common_ancestry(ours, theirs)? {
+        CommonAncestry::Base(root) => {
+            let how = if root == *theirs {
+                format!("{src} itself: {dst} already holds it")
+            } else if root == *ours {
+                format!("{dst}'s head: {src} was made from it")
             } else {
-                (d, d.created_at)
+                let generation = scion.generation(&root)?;
+                format!("the newest version both come from (generation {generation} of the version graph)")
             };
-            candidates.push((
-                at,
-                Base {
-                    root: older.fork_root,
-                    how: format!(
-                        "{}@{} version {}, the older of the two fork points",
-                        dst.db, ps.branch, older.fork_version
-                    ),
-                },
-            ));
+            Ok(Base { root, how })
         }
-    }
-    candidates
-        .into_iter()
-        .max_by_key(|(at, _)| *at)
-        .map(|(_, b)| b)
-        .ok_or_else(|| MergeError::NoBase {
+        CommonAncestry::Several(bases) => Err(MergeError::SeveralBases {
             src: src.to_string(),
             dst: dst.to_string(),
-        })
+            bases: bases.iter().map(|b| b.to_string()).collect(),
+        }),
+        CommonAncestry::Unrelated => Err(MergeError::NoBase {
+            src: src.to_string(),
+            dst: dst.to_string(),
+        }),
+        CommonAncestry::Unknown { .. } => {
+            let (s, _) = scion.read_ref(&src.branch)?;
+            Err(MergeError::BaseUnknown {
+                src: src.to_string(),
+                dst: dst.to_string(),
+                candidates: lineage_candidates(&src.branch, &s, dst, d),
+            })
+        }
+    }
 }
 
-/// The merge entries of `b`'s head history, newest first.
-fn merges(scion: &Scion, b: &BranchRef) -> MergeResult<Vec<scion_core::history::HeadEntry>> {
-    let history = scion.head_history(b, None)?;
-    Ok(history
-        .entries
-        .into_iter()
-        .filter(|e| e.op == HeadOp::Merge)
-        .collect())
+/// Versions that branch lineage suggests as a base, named so that `--base` takes them:
+/// only a hint for a person deciding, never used on its own.
+fn lineage_candidates(src: &BranchRef, s: &Ref, dst: &BranchRef, d: &Ref) -> Vec<String> {
+    let parent = |r: &Ref| r.parent.as_ref().map(|p| p.branch.clone());
+    let mut out = Vec::new();
+    if parent(s).as_deref() == Some(dst.branch.as_str()) {
+        out.push(format!("{src}@fork"));
+    }
+    if parent(d).as_deref() == Some(src.branch.as_str()) {
+        out.push(format!("{dst}@fork"));
+    }
+    if let (Some(ps), Some(pd)) = (&s.parent, &d.parent) {
+        if ps.branch == pd.branch {
+            // Siblings: the older fork point is in both.
+            let older = if s.fork_version <= d.fork_version {
+                src
+            } else {
+                dst
+            };
+            out.push(format!("{older}@fork"));
+        }
+    }
+    out.push(format!("{}@main@init", dst.db));
+    out.dedup();
+    out
 }

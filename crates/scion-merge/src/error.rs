@@ -10,8 +10,26 @@ pub enum MergeError {
     /// destination, the destination moved while the merge ran, ...).
     #[error(transparent)]
     Core(#[from] CoreError),
-    #[error("no common version of {src} and {dst} is known: neither forked from the other, they share no parent, and no merge between them is recorded")]
+    #[error("{src} and {dst} share no version: neither was made from the other or from a version the other was made from")]
     NoBase { src: String, dst: String },
+    #[error("{src} and {dst} have {} best common versions ({}), left by merges that crossed; which one to merge against is a choice scion does not make for you", bases.len(), bases.join(", "))]
+    SeveralBases {
+        src: String,
+        dst: String,
+        bases: Vec<String>,
+    },
+    #[error("the versions of {src} and {dst} were written before scion recorded where versions come from, so their common version is unknown{}", candidate_list(candidates))]
+    BaseUnknown {
+        src: String,
+        dst: String,
+        candidates: Vec<String>,
+    },
+    #[error("{table} is a virtual table of module {module}, which scion cannot merge: only the module can read its shadow tables (scion merges fts3, fts4, fts5, rtree and geopoly)")]
+    UnknownVirtualTable { table: String, module: String },
+    #[error("virtual table {table} cannot be merged: {reason}")]
+    UnmergeableVirtualTable { table: String, reason: String },
+    #[error("--base {base} is a version of another database than {dst}")]
+    BaseOfAnotherDatabase { base: String, dst: String },
     #[error("{src} and {dst} are branches of different databases; a merge brings together branches of one database")]
     DifferentDatabases { src: String, dst: String },
     #[error("{branch} cannot be merged into itself")]
@@ -28,6 +46,16 @@ pub enum MergeError {
     },
     #[error("registering the scion VFS failed (SQLite code {0})")]
     Vfs(i32),
+}
+
+fn candidate_list(candidates: &[String]) -> String {
+    if candidates.is_empty() {
+        return String::new();
+    }
+    format!(
+        "; their branches' lineage suggests {}",
+        candidates.join(" or ")
+    )
 }
 
 impl MergeError {
@@ -58,7 +86,24 @@ impl MergeError {
                 "no_merge_base",
                 Some("name the version both started from: --base db@branch[@checkpoint]".into()),
             ),
-            MergeError::DifferentDatabases { .. } | MergeError::SameBranch { .. } => {
+            MergeError::SeveralBases { .. } => d(
+                Exit::InvalidInput,
+                "no_merge_base",
+                Some("name the one to merge against: --base db@branch[@checkpoint] (a checkpoint or head holding it)".into()),
+            ),
+            MergeError::BaseUnknown { candidates, .. } => d(
+                Exit::InvalidInput,
+                "no_merge_base",
+                Some(match candidates.first() {
+                    Some(c) => format!("check the candidates and pass the right one, e.g. --base {c}"),
+                    None => "name the version both started from: --base db@branch[@checkpoint]".into(),
+                }),
+            ),
+            MergeError::DifferentDatabases { .. }
+            | MergeError::SameBranch { .. }
+            | MergeError::BaseOfAnotherDatabase { .. }
+            | MergeError::UnknownVirtualTable { .. }
+            | MergeError::UnmergeableVirtualTable { .. } => {
                 d(Exit::InvalidInput, "invalid_input", None)
             }
             MergeError::InvalidResolution { .. } => d(

@@ -1,7 +1,8 @@
 //! `scion-merge`: bring a branch's changes into another branch of the same database,
 //! three-way at the cell, atomically.
 //!
-//! The base is the newest version both sides started from (`base.rs`). Both sides' changes
+//! The base is the best common ancestor of the two versions in the version graph
+//! (`base.rs`). Both sides' changes
 //! since the base come from the engine's page-skipping row delta (rows of pages neither
 //! side changed are never read); the schema is settled first (`schema.rs`), then the rows
 //! (`plan.rs`). The plan is applied through SQLite to a scratch fork of the destination,
@@ -17,6 +18,7 @@ mod plan;
 mod report;
 mod schema;
 mod values;
+mod virtual_tables;
 
 use rusqlite::{Connection, OpenFlags};
 use scion_core::history::MergedFrom;
@@ -50,8 +52,13 @@ pub fn merge(
             branch: dst.to_string(),
         });
     }
+    if let Some(b) = opts.base.as_ref().filter(|b| b.branch.db != dst.db) {
+        return Err(MergeError::BaseOfAnotherDatabase {
+            base: b.to_string(),
+            dst: dst.to_string(),
+        });
+    }
     let (d, _) = scion.read_ref(dst)?;
-    let (s, _) = scion.read_ref(&src.branch)?;
     let ours = ResolvedVersion {
         root: d.root,
         version: d.version,
@@ -68,7 +75,14 @@ pub fn merge(
         }
         refuse_unsaved_checkout(scion, dst, &ours)?;
     }
-    let base = base::find_base(scion, &src.branch, &s, dst, &d, opts.base.as_ref())?;
+    let base = base::find_base(
+        scion,
+        src,
+        &theirs.root,
+        (dst, &d),
+        &ours.root,
+        opts.base.as_ref(),
+    )?;
     let mut report = MergeReport {
         src: src.to_string(),
         dst: dst.to_string(),
@@ -116,10 +130,18 @@ pub fn merge(
         return Ok(report);
     }
 
-    let delta_ours = scion.version_delta(&base.root, &ours.root)?;
-    let delta_theirs = scion.version_delta(&base.root, &theirs.root)?;
+    let mut delta_ours = scion.version_delta(&base.root, &ours.root)?;
+    let mut delta_theirs = scion.version_delta(&base.root, &theirs.root)?;
     report.pages_read = delta_ours.pages_read + delta_theirs.pages_read;
-    let schema_plan = schema::plan(&delta_ours, &delta_theirs, opts.schema_policy);
+    let virtual_plan = virtual_tables::prepare(
+        scion,
+        dst,
+        (&base.root, &ours.root, &theirs.root),
+        &mut delta_ours,
+        &mut delta_theirs,
+    )?;
+    let mut schema_plan = schema::plan(&delta_ours, &delta_theirs, opts.schema_policy);
+    schema_plan.after_rows.extend(virtual_plan.rebuilds);
     let data = plan::plan(&delta_ours, &delta_theirs, &schema_plan, opts)?;
     report.unused_resolutions = opts
         .resolutions

@@ -80,7 +80,8 @@ pub struct MergeOptions {
     /// Publish even if the result violates UNIQUE, NOT NULL, CHECK or foreign keys (a
     /// change that SQLite cannot store at all is left out and reported).
     pub allow_violations: bool,
-    /// The version both sides are compared against, where lineage cannot tell.
+    /// The version both sides are compared against, where the version graph cannot tell
+    /// (several best common versions, or versions written before it).
     pub base: Option<Target>,
     /// Merge into a protected branch.
     pub allow_protected: bool,

@@ -113,6 +113,13 @@ impl DbFile {
         spill_after: u64,
     ) -> VfsResult<DbFile> {
         let fixed = match (&target.checkpoint, target.version) {
+            (None, None) if target.root.is_some() => {
+                let root = target.root.expect("checked");
+                engine.read_ref(&target.branch).map_err(open_error)?;
+                Some(Arc::new(
+                    engine.version_view(root, 0).map_err(VfsError::io)?,
+                ))
+            }
             (Some(_), _) => {
                 let v = engine.resolve(&target.target()).map_err(open_error)?;
                 Some(Arc::new(

@@ -1,8 +1,10 @@
 //! What a database name given to the VFS means: `shop` or `shop@main` (a branch, writable),
 //! `shop@main@v1` (a checkpoint, read-only); `?mode=ro` opens a branch read-only, and
 //! `?version=N` opens version N of a branch (read-only) while the head or a checkpoint
-//! holds it.
+//! holds it; `?root=LOCATOR` opens exactly the version with that root (read-only), as a
+//! merge reads its base.
 
+use scion_core::format::Locator;
 use scion_core::{BranchRef, CheckpointName, Target};
 
 /// A database name the VFS was asked to open.
@@ -13,6 +15,8 @@ pub struct OpenTarget {
     pub checkpoint: Option<CheckpointName>,
     /// A version number (read-only), from `?version=N`.
     pub version: Option<u64>,
+    /// A version's root (read-only), from `?root=LOCATOR`.
+    pub root: Option<Locator>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -23,6 +27,8 @@ pub enum TargetError {
     BadVersion(String),
     #[error("{0} names a checkpoint and a version: use one of them")]
     CheckpointAndVersion(String),
+    #[error("root={0:?} is not a version's root locator (segment:offset:length)")]
+    BadRoot(String),
 }
 
 impl OpenTarget {
@@ -40,7 +46,21 @@ impl OpenTarget {
             branch: t.branch,
             checkpoint: t.checkpoint,
             version: None,
+            root: None,
         })
+    }
+
+    /// Fix the target at the version whose root is `text` (the `root` URI parameter).
+    pub fn at_root(mut self, text: &str) -> Result<OpenTarget, TargetError> {
+        let root = text
+            .trim()
+            .parse::<Locator>()
+            .map_err(|_| TargetError::BadRoot(text.to_string()))?;
+        if self.checkpoint.is_some() || self.version.is_some() {
+            return Err(TargetError::CheckpointAndVersion(self.target().to_string()));
+        }
+        self.root = Some(root);
+        Ok(self)
     }
 
     /// Fix the target at version `text` (the `version` URI parameter).
@@ -49,7 +69,7 @@ impl OpenTarget {
             .trim()
             .parse::<u64>()
             .map_err(|_| TargetError::BadVersion(text.to_string()))?;
-        if self.checkpoint.is_some() {
+        if self.checkpoint.is_some() || self.root.is_some() {
             return Err(TargetError::CheckpointAndVersion(self.target().to_string()));
         }
         self.version = Some(n);
@@ -57,7 +77,7 @@ impl OpenTarget {
     }
 
     pub fn read_only(&self) -> bool {
-        self.checkpoint.is_some() || self.version.is_some()
+        self.checkpoint.is_some() || self.version.is_some() || self.root.is_some()
     }
 
     pub fn target(&self) -> Target {

@@ -244,6 +244,10 @@ fn open_db(api: &Api, name: ffi::sqlite3_filename, flags: c_int) -> Result<DbFil
         target = target.at_version(&v).map_err(bad)?;
     }
     // SAFETY: `name` is the filename SQLite passed to xOpen.
+    if let Some(r) = unsafe { api.uri_parameter(name, "root") } {
+        target = target.at_root(&r).map_err(bad)?;
+    }
+    // SAFETY: `name` is the filename SQLite passed to xOpen.
     let store = unsafe { api.uri_parameter(name, "store") };
     let scion = registry::store(store.as_deref()).map_err(|e| {
         VfsError::new(

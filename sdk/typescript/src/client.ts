@@ -29,7 +29,7 @@ export interface MergeOptions extends CallOptions {
   conflictGranularity?: "cell" | "row";
   schemaPolicy?: "refuse" | "one-sided";
   allowViolations?: boolean;
-  /** db@branch[@checkpoint]: the common version, where lineage cannot tell. */
+  /** db@branch[@checkpoint]: the common version, where the version graph cannot tell. */
   base?: string;
   /** Needed to merge into a protected branch. */
   force?: boolean;

@@ -96,6 +96,7 @@ impl Scion {
                 change_counter: 0,
                 db_checksum: 0,
                 node: None,
+                ancestry: None,
             },
             file: Some(file),
             _copy: Some(copy),

@@ -7,7 +7,7 @@ use serde::Serialize;
 use crate::checkout::{scan, DbFiles, Fingerprint, RecordHeader, Sidecar};
 use crate::commit::Commit;
 use crate::error::{CoreError, CoreResult, EngineError, EngineResult};
-use crate::format::{page_contribution, page_hash, RootRecord, Slot};
+use crate::format::{page_contribution, page_hash, Parents, RootRecord, Slot};
 use crate::history::{HeadMove, HeadOp};
 use crate::names::{BranchRef, CheckpointName};
 use crate::ops::lease::OPERATION_LEASE;
@@ -171,6 +171,7 @@ impl Scion {
                 limit: info.page_count,
             };
             let node = update.apply(writer, top, old_depth, new_depth, &changes)?;
+            let ancestry = commit.ancestry(self, Parents::One(r.root))?;
             let record = RootRecord {
                 fanout_bits: old.fanout_bits,
                 depth: if node.is_some() { new_depth } else { 0 },
@@ -179,6 +180,7 @@ impl Scion {
                 change_counter: 0,
                 db_checksum,
                 node,
+                ancestry: Some(ancestry),
             };
             let pages = changes.len() as u64;
             Ok((Some((commit.seal(record)?, pages)), hashes))

@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use crate::commit::{Commit, Sealed};
 use crate::error::{EngineError, EngineResult};
-use crate::format::{page_contribution, page_hash, FrameKind, Locator, RootRecord};
+use crate::format::{page_contribution, page_hash, FrameKind, Locator, Parents, RootRecord};
 use crate::names::{BranchName, BranchRef, DbName};
 use crate::pagemap::{self, DEFAULT_FANOUT_BITS};
 use crate::refs::{refs_prefix, Ref, REF_SCHEMA};
@@ -73,6 +73,7 @@ pub(crate) fn import_file(scion: &Engine, path: &Path, read_only: bool) -> Engin
     })
     .map_err(|e| source_error(path, e))?;
     let (node, depth) = pagemap::build(writer, &pages, DEFAULT_FANOUT_BITS)?;
+    let ancestry = commit.ancestry(scion, Parents::None)?;
     let record = RootRecord {
         fanout_bits: DEFAULT_FANOUT_BITS,
         depth: if node.is_some() { depth } else { 0 },
@@ -81,6 +82,7 @@ pub(crate) fn import_file(scion: &Engine, path: &Path, read_only: bool) -> Engin
         change_counter: counter,
         db_checksum: checksum,
         node,
+        ancestry: Some(ancestry),
     };
     if node.is_none() && info.page_count > 0 {
         return Err(EngineError::NotSqlite {

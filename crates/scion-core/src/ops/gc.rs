@@ -16,7 +16,7 @@ use crate::checkout::{CheckoutState, Sidecar};
 use crate::clock::{parse_rfc3339, rfc3339};
 use crate::commit::Commit;
 use crate::error::{CoreError, CoreResult, EngineError, EngineResult};
-use crate::format::{FrameKind, Locator, SegmentId};
+use crate::format::{FrameKind, Locator, Parents, SegmentId};
 use crate::history::{HeadMove, HeadOp};
 use crate::names::BranchRef;
 use crate::ops::lease::is_live;
@@ -417,6 +417,8 @@ impl Scion {
             record.node = node;
             record.depth = if node.is_some() { depth } else { 0 };
             record.fanout_bits = DEFAULT_FANOUT_BITS;
+            // The same content: the compacted version is the old one's only child.
+            record.ancestry = Some(commit.ancestry(self, Parents::One(r.root))?);
             commit.seal(record)
         })?;
         let (new_root, stats) = (sealed.root, sealed.stats);

@@ -6,6 +6,7 @@ pub mod create;
 pub mod export;
 pub mod fork;
 pub mod gc;
+pub mod graph;
 pub mod history;
 pub mod lease;
 pub mod lifecycle;

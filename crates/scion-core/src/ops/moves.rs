@@ -5,8 +5,9 @@
 
 use std::time::Duration;
 
+use crate::commit::Commit;
 use crate::error::{EngineError, EngineResult};
-use crate::format::Locator;
+use crate::format::{Locator, Parents};
 use crate::history::{HeadMove, HeadOp, MergedFrom};
 use crate::names::{BranchName, BranchRef, CheckpointName, Target};
 use crate::ops::lifecycle::{HeadTarget, MoveOptions, MoveReport, DEFAULT_BACKUP_TTL};
@@ -180,6 +181,13 @@ impl Engine {
             .into());
         }
         let from = format!("{}@{}", dst.db, merged.branch);
+        // A fast-forward names the source's own version; any other merge gets a version
+        // of its own, whose parents are both sides.
+        let result = if result == merged.root {
+            result
+        } else {
+            self.seal_merge_root(&result, expect.root, merged.root)?
+        };
         let mv = HeadMove {
             op: HeadOp::Merge,
             detail: Some(from.clone()),
@@ -194,6 +202,24 @@ impl Engine {
             safety: None,
         };
         self.move_head(dst, r, etag, target, &MoveOptions::default(), guard)
+    }
+
+    /// The version of a merge: the pages of `content` (what the merge applied, on its
+    /// scratch fork) under a root whose parents are `ours` and `theirs`. One small segment
+    /// holding the root alone.
+    fn seal_merge_root(
+        &self,
+        content: &Locator,
+        ours: Locator,
+        theirs: Locator,
+    ) -> EngineResult<Locator> {
+        let mut record = self.reader.root(content)?;
+        let sealed = super::with_fresh_ids(|| {
+            let commit = Commit::begin(self)?;
+            record.ancestry = Some(commit.ancestry(self, Parents::Two(ours, theirs))?);
+            commit.seal(record)
+        })?;
+        Ok(sealed.root)
     }
 
     /// Move `b`'s head (read as `r` with `etag`) to `target.root`, recorded in its history.

@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use crate::commit::Commit;
 use crate::error::{EngineError, EngineResult};
-use crate::format::{page_contribution, page_hash, Locator, RootRecord, Slot};
+use crate::format::{page_contribution, page_hash, Locator, Parents, RootRecord, Slot};
 use crate::history::{HeadMove, HeadOp};
 use crate::names::{BranchRef, CheckpointName};
 use crate::ops::spill::SpilledPages;
@@ -345,6 +345,7 @@ impl Engine {
                 .depth
                 .max(depth_for(changes.page_count, old.fanout_bits));
             let node = update.apply(writer, old.node, old.depth, new_depth, &tree)?;
+            let ancestry = commit.ancestry(self, Parents::One(base.root))?;
             let record = RootRecord {
                 fanout_bits: old.fanout_bits,
                 depth: if node.is_some() { new_depth } else { 0 },
@@ -357,6 +358,7 @@ impl Engine {
                 change_counter: 0,
                 db_checksum: checksum,
                 node,
+                ancestry: Some(ancestry),
             };
             Ok((commit.seal(record)?, hashes))
         })?;
