@@ -14,7 +14,7 @@ pub(crate) fn branch_of(db: &DbName, text: &str) -> Result<BranchName> {
         return Err(scion_core::EngineError::InvalidName {
             kind: "branch",
             name: text.to_string(),
-            reason: "is a branch of another database (a branch receives changes from its own database only)",
+            reason: "names a branch of another database: write `branch` or `db@branch` of the same database (a checkpoint cannot receive changes)",
         }
         .into());
     }

@@ -104,7 +104,21 @@ fn graph(p: &Printer, s: &Scion, args: &LogArgs) -> Result<()> {
         s.read_ref(&BranchRef::new(db.clone(), b.parse()?))?;
     }
     let branches = s.branch_statuses(&db)?;
-    let trees = crate::graph::build(&branches, branch);
+    let mut trees = crate::graph::build(&branches, branch);
+    // Merges are read for the branches that are drawn (all of them for --json).
+    let mut budget = if p.json || args.all {
+        usize::MAX
+    } else {
+        args.limit.unwrap_or(200)
+    };
+    let mut merges_of = |b: &scion_core::ops::status::BranchStatus| {
+        let name = b.branch.parse().ok();
+        name.and_then(|n| s.merges_on_line(&BranchRef::new(db.clone(), n), 256).ok())
+            .unwrap_or_default()
+    };
+    for t in &mut trees {
+        t.attach_merges(&mut budget, &mut merges_of);
+    }
     if p.json {
         p.emit(&serde_json::json!({
             "db": db.as_str(),
@@ -167,7 +181,7 @@ impl Printer {
                 h.branch, h.branch
             );
         }
-        if h.entries.is_empty() {
+        if h.entries.is_empty() && !h.more {
             println!(
                 "{}: no head moves recorded yet (a new database or fork, or a branch last moved by an older scion)",
                 h.branch

@@ -7,6 +7,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use anstyle::{AnsiColor, Style};
+use scion_core::ops::graph::MergeOnLine;
 use scion_core::ops::status::BranchStatus;
 use serde::Serialize;
 
@@ -33,6 +34,10 @@ pub struct GraphOptions {
 pub struct TreeNode<'a> {
     #[serde(flatten)]
     pub status: &'a BranchStatus,
+    /// The merges on this branch's own line since its fork point, newest first: where
+    /// another line joins this one.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub merges: Vec<MergeOnLine>,
     pub children: Vec<TreeNode<'a>>,
 }
 
@@ -90,6 +95,7 @@ fn grow<'a>(
     let kids = children.get(&i).map(Vec::as_slice).unwrap_or_default();
     Some(TreeNode {
         status: &branches[i],
+        merges: Vec::new(),
         children: kids
             .iter()
             .filter_map(|&c| grow(c, branches, children, seen))
@@ -98,6 +104,23 @@ fn grow<'a>(
 }
 
 impl TreeNode<'_> {
+    /// Fill in the merges of the first `budget` branches in drawing order (each costs a
+    /// read of its ref and of the root records on its line).
+    pub fn attach_merges(
+        &mut self,
+        budget: &mut usize,
+        merges_of: &mut impl FnMut(&BranchStatus) -> Vec<MergeOnLine>,
+    ) {
+        if *budget == 0 {
+            return;
+        }
+        *budget -= 1;
+        self.merges = merges_of(self.status);
+        for c in &mut self.children {
+            c.attach_merges(budget, merges_of);
+        }
+    }
+
     /// How many branches this subtree holds, itself included.
     pub fn size(&self) -> usize {
         1 + self.children.iter().map(TreeNode::size).sum::<usize>()
@@ -162,6 +185,24 @@ impl Renderer<'_> {
         self.left -= 1;
         self.lines
             .push(format!("{lead}{}", label(t.status, depth > 0)));
+        let below = if t.children.is_empty() {
+            "   "
+        } else {
+            "│  "
+        };
+        for m in t.merges.iter().take(MERGES_SHOWN) {
+            self.lines.push(format!("{rest}{below}{}", merge_line(m)));
+        }
+        if t.merges.len() > MERGES_SHOWN {
+            let more = t.merges.len() - MERGES_SHOWN;
+            self.lines.push(format!(
+                "{rest}{below}{}",
+                dim(&format!(
+                    "⇠ … {more} earlier merge{}",
+                    if more == 1 { "" } else { "s" }
+                ))
+            ));
+        }
         let fold = !self.o.all && depth >= self.o.depth;
         let (open, folded): (Vec<_>, Vec<_>) =
             t.children.iter().partition(|c| !fold || c.active(self.o));
@@ -191,6 +232,24 @@ impl Renderer<'_> {
             ));
         }
     }
+}
+
+/// Merges drawn under a branch's line; the rest are counted.
+const MERGES_SHOWN: usize = 3;
+
+/// `⇠ merged aa v3 as v5`: another line joining this one.
+fn merge_line(m: &MergeOnLine) -> String {
+    let from = match (&m.from_branch, m.from_version) {
+        (Some(b), Some(v)) => format!("{b} v{v}"),
+        (Some(b), None) => b.clone(),
+        _ => format!("version {}", m.from_root),
+    };
+    let at = m.version.map(|v| format!(" as v{v}")).unwrap_or_default();
+    format!(
+        "{} {}",
+        paint("⇠", Style::new().fg_color(Some(AnsiColor::Blue.into()))),
+        dim(&format!("merged {from}{at}"))
+    )
 }
 
 fn plural(n: usize) -> &'static str {

@@ -80,6 +80,13 @@ impl Printer {
             println!(
                 "the branch had been destroyed: its checkpoints are gone, its history is whole"
             );
+            if let Some(ttl) = r.ttl_secs {
+                println!(
+                    "its TTL ({}) counts again from now; `scion touch {} --ttl none` keeps it for good",
+                    scion_core::clock::format_duration(ttl),
+                    r.branch
+                );
+            }
             println!("take it back: scion destroy {}", r.branch);
             return;
         }
@@ -94,7 +101,12 @@ impl Printer {
             ),
         }
         let force = if r.protected { " --force" } else { "" };
-        println!("take it back: scion undo {}{force}", r.branch);
+        match r.undid_entry {
+            // Undoing again would take back the next older move: the way back is the
+            // state the undone entry left.
+            Some(entry) => println!("redo it: scion restore {} --to {entry}{force}", r.branch),
+            None => println!("take it back: scion undo {}{force}", r.branch),
+        }
         if r.discarded_changes {
             println!("discarded uncheckpointed changes in the checkout (--force)");
         }

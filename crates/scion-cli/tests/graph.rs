@@ -160,3 +160,46 @@ fn a_thousand_branch_search_tree_is_drawn_whole_or_folded_with_every_branch_acco
     assert_eq!(accounted, 1001, "{folded}");
     assert!(folded.contains("idle branches folded"), "{folded}");
 }
+
+/// A merge is a version with two parents: the graph shows where another line joined.
+#[test]
+fn the_graph_shows_where_merges_joined_a_line() {
+    let s = Session::new();
+    s.ok(&["init"]);
+    s.ok(&["create", "shop"]);
+    s.ok(&[
+        "sql",
+        "shop",
+        "CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT)",
+    ]);
+    s.ok(&["fork", "shop", "aa"]);
+    s.ok(&["fork", "shop", "bb"]);
+    s.ok(&["sql", "shop@aa", "INSERT INTO t VALUES (1, 'aa')"]);
+    s.ok(&["sql", "shop@bb", "INSERT INTO t VALUES (2, 'bb')"]);
+    s.ok(&["merge", "shop@aa", "--into", "bb"]);
+    let out = s.ok(&["log", "shop", "--graph"]);
+    let lines: Vec<&str> = out.lines().collect();
+    let bb = lines.iter().position(|l| l.contains("● bb")).unwrap();
+    assert!(
+        lines[bb + 1].contains("⇠ merged aa v3 as v4"),
+        "the merge is drawn under bb's line:\n{out}"
+    );
+    assert!(
+        !out.lines().any(|l| l.contains("● aa") && l.contains("⇠")),
+        "{out}"
+    );
+    let json = s.json(&["log", "shop", "--graph"]);
+    let bb = &json["roots"][0]["children"][1];
+    assert_eq!(bb["branch"], "bb", "{json}");
+    let m = &bb["merges"][0];
+    assert_eq!(
+        (&m["from_branch"], &m["from_version"], &m["version"]),
+        (&"aa".into(), &3.into(), &4.into()),
+        "{json}"
+    );
+    assert!(m["root"].is_string() && m["from_root"].is_string(), "{m}");
+    assert!(
+        json["roots"][0]["children"][0].get("merges").is_none(),
+        "aa has none: {json}"
+    );
+}

@@ -305,3 +305,65 @@ fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
         }
     }
 }
+
+#[test]
+fn after_an_undo_the_hint_names_the_command_that_redoes_it() {
+    let s = two_forks();
+    merge(&s, &["shop@aa", "--into", "bb"]);
+    let out = s.ok(&["undo", "shop@bb"]);
+    let redo = out
+        .lines()
+        .find_map(|l| l.strip_prefix("redo it: scion "))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(!out.contains("take it back: scion undo"), "{out}");
+    let args: Vec<&str> = redo.split_whitespace().collect();
+    s.ok(&args);
+    assert_eq!(rows(&s, "shop@bb"), "1=aa 2=bb", "the merge is back");
+    let json = s.json(&["undo", "shop@bb"]);
+    assert!(json["undid_entry"].is_u64(), "{json}");
+}
+
+#[test]
+fn a_restored_branch_says_its_ttl_counts_again_from_the_restore() {
+    let s = shop();
+    s.ok(&["fork", "shop", "x", "--ttl", "1s"]);
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert!(s.ok(&["gc"]).contains("reaped expired branch shop@x"));
+    let out = s.ok(&["restore", "shop@x"]);
+    assert!(out.contains("its TTL (1s) counts again from now"), "{out}");
+    assert!(out.contains("--ttl none"), "{out}");
+}
+
+#[test]
+fn into_a_checkpoint_says_what_into_takes() {
+    let s = two_forks();
+    s.ok(&["checkpoint", "shop@bb", "cp"]);
+    let r = s.run(&["merge", "shop@aa", "--into", "bb@cp"]);
+    assert_eq!(r.code, 8, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("a checkpoint cannot receive changes"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        !r.stderr.contains("names use a-z"),
+        "not about characters: {}",
+        r.stderr
+    );
+    let r = s.run(&["checkout", "shop@a@b@c"]);
+    assert!(!r.stderr.contains("names use a-z"), "{}", r.stderr);
+    let r = s.run(&["checkout", "Shop"]);
+    assert!(
+        r.stderr.contains("names use a-z"),
+        "about characters: {}",
+        r.stderr
+    );
+}
+
+#[test]
+fn log_with_no_entries_asked_for_does_not_claim_there_are_none() {
+    let s = two_forks();
+    let out = s.ok(&["log", "shop@aa", "-n", "0"]);
+    assert!(!out.contains("no head moves recorded"), "{out}");
+    assert!(out.contains("older entries"), "{out}");
+}

@@ -118,7 +118,9 @@ pub fn describe_engine(e: &EngineError) -> Described {
     use EngineError::*;
     let d = |exit, code, hint: Option<String>| Described { exit, code, hint };
     match e {
-        InvalidName { .. } | InvalidTarget { .. } => d(Exit::InvalidInput, "invalid_name", Some("names use a-z, 0-9, '.', '_' and '-' and start with a letter or digit".into())),
+        InvalidName { reason, .. } => d(Exit::InvalidInput, "invalid_name", crate::names::CHARACTER_REASONS.contains(reason).then(|| "names use a-z, 0-9, '.', '_' and '-' and start with a letter or digit".into())),
+        // The reason says what was expected.
+        InvalidTarget { .. } => d(Exit::InvalidInput, "invalid_name", None),
         NotInitialized { .. } => d(Exit::NotFound, "not_initialized", Some("run `scion init`, or point --store / SCION_STORE at an existing store".into())),
         AlreadyInitialized { .. } => d(Exit::AlreadyExists, "already_initialized", None),
         FormatTooNew { .. } => d(Exit::Unsupported, "format_too_new", Some("upgrade scion to read this store".into())),

@@ -19,6 +19,14 @@ pub(crate) const DERIVED_NAME_ROOM: usize = 40;
 /// and the version `create` made.
 pub(crate) const RESERVED_CHECKPOINTS: [&str; 2] = ["fork", "init"];
 
+/// The reasons a name is refused that are about its characters: only these get the hint
+/// of which characters names use.
+pub(crate) const CHARACTER_REASONS: [&str; 3] = [
+    "must start with a lowercase letter or a digit",
+    "may contain only a-z, 0-9, '.', '_' and '-'",
+    "must not contain '..'",
+];
+
 fn validate(kind: &'static str, s: &str, max_len: usize) -> Result<(), EngineError> {
     let reason = if s.is_empty() {
         Some("is empty")
@@ -27,14 +35,14 @@ fn validate(kind: &'static str, s: &str, max_len: usize) -> Result<(), EngineErr
     } else if s.len() > max_len {
         Some("is longer than 140 characters (100 for names you pick, plus room for a safety fork's suffix)")
     } else if !s.as_bytes()[0].is_ascii_lowercase() && !s.as_bytes()[0].is_ascii_digit() {
-        Some("must start with a lowercase letter or a digit")
+        Some(CHARACTER_REASONS[0])
     } else if !s
         .bytes()
         .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'_' | b'-'))
     {
-        Some("may contain only a-z, 0-9, '.', '_' and '-'")
+        Some(CHARACTER_REASONS[1])
     } else if s.contains("..") {
-        Some("must not contain '..'")
+        Some(CHARACTER_REASONS[2])
     } else {
         None
     };

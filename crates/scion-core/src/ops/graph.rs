@@ -183,3 +183,65 @@ impl Engine {
         })
     }
 }
+
+/// A merge on a branch's own line of versions: a version with two parents.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct MergeOnLine {
+    /// The merge's version: its root, and its number on the branch where the head history
+    /// still says.
+    #[serde(with = "crate::objects::locator_text")]
+    pub root: Locator,
+    pub version: Option<u64>,
+    /// The version merged in (the second parent), and the branch and number it had there
+    /// where the head history still says.
+    #[serde(with = "crate::objects::locator_text")]
+    pub from_root: Locator,
+    pub from_branch: Option<String>,
+    pub from_version: Option<u64>,
+}
+
+impl Engine {
+    /// The merges on `b`'s line, newest first: the versions with two parents met walking
+    /// first parents from its head down to its fork point (at most `limit` versions, and
+    /// never past a version of unknown ancestry). Labels come from the ref's own history
+    /// entries, so this reads the ref and root records only.
+    pub fn merges_on_line(
+        &self,
+        b: &crate::BranchRef,
+        limit: usize,
+    ) -> EngineResult<Vec<MergeOnLine>> {
+        let (r, _) = self.read_ref(b)?;
+        let mut out = Vec::new();
+        let mut at = r.root;
+        for _ in 0..limit {
+            // Below the fork point the line is the parent's.
+            if at == r.fork_root {
+                break;
+            }
+            let Some(ancestry) = self.reader.root(&at)?.ancestry else {
+                break;
+            };
+            match ancestry.parents {
+                Parents::None => break,
+                Parents::One(p) => at = p,
+                Parents::Two(ours, theirs) => {
+                    let entry = r
+                        .history
+                        .iter()
+                        .rev()
+                        .find(|e| e.new == Some(at) && e.merged.is_some());
+                    let merged = entry.and_then(|e| e.merged.as_ref());
+                    out.push(MergeOnLine {
+                        root: at,
+                        version: entry.map(|e| e.new_version),
+                        from_root: theirs,
+                        from_branch: merged.map(|m| m.branch.clone()),
+                        from_version: merged.map(|m| m.version),
+                    });
+                    at = ours;
+                }
+            }
+        }
+        Ok(out)
+    }
+}

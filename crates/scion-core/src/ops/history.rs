@@ -364,6 +364,10 @@ impl Engine {
             opts,
             guard,
         )
+        .map(|mut report| {
+            report.undid_entry = Some(target.seq);
+            report
+        })
     }
 
     /// Put `b`'s head where entry `to` of its history left it. A destroyed branch is
@@ -514,6 +518,8 @@ impl Engine {
             to,
             to_version,
             revived: true,
+            ttl_secs: r.ttl_secs,
+            undid_entry: None,
             version,
             abandoned_version: last.old_version,
             history_entry: last.seq + 1,

@@ -43,6 +43,12 @@ pub struct MoveReport {
     /// The branch had been destroyed, and `restore` brought it back.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub revived: bool,
+    /// A revived branch's TTL in seconds, counted afresh from the restore.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ttl_secs: Option<u64>,
+    /// On an undo: the history entry it took back. `restore --to` that entry redoes it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub undid_entry: Option<u64>,
     /// A branch that also names the replaced head (the history keeps it either way).
     pub safety_fork: Option<String>,
     /// The branch is protected: taking this move back (`undo`) needs force too.

@@ -276,6 +276,8 @@ impl Engine {
             abandoned_version: r.version,
             history_entry,
             revived: false,
+            ttl_secs: None,
+            undid_entry: None,
             safety_fork,
             protected: next.protected,
             checkout: None,

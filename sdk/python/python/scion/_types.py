@@ -113,6 +113,8 @@ class MoveResult:
     warnings: Tuple[str, ...]
     history_entry: int = 0
     """The number of this move in the branch's head history (:meth:`Branch.history`)."""
+    undid_entry: Optional[int] = None
+    """On an undo: the entry it took back; restoring to that entry redoes it."""
 
     @classmethod
     def from_json(cls, v: Mapping[str, Any]) -> "MoveResult":
@@ -121,6 +123,7 @@ class MoveResult:
             version=int(v["version"]),
             abandoned_version=int(v["abandoned_version"]),
             history_entry=int(v.get("history_entry", 0)),
+            undid_entry=v.get("undid_entry"),
             safety_fork=v.get("safety_fork"),
             checkout=v.get("checkout"),
             discarded_changes=bool(v.get("discarded_changes", False)),
