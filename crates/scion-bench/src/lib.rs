@@ -7,6 +7,7 @@ pub mod checkout_vs_cp;
 pub mod datagen;
 pub mod diffbench;
 pub mod fork;
+pub mod graph;
 pub mod isolation;
 mod isolation_phases;
 pub mod isolation_python;

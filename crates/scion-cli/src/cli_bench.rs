@@ -36,6 +36,11 @@ pub enum BenchCommand {
         after_help = "Examples:\n  scion bench merge --quick\n  scion bench merge --json > merge.json"
     )]
     Merge(BenchRunArgs),
+    /// Finding a merge base on long histories (10,000 versions: linear, and 100 branches
+    /// merged into main), bases recent, halfway and at the start: root records read, store
+    /// requests and wall time on a local store and, with --s3, an S3 store (its endpoint
+    /// from the environment, as for any s3:// store).
+    Graph(GraphBenchArgs),
     /// Live capture under fire: a real `scion serve` captures a checkout while the stock
     /// `sqlite3` CLI and Python writers commit, and SIGKILL hits writers and the daemon at
     /// random points; after every round the durable version must hold exactly a prefix of
@@ -86,6 +91,18 @@ pub enum BenchCommand {
         #[arg(long, env = "SCION_BENCH_PYTHON", value_name = "PATH")]
         python: Option<std::path::PathBuf>,
     },
+}
+
+#[derive(Debug, clap::Args)]
+pub struct GraphBenchArgs {
+    #[command(flatten)]
+    pub run: BenchRunArgs,
+    /// Versions in each history (default 10,000; 400 with --quick).
+    #[arg(long)]
+    pub versions: Option<usize>,
+    /// Also measure on this S3 store (s3://bucket/prefix; the bench writes under it).
+    #[arg(long, value_name = "URL")]
+    pub s3: Option<String>,
 }
 
 /// What `bench fork` and `bench isolation` share.

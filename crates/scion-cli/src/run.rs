@@ -254,6 +254,22 @@ fn run_command(cli: &Cli, open: &dyn Fn(&Cli, bool) -> Result<Scion>) -> Result<
             let report = report.map_err(|e| anyhow::anyhow!("{e}"))?;
             p.rendered(&report, &report.render());
         }
+        Command::Bench(BenchCommand::Graph(args)) => {
+            let dir = bench_dir(&args.run.dir);
+            let mut opts = if args.run.quick {
+                scion_bench::graph::GraphBenchOptions::quick(dir.clone())
+            } else {
+                scion_bench::graph::GraphBenchOptions::full(dir.clone())
+            };
+            opts.versions = args.versions.unwrap_or(opts.versions).max(10);
+            opts.runs = args.run.runs.unwrap_or(opts.runs).max(1);
+            opts.s3 = args.s3.clone();
+            let mut progress = |m: &str| eprintln!("bench: {m}");
+            let report = scion_bench::graph::run(&opts, &mut progress);
+            let _ = std::fs::remove_dir_all(&dir);
+            let report = report.map_err(|e| anyhow::anyhow!("{e}"))?;
+            p.rendered(&report, &report.render());
+        }
         Command::Bench(BenchCommand::Capture(args)) => {
             let keep = args.dir.is_some();
             let dir = bench_dir(&args.dir);

@@ -464,3 +464,42 @@ fn bench_merge_quick_counts_a_one_row_merge() {
     );
     assert!(!dir.exists(), "the bench's files are removed");
 }
+
+/// `scion bench graph --quick` finds each base it built its histories with, on a local
+/// store and on S3, reading the versions between the heads and the base and not the rest
+/// of the history: a recent base costs a handful of root reads however long the history.
+#[test]
+fn bench_graph_quick_reads_only_what_lies_between_the_heads_and_the_base() {
+    let bucket = std::env::var("SCION_S3_TEST_BUCKET")
+        .expect("S3 tests need ./scripts/test (it starts moto and sets SCION_S3_TEST_BUCKET)");
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let s3 = format!("s3://{bucket}/bench-graph-{}-{nanos}", std::process::id());
+    let s = Session::new();
+    let (v, dir) = quick(&s, "graph", &["--versions", "300", "--s3", &s3]);
+    let rows = v["searches"].as_array().unwrap();
+    assert_eq!(
+        rows.len(),
+        12,
+        "two histories, three bases, two stores: {v}"
+    );
+    for r in rows {
+        let (between, visited, requests) = (
+            r["versions_between"].as_u64().unwrap(),
+            r["versions_visited"].as_u64().unwrap(),
+            r["requests"].as_u64().unwrap(),
+        );
+        // The versions between, the two heads, the side version and the base.
+        assert!(visited <= between + 4, "{r}");
+        assert!(visited >= between, "{r}");
+        // One root read is one request when nothing is cached.
+        assert!(requests <= visited + 1, "{r}");
+        if r["base"] == "recent" {
+            assert!(visited <= 4, "a recent base is found at once: {r}");
+        }
+    }
+    assert!(rows.iter().any(|r| r["store"] == "s3"), "{v}");
+    assert!(!dir.exists(), "the bench's files are removed");
+}

@@ -72,6 +72,24 @@ impl Engine {
         })
     }
 
+    /// A new version holding `content`'s pages under a root whose parents are `parents`:
+    /// one small segment with the root record alone. What a merge publishes (its scratch
+    /// fork's pages, with the destination and the source as parents); benchmarks build
+    /// version graphs with it. Unpublished, the version is garbage for `gc`.
+    pub fn seal_root_with_parents(
+        &self,
+        content: &Locator,
+        parents: Parents,
+    ) -> EngineResult<Locator> {
+        let mut record = self.reader.root(content)?;
+        let sealed = super::with_fresh_ids(|| {
+            let commit = crate::commit::Commit::begin(self)?;
+            record.ancestry = Some(commit.ancestry(self, parents)?);
+            commit.seal(record)
+        })?;
+        Ok(sealed.root)
+    }
+
     /// The root record of a version: its shape and its ancestry.
     pub fn root_record(&self, root: &Locator) -> EngineResult<RootRecord> {
         self.reader.root(root)

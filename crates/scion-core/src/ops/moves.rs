@@ -5,7 +5,6 @@
 
 use std::time::Duration;
 
-use crate::commit::Commit;
 use crate::error::{EngineError, EngineResult};
 use crate::format::{Locator, Parents};
 use crate::history::{HeadMove, HeadOp, MergedFrom};
@@ -186,7 +185,7 @@ impl Engine {
         let result = if result == merged.root {
             result
         } else {
-            self.seal_merge_root(&result, expect.root, merged.root)?
+            self.seal_root_with_parents(&result, Parents::Two(expect.root, merged.root))?
         };
         let mv = HeadMove {
             op: HeadOp::Merge,
@@ -202,24 +201,6 @@ impl Engine {
             safety: None,
         };
         self.move_head(dst, r, etag, target, &MoveOptions::default(), guard)
-    }
-
-    /// The version of a merge: the pages of `content` (what the merge applied, on its
-    /// scratch fork) under a root whose parents are `ours` and `theirs`. One small segment
-    /// holding the root alone.
-    fn seal_merge_root(
-        &self,
-        content: &Locator,
-        ours: Locator,
-        theirs: Locator,
-    ) -> EngineResult<Locator> {
-        let mut record = self.reader.root(content)?;
-        let sealed = super::with_fresh_ids(|| {
-            let commit = Commit::begin(self)?;
-            record.ancestry = Some(commit.ancestry(self, Parents::Two(ours, theirs))?);
-            commit.seal(record)
-        })?;
-        Ok(sealed.root)
     }
 
     /// Move `b`'s head (read as `r` with `etag`) to `target.root`, recorded in its history.
