@@ -369,13 +369,15 @@ pub enum Command {
     },
 
     /// Serve scion's operations as MCP tools on stdin/stdout, for agents: list, fork,
-    /// checkout, checkpoint, rollback, promote, destroy, touch, diff, read-only query
-    /// across versions, and sessions.
+    /// checkout, checkpoint, rollback, promote, merge, destroy, touch, diff, log, undo,
+    /// restore, read-only query across versions, and sessions.
     ///
-    /// Safe by default: every fork gets a TTL, branches made through MCP are capped, force
-    /// is refused unless --allow-force. Logs go to stderr.
+    /// Safe by default: the agent reads every branch but changes only the branches it
+    /// forks (recorded as owned by --owner); every other change is refused naming the flag
+    /// that grants it (--write, --databases). Every fork gets a TTL, branches made through
+    /// MCP are capped, force is refused unless --allow-force. Logs go to stderr.
     #[command(
-        after_help = "Examples:\n  scion mcp\n  scion mcp --read-only\n  scion mcp --daemon require --default-ttl 2h"
+        after_help = "Examples:\n  scion mcp\n  scion mcp --owner agent-7 --write 'shop@exp-*' --databases shop\n  scion mcp --read-only\n  scion mcp --daemon require --default-ttl 2h"
     )]
     Mcp(crate::cli_daemon::McpArgs),
 

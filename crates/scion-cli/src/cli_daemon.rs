@@ -138,6 +138,21 @@ pub struct McpArgs {
     /// Offer only the reading tools: list, diff, query, read-only checkout, session status.
     #[arg(long)]
     pub read_only: bool,
+    /// The tag recorded as the owner of every branch this server's agent forks: the agent
+    /// may change those branches and, unless granted more, no others. Give each agent its
+    /// own tag to keep their branches apart; a restarted server with the same tag owns
+    /// them again.
+    #[arg(long, default_value = scion_mcp::access::DEFAULT_OWNER, value_name = "TAG")]
+    pub owner: String,
+    /// Let the agent also change branches it did not fork that match PATTERN (`db@branch`,
+    /// `*` matches any run of characters: `shop@exp-*`, `shop@main`, `shop` for all of
+    /// shop). Repeat for more.
+    #[arg(long = "write", value_name = "PATTERN")]
+    pub write: Vec<String>,
+    /// Give the agent only these databases (comma-separated): others are neither listed,
+    /// read nor changed. Default: every database of the store.
+    #[arg(long, value_delimiter = ',', value_name = "DB,...")]
+    pub databases: Vec<String>,
 }
 
 /// `scion bench capture`: the kill -9 torture of live capture.

@@ -241,6 +241,17 @@ pub fn mcp(cli: &Cli, args: &crate::cli_daemon::McpArgs) -> Result<()> {
         allow_force: args.allow_force,
         max_branches: args.max_branches,
         read_only: args.read_only,
+        grants: scion_mcp::access::Grants {
+            owner: args.owner.parse()?,
+            databases: (!args.databases.is_empty())
+                .then(|| args.databases.iter().cloned().collect()),
+            write: args
+                .write
+                .iter()
+                .map(|p| p.parse())
+                .collect::<Result<_, String>>()
+                .map_err(anyhow::Error::msg)?,
+        },
         ..Default::default()
     };
     let rt = tokio::runtime::Builder::new_multi_thread()

@@ -329,6 +329,9 @@ fn label(b: &BranchStatus, under_parent: bool) -> String {
     if let Some(s) = &b.safety {
         facts.push(format!("safety fork: {s}"));
     }
+    if let Some(o) = &b.owner {
+        facts.push(format!("owner {o}"));
+    }
     // Plain facts are dimmed one by one, so a coloured one keeps its colour.
     let facts: Vec<String> = facts
         .into_iter()

@@ -578,6 +578,9 @@ fn print_branch_table(list: &[BranchStatus], indent: &str) {
         if let Some(s) = &b.safety {
             notes.push(format!("safety fork ({s})"));
         }
+        if let Some(o) = &b.owner {
+            notes.push(format!("owner {o}"));
+        }
         if b.checkout == scion_core::CheckoutState::None && !b.checked_out.is_empty() {
             // Recorded, but not here: another host's file, or one removed by hand.
             notes.push(format!("checked out at {}", b.checked_out.join(", ")));

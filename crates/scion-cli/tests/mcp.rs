@@ -1,64 +1,13 @@
 //! `scion mcp` driven by a real MCP client (rmcp's) over stdio: tools listed, each called,
 //! and the safety refusals (force, the branch cap, read-only mode, TTLs, unknown arguments).
 
+mod mcp_client;
 mod served;
 
-use rmcp::model::{CallToolRequestParams, CallToolResult};
-use rmcp::service::RunningService;
-use rmcp::transport::TokioChildProcess;
-use rmcp::{RoleClient, ServiceExt};
+use mcp_client::{call, connect, ok, refused, tool_names};
+use rmcp::model::CallToolRequestParams;
 use serde_json::{json, Value};
 use served::Served;
-
-async fn connect(s: &Served, args: &[&str]) -> RunningService<RoleClient, ()> {
-    let mut cmd = tokio::process::Command::new(served::bin());
-    cmd.arg("mcp")
-        .args(args)
-        .current_dir(&s.dir)
-        .env("HOME", &s.dir)
-        .env("SCION_STORE", &s.store)
-        .env("SCION_SOCKET", &s.socket)
-        .env("SCION_LOG", "warn");
-    ().serve(TokioChildProcess::new(cmd).unwrap())
-        .await
-        .unwrap()
-}
-
-async fn call(
-    c: &RunningService<RoleClient, ()>,
-    tool: &'static str,
-    args: Value,
-) -> CallToolResult {
-    let params = CallToolRequestParams::new(tool).with_arguments(args.as_object().unwrap().clone());
-    c.call_tool(params).await.unwrap()
-}
-
-fn ok(r: &CallToolResult) -> &Value {
-    assert_ne!(r.is_error, Some(true), "{r:?}");
-    r.structured_content.as_ref().unwrap()
-}
-
-fn refused(r: &CallToolResult) -> String {
-    assert_eq!(r.is_error, Some(true), "expected a refusal: {r:?}");
-    r.structured_content
-        .as_ref()
-        .unwrap_or_else(|| panic!("a refusal without structured content: {r:?}"))["code"]
-        .as_str()
-        .unwrap()
-        .to_string()
-}
-
-async fn tool_names(c: &RunningService<RoleClient, ()>) -> Vec<String> {
-    let mut names: Vec<String> = c
-        .list_all_tools()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|t| t.name.to_string())
-        .collect();
-    names.sort();
-    names
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_tool_answers_a_real_mcp_client_and_unsafe_calls_are_refused() {
@@ -78,6 +27,7 @@ async fn every_tool_answers_a_real_mcp_client_and_unsafe_calls_are_refused() {
             "scion_merge",
             "scion_promote",
             "scion_query",
+            "scion_restore",
             "scion_rollback",
             "scion_session_close",
             "scion_session_open",
@@ -219,7 +169,7 @@ async fn every_tool_answers_a_real_mcp_client_and_unsafe_calls_are_refused() {
     let real = json!({"database": "shop", "source": "try-1@trimmed", "dry_run": false});
     assert_eq!(
         refused(&call(&c, "scion_merge", real.clone()).await),
-        "protected"
+        "not_owner"
     );
     let mut forced = real;
     forced["force"] = json!(true);
@@ -227,7 +177,7 @@ async fn every_tool_answers_a_real_mcp_client_and_unsafe_calls_are_refused() {
         refused(&call(&c, "scion_merge", forced).await),
         "force_not_allowed"
     );
-    // Force is refused; main is protected, so promoting onto it needs force.
+    // Force is refused; main is not this agent's to change.
     assert_eq!(
         refused(
             &call(
@@ -248,7 +198,7 @@ async fn every_tool_answers_a_real_mcp_client_and_unsafe_calls_are_refused() {
             )
             .await
         ),
-        "protected"
+        "not_owner"
     );
     assert_eq!(
         refused(
@@ -355,9 +305,10 @@ async fn every_tool_answers_a_real_mcp_client_and_unsafe_calls_are_refused() {
 }
 
 /// The attack a careless agent can make with the server's defaults: roll a protected `main`
-/// back, then destroy the only branch that named its old head. The rollback is refused;
-/// with force allowed it goes through, the destroy too, and main's work is still there:
-/// the head history names it, `gc` keeps it, and `undo` brings it back.
+/// back, then destroy the only branch that named its old head. The rollback is refused (main
+/// is not the agent's); granted main and force it goes through, the destroy of the safety
+/// fork too (with force), and main's work is still there: the head history names it, `gc`
+/// keeps it, and `undo` brings it back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_rollback_then_destroy_attack_on_a_protected_main_loses_nothing() {
     let dir = tempfile::tempdir().unwrap();
@@ -384,7 +335,7 @@ async fn the_rollback_then_destroy_attack_on_a_protected_main_loses_nothing() {
     let rollback = json!({"database": "shop", "branch": "main", "to": "init"});
     assert_eq!(
         refused(&call(&c, "scion_rollback", rollback.clone()).await),
-        "protected"
+        "not_owner"
     );
     let mut forced = rollback.clone();
     forced["force"] = json!(true);
@@ -401,19 +352,33 @@ async fn the_rollback_then_destroy_attack_on_a_protected_main_loses_nothing() {
             )
             .await
         ),
-        "protected"
+        "not_owner"
     );
     assert_eq!(main_work(&s), "1", "main is untouched");
     c.cancel().await.unwrap();
-    // A server started with --allow-force lets the agent go through with it.
-    let c = connect(&s, &["--daemon", "never", "--allow-force"]).await;
+    // A server granted the database and force lets the agent go through with it: main is
+    // still protected, so the rollback needs force, and so does destroying a safety fork.
+    let c = connect(
+        &s,
+        &["--daemon", "never", "--allow-force", "--write", "shop"],
+    )
+    .await;
+    assert_eq!(
+        refused(&call(&c, "scion_rollback", rollback.clone()).await),
+        "protected"
+    );
     let rb = call(&c, "scion_rollback", forced).await;
     let backup = ok(&rb)["backup"].as_str().unwrap().to_string();
     let backup_branch = backup.split_once('@').unwrap().1.to_string();
+    let unforced = json!({"database": "shop", "branch": backup_branch});
+    assert_eq!(
+        refused(&call(&c, "scion_destroy", unforced).await),
+        "safety_fork"
+    );
     let gone = call(
         &c,
         "scion_destroy",
-        json!({"database": "shop", "branch": backup_branch}),
+        json!({"database": "shop", "branch": backup_branch, "force": true}),
     )
     .await;
     assert_eq!(ok(&gone)["destroyed"], true);
@@ -482,6 +447,9 @@ async fn with_a_daemon_running_sessions_live_in_the_daemon() {
     // The daemon holds it: the HTTP API lists the session opened through MCP.
     let listed = tokio::task::block_in_place(|| s.get("/v1/sessions"));
     assert_eq!(listed["sessions"][0]["id"], sid.as_str());
+    // The fork is recorded as the agent's, in the ref the daemon wrote.
+    let fork = tokio::task::block_in_place(|| s.get("/v1/branches/shop@agent-1"));
+    assert_eq!(fork["owner"], "agent");
     let sc = call(
         &c,
         "scion_session_close",

@@ -176,9 +176,19 @@ pub struct DestroyedBranch {
     pub protected: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttl_secs: Option<u64>,
-    /// What users had attached to the branch (scion's own entries are not kept).
+    /// What users had attached to the branch, and its owner (`scion.owner`); scion's other
+    /// entries are not kept.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub meta: BTreeMap<String, String>,
+}
+
+impl DestroyedBranch {
+    /// Who made the branch that was destroyed.
+    pub fn owner(&self) -> Option<crate::names::Owner> {
+        self.meta
+            .get(crate::refs::OWNER_META)
+            .and_then(|o| crate::names::Owner::new(o).ok())
+    }
 }
 
 /// An immutable object holding older entries of one branch's history.

@@ -36,6 +36,6 @@ pub use error::{CoreError, CoreResult, EngineError, EngineResult};
 pub use format::PageCompression;
 pub(crate) use manifest::{Manifest, MANIFEST_KEY};
 pub use manifest::{StoreSettings, DEFAULT_MIN_GRACE};
-pub use names::{BranchName, BranchRef, CheckpointName, DbName, Target};
+pub use names::{BranchName, BranchRef, CheckpointName, DbName, Owner, Target};
 pub use scion::{Engine, ResolvedVersion, Scion, ScionOptions};
 pub use writer::WriteStats;

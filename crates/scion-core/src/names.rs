@@ -205,6 +205,53 @@ impl FromStr for Target {
     }
 }
 
+/// Who made a branch: the tag a front end with owners (an MCP server, a scoped daemon
+/// token) records on the branches it creates, so that it may later change them and nothing
+/// else. 1 to 64 characters of `A-Z a-z 0-9 . _ - : @ /`: a person's or an agent's name,
+/// `token:ci` or `mcp:agent-7`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(transparent)]
+pub struct Owner(String);
+
+impl Owner {
+    pub const MAX_LEN: usize = 64;
+
+    pub fn new(s: &str) -> Result<Self, EngineError> {
+        let ok = !s.is_empty()
+            && s.len() <= Self::MAX_LEN
+            && s.bytes().all(|b| {
+                b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b':' | b'@' | b'/')
+            });
+        if ok {
+            Ok(Owner(s.to_string()))
+        } else {
+            Err(EngineError::InvalidInput {
+                reason: format!(
+                    "owner {s:?}: 1 to {} characters of A-Z, a-z, 0-9, '.', '_', '-', ':', '@' and '/'",
+                    Self::MAX_LEN
+                ),
+            })
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for Owner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl FromStr for Owner {
+    type Err = EngineError;
+    fn from_str(s: &str) -> Result<Self, EngineError> {
+        Owner::new(s)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -224,6 +271,17 @@ mod tests {
             "a\0b", "a\\b",
         ] {
             assert!(BranchName::new(n).is_err(), "{n:?} must be refused");
+        }
+    }
+
+    #[test]
+    fn owners_are_short_tags_of_plain_characters() {
+        for good in ["agent", "mcp:agent-7", "token:ci", "a.b_c/d@e"] {
+            assert_eq!(Owner::new(good).unwrap().as_str(), good);
+        }
+        let long = "a".repeat(Owner::MAX_LEN + 1);
+        for bad in ["", "two words", "tab\t", "é", long.as_str()] {
+            assert!(Owner::new(bad).is_err(), "{bad:?} accepted");
         }
     }
 

@@ -9,7 +9,7 @@ use crate::clock::StoreTime;
 use crate::error::{EngineError, EngineResult};
 use crate::format::Locator;
 use crate::history::HeadEntry;
-use crate::names::{BranchName, BranchRef, CheckpointName, DbName};
+use crate::names::{BranchName, BranchRef, CheckpointName, DbName, Owner};
 pub use crate::objects::Parent;
 pub(crate) use crate::objects::{decode_versioned, locator_text, random_hex};
 
@@ -212,6 +212,21 @@ pub fn user_meta(meta: &BTreeMap<String, String>) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// The meta key that names a branch's owner ([`Owner`]): kept in `meta` rather than as a
+/// field of its own so that every binary that reads the ref schema carries it over on its
+/// next write.
+pub(crate) const OWNER_META: &str = "scion.owner";
+
+/// What a destroy record keeps of a ref's meta, so that a restored branch has it again:
+/// the user's entries and the branch's owner.
+pub(crate) fn kept_meta(r: &Ref) -> BTreeMap<String, String> {
+    let mut kept = user_meta(&r.meta);
+    if let Some(o) = r.meta.get(OWNER_META) {
+        kept.insert(OWNER_META.to_string(), o.clone());
+    }
+    kept
+}
+
 /// Schema 1's meta key for the safety mark.
 const SAFETY_META_V1: &str = "scion.safety";
 
@@ -229,6 +244,18 @@ pub struct Checkpoint {
 }
 
 impl Ref {
+    /// Who made the branch, when a front end with owners made it.
+    pub fn owner(&self) -> Option<Owner> {
+        self.meta.get(OWNER_META).and_then(|o| Owner::new(o).ok())
+    }
+
+    pub(crate) fn set_owner(&mut self, owner: Option<&Owner>) {
+        match owner {
+            Some(o) => self.meta.insert(OWNER_META.to_string(), o.to_string()),
+            None => self.meta.remove(OWNER_META),
+        };
+    }
+
     pub fn decode(bytes: &[u8], key: &str) -> EngineResult<Self> {
         let mut r: Ref = decode_versioned(bytes, key, REF_SCHEMA)?;
         if let Some(mark) = r.meta.remove(SAFETY_META_V1) {

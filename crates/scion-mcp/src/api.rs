@@ -17,6 +17,9 @@ pub struct ApiFailure {
     pub code: String,
     pub message: String,
     pub hint: Option<String>,
+    /// For a refusal of this server's access rules: the rule, and what grants the call.
+    pub rule: Option<String>,
+    pub grant: Option<String>,
 }
 
 impl ApiFailure {
@@ -25,6 +28,8 @@ impl ApiFailure {
             code: code.to_string(),
             message: message.into(),
             hint: hint.map(str::to_string),
+            rule: None,
+            grant: None,
         }
     }
 }
@@ -114,6 +119,8 @@ impl Api {
                 code: e["code"].as_str().unwrap_or("error").to_string(),
                 message: e["message"].as_str().unwrap_or_default().to_string(),
                 hint: e["hint"].as_str().map(str::to_string),
+                rule: None,
+                grant: None,
             });
         }
         Ok(value)

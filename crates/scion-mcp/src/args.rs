@@ -117,6 +117,19 @@ pub struct UndoArgs {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+pub struct RestoreArgs {
+    pub database: String,
+    pub branch: String,
+    /// The head-history entry (its `seq`, from scion_log) whose result to restore; default:
+    /// a destroyed branch as it was, or the head before the latest undo.
+    pub to: Option<u64>,
+    /// Needed for a protected branch (main is); refused unless the server allows force.
+    #[serde(default)]
+    pub force: bool,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct PromoteArgs {
     pub database: String,
     /// The branch whose head is promoted.
@@ -171,6 +184,10 @@ pub struct TouchArgs {
     pub branch: String,
     /// A new TTL, e.g. "2h" (capped by the server's maximum).
     pub ttl: Option<String>,
+    /// Needed to make a branch this agent does not own expire sooner; refused unless the
+    /// server allows force.
+    #[serde(default)]
+    pub force: bool,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]

@@ -1,14 +1,19 @@
 //! `scion mcp`: scion's operations as MCP tools (rmcp, stdio) for agents, with safe
-//! defaults: every fork gets a TTL, branches made through MCP are capped, `force` is refused
-//! unless the server was started with it, and a read-only mode offers only the reading tools.
+//! defaults: an agent reads everything it is given but changes only the branches it forked
+//! (see [`access`]), every fork gets a TTL, branches made through MCP are capped, `force` is
+//! refused unless the server was started with it, and a read-only mode offers only the
+//! reading tools.
 //! Tools go through a running daemon when there is one (sessions live there), and through
 //! the daemon's API answered in this process otherwise.
 
-pub mod api;
-mod args;
 #[macro_use]
 mod policy;
+pub mod access;
+pub mod api;
+mod args;
+mod history_tools;
 pub mod query;
+mod session_tools;
 mod shapes;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -62,11 +67,19 @@ impl ScionMcp {
         )
     )]
     async fn list(&self, Parameters(a): Parameters<ListArgs>) -> ToolResult {
+        let grants = &self.config().grants;
         let names: Vec<String> = match a.database {
-            Some(d) => vec![d],
+            Some(d) => {
+                answer!(grants.may_read(&d));
+                vec![d]
+            }
             None => {
                 let v = answer!(self.call("GET", "/v1/databases", None).await);
-                serde_json::from_value(v["databases"].clone()).unwrap_or_default()
+                let all: Vec<String> =
+                    serde_json::from_value(v["databases"].clone()).unwrap_or_default();
+                all.into_iter()
+                    .filter(|d| grants.may_read(d).is_ok())
+                    .collect()
             }
         };
         let mut dbs = Vec::new();
@@ -101,9 +114,11 @@ impl ScionMcp {
         )
     )]
     async fn fork(&self, Parameters(a): Parameters<ForkArgs>) -> ToolResult {
+        answer!(self.config().grants.may_read(&a.database));
         let ttl = answer!(self.ttl(a.ttl.as_deref()));
         answer!(self.claim_branch());
-        let body = json!({"source": format!("{}@{}", a.database, a.branch), "name": a.new_branch, "at": a.at, "ttl": ttl});
+        let owner = self.config().grants.owner.to_string();
+        let body = json!({"source": format!("{}@{}", a.database, a.branch), "name": a.new_branch, "at": a.at, "ttl": ttl, "owner": owner});
         let v = match self.call("POST", "/v1/branches", Some(body)).await {
             Ok(v) => v,
             Err(f) => {
@@ -111,7 +126,7 @@ impl ScionMcp {
                 return failed(f);
             }
         };
-        let mut out = json!({"database": a.database, "branch": a.branch, "new_branch": a.new_branch, "version": v["version"], "ttl": ttl});
+        let mut out = json!({"database": a.database, "branch": a.branch, "new_branch": a.new_branch, "version": v["version"], "ttl": ttl, "owner": owner});
         if a.open_session {
             let body = json!({"db": a.database, "branch": a.new_branch, "idle_timeout": "30m", "owner_pid": std::process::id()});
             let s = answer!(self.call("POST", "/v1/sessions", Some(body)).await);
@@ -121,7 +136,8 @@ impl ScionMcp {
     }
 
     /// The path of a branch's SQLite file to open with any SQLite client; `read_only`
-    /// (or `at`, a checkpoint) gives a read-only file of that version.
+    /// (or `at`, a checkpoint) gives a read-only file of that version. A writable file only
+    /// of a branch this agent owns (or is granted): fork other branches first.
     #[tool(
         name = "scion_checkout",
         annotations(
@@ -133,6 +149,13 @@ impl ScionMcp {
     )]
     async fn checkout(&self, Parameters(a): Parameters<CheckoutArgs>) -> ToolResult {
         let read_only = a.read_only || a.at.is_some() || self.config().read_only;
+        answer!(self.config().grants.may_read(&a.database));
+        if !read_only {
+            answer!(
+                self.changeable(&a.database, &a.branch, "check out writable")
+                    .await
+            );
+        }
         let b = format!("{}@{}", a.database, a.branch);
         let v = answer!(
             self.call(
@@ -161,7 +184,7 @@ impl ScionMcp {
     )]
     async fn checkpoint(&self, Parameters(a): Parameters<CheckpointArgs>) -> ToolResult {
         let b = format!("{}@{}", a.database, a.branch);
-        let info = answer!(self.call("GET", &format!("/v1/branches/{b}"), None).await);
+        let (info, _) = answer!(self.changeable(&a.database, &a.branch, "checkpoint").await);
         let v = match info["session"].as_str() {
             Some(id) => answer!(
                 self.call(
@@ -200,6 +223,7 @@ impl ScionMcp {
     )]
     async fn rollback(&self, Parameters(a): Parameters<RollbackArgs>) -> ToolResult {
         answer!(self.check_force(a.force));
+        answer!(self.changeable(&a.database, &a.branch, "roll back").await);
         let b = format!("{}@{}", a.database, a.branch);
         let v = answer!(
             self.call(
@@ -211,62 +235,6 @@ impl ScionMcp {
         );
         done(
             json!({"database": a.database, "branch": a.branch, "to": a.to, "version": v["version"], "path": v["checkout"], "backup": v["safety_fork"], "history_entry": v["history_entry"]}),
-        )
-    }
-
-    /// A branch's head history, newest first: every commit, rollback, promote, undo and
-    /// restore with the versions before and after, when, and by whom. Works for a
-    /// destroyed branch while its history lasts.
-    #[tool(
-        name = "scion_log",
-        annotations(
-            read_only_hint = true,
-            destructive_hint = false,
-            idempotent_hint = true,
-            open_world_hint = false
-        )
-    )]
-    async fn log(&self, Parameters(a): Parameters<LogArgs>) -> ToolResult {
-        let b = format!("{}@{}", a.database, a.branch);
-        let limit = a.limit.unwrap_or(20);
-        let v = answer!(
-            self.call(
-                "GET",
-                &format!("/v1/branches/{b}/history?limit={limit}"),
-                None
-            )
-            .await
-        );
-        done(
-            json!({"database": a.database, "branch": a.branch, "live": v["live"], "entries": v["entries"], "more": v["more"]}),
-        )
-    }
-
-    /// Take back the latest move of a branch's head (a rollback, promote, commit, ...)
-    /// that is not undone yet; repeat to go further back. A protected branch needs force,
-    /// which this server refuses unless allowed.
-    #[tool(
-        name = "scion_undo",
-        annotations(
-            read_only_hint = false,
-            destructive_hint = true,
-            idempotent_hint = false,
-            open_world_hint = false
-        )
-    )]
-    async fn undo(&self, Parameters(a): Parameters<UndoArgs>) -> ToolResult {
-        answer!(self.check_force(a.force));
-        let b = format!("{}@{}", a.database, a.branch);
-        let v = answer!(
-            self.call(
-                "POST",
-                &format!("/v1/branches/{b}/undo"),
-                Some(json!({"force": a.force}))
-            )
-            .await
-        );
-        done(
-            json!({"database": a.database, "branch": a.branch, "version": v["version"], "to": v["to"], "history_entry": v["history_entry"], "path": v["checkout"]}),
         )
     }
 
@@ -283,6 +251,10 @@ impl ScionMcp {
     )]
     async fn promote(&self, Parameters(a): Parameters<PromoteArgs>) -> ToolResult {
         answer!(self.check_force(a.force));
+        answer!(
+            self.changeable(&a.database, &a.target, "promote onto")
+                .await
+        );
         let src = format!("{}@{}", a.database, a.source);
         let v = answer!(
             self.call(
@@ -313,6 +285,11 @@ impl ScionMcp {
     )]
     async fn merge(&self, Parameters(a): Parameters<MergeArgs>) -> ToolResult {
         answer!(self.check_force(a.force));
+        if a.dry_run {
+            answer!(self.config().grants.may_read(&a.database));
+        } else {
+            answer!(self.changeable(&a.database, &a.target, "merge into").await);
+        }
         let dst = format!("{}@{}", a.database, a.target);
         let mut body = json!({
             "from": format!("{}@{}", a.database, a.source),
@@ -332,7 +309,8 @@ impl ScionMcp {
         done(v)
     }
 
-    /// Remove a branch, its checkpoints and its checkout.
+    /// Remove a branch, its checkpoints and its checkout: only one this agent owns (or is
+    /// granted). A safety fork (what a rollback or promote replaced) needs force.
     #[tool(
         name = "scion_destroy",
         annotations(
@@ -344,6 +322,8 @@ impl ScionMcp {
     )]
     async fn destroy(&self, Parameters(a): Parameters<DestroyArgs>) -> ToolResult {
         answer!(self.check_force(a.force));
+        let (status, _) = answer!(self.changeable(&a.database, &a.branch, "destroy").await);
+        answer!(self.config().grants.destroy_needs_force(&status, a.force));
         let b = format!("{}@{}", a.database, a.branch);
         answer!(
             self.call(
@@ -356,7 +336,9 @@ impl ScionMcp {
         done(json!({"database": a.database, "branch": a.branch, "destroyed": true}))
     }
 
-    /// Keep a branch alive: reset its TTL clock, and optionally set a new TTL.
+    /// Keep a branch alive: reset its TTL clock, and optionally set a new TTL. Only a branch
+    /// this agent owns (or is granted); one it does not own is not made to expire sooner
+    /// without force.
     #[tool(
         name = "scion_touch",
         annotations(
@@ -367,10 +349,20 @@ impl ScionMcp {
         )
     )]
     async fn touch(&self, Parameters(a): Parameters<TouchArgs>) -> ToolResult {
+        answer!(self.check_force(a.force));
         let ttl = match a.ttl.as_deref() {
             None => None,
             Some(t) => Some(answer!(self.ttl(Some(t))).unwrap_or_default()),
         };
+        let (status, standing) = answer!(self.changeable(&a.database, &a.branch, "touch").await);
+        let secs = ttl
+            .as_deref()
+            .and_then(|t| scion_core::clock::parse_duration(t).ok())
+            .map(|d| d.as_secs());
+        answer!(self
+            .config()
+            .grants
+            .ttl_change_needs_force(standing, &status, secs, a.force));
         let b = format!("{}@{}", a.database, a.branch);
         let v = answer!(
             self.call(
@@ -398,6 +390,7 @@ impl ScionMcp {
         )
     )]
     async fn diff(&self, Parameters(a): Parameters<DiffArgs>) -> ToolResult {
+        answer!(self.config().grants.may_read(&a.database));
         let mut path = format!(
             "/v1/diff?from={}&to={}",
             enc(&format!("{}@{}", a.database, a.left)),
@@ -440,6 +433,7 @@ impl ScionMcp {
         )
     )]
     async fn query(&self, Parameters(a): Parameters<QueryArgs>) -> ToolResult {
+        answer!(self.config().grants.may_read(&a.database));
         if a.targets.is_empty() || a.targets.len() > 8 {
             return refuse(
                 "invalid_input",
@@ -521,105 +515,6 @@ impl ScionMcp {
         }
         done(json!({ "columns": columns, "results": results }))
     }
-
-    /// Open a session: the branch's file is captured live, so every commit any SQLite
-    /// client makes to it becomes durable within seconds. With `fork_from`, a fresh fork
-    /// (with a TTL) is made first. Idle sessions close after `idle_timeout` (30m).
-    #[tool(
-        name = "scion_session_open",
-        annotations(
-            read_only_hint = false,
-            destructive_hint = false,
-            idempotent_hint = false,
-            open_world_hint = false
-        )
-    )]
-    async fn session_open(&self, Parameters(a): Parameters<SessionOpenArgs>) -> ToolResult {
-        let ttl = match &a.fork_from {
-            Some(_) => {
-                let t = answer!(self.ttl(a.ttl.as_deref()));
-                answer!(self.claim_branch());
-                t
-            }
-            None => None,
-        };
-        let idle = a.idle_timeout.clone().unwrap_or_else(|| "30m".into());
-        let body = json!({
-            "db": a.database, "branch": a.branch, "fork_from": a.fork_from.as_ref().map(ForkFrom::spec), "ttl": ttl,
-            "idle_timeout": idle,
-            // Sessions must not outlive the agent's server.
-            "owner_pid": std::process::id(),
-        });
-        match self.call("POST", "/v1/sessions", Some(body)).await {
-            Ok(v) => done(
-                json!({"session_id": v["id"], "database": a.database, "branch": v["branch"], "path": v["path"], "version": v["version"], "idle_timeout": idle}),
-            ),
-            Err(f) => {
-                if a.fork_from.is_some() {
-                    self.inner.created.fetch_sub(1, Ordering::SeqCst);
-                }
-                failed(f)
-            }
-        }
-    }
-
-    /// Flush and close a session (optionally naming the final state as a checkpoint).
-    #[tool(
-        name = "scion_session_close",
-        annotations(
-            read_only_hint = false,
-            destructive_hint = false,
-            idempotent_hint = true,
-            open_world_hint = false
-        )
-    )]
-    async fn session_close(&self, Parameters(a): Parameters<SessionCloseArgs>) -> ToolResult {
-        let id = &a.session_id;
-        if !a.flush {
-            return refuse(
-                "discard_not_allowed",
-                "closing a session always commits what it captured",
-                "close with flush (the default); drop the work afterwards with scion_rollback or scion_destroy",
-            );
-        }
-        if let Some(name) = &a.checkpoint {
-            answer!(
-                self.call(
-                    "POST",
-                    &format!("/v1/sessions/{id}/flush"),
-                    Some(json!({"checkpoint": name}))
-                )
-                .await
-            );
-        }
-        let v = answer!(
-            self.call("DELETE", &format!("/v1/sessions/{id}"), None)
-                .await
-        );
-        done(
-            json!({"session_id": id, "closed": true, "version": v["version"], "checkpoint": a.checkpoint}),
-        )
-    }
-
-    /// Open sessions (or one): branch, state, durable version and age, capture lag.
-    #[tool(
-        name = "scion_session_status",
-        annotations(
-            read_only_hint = true,
-            destructive_hint = false,
-            idempotent_hint = true,
-            open_world_hint = false
-        )
-    )]
-    async fn session_status(&self, Parameters(a): Parameters<SessionStatusArgs>) -> ToolResult {
-        let v = match &a.session_id {
-            Some(id) => {
-                json!({"sessions": [answer!(self.call("GET", &format!("/v1/sessions/{id}"), None).await)]})
-            }
-            None => answer!(self.call("GET", "/v1/sessions", None).await),
-        };
-        done(v)
-    }
 }
 
 #[tool_handler(router = self.tool_router)]
@@ -670,7 +565,8 @@ impl ServerHandler for ScionMcp {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("scion", env!("CARGO_PKG_VERSION")))
             .with_instructions(format!(
-                "Branch SQLite databases: fork before risky work (scion_fork, O(1)), work on the fork's file (scion_checkout gives its path), compare (scion_diff, scion_query), then keep it (scion_promote) or drop it (scion_destroy). Forks expire after {} unless touched. Tools run {}.",
+                "Branch SQLite databases: fork before risky work (scion_fork, O(1)), work on the fork's file (scion_checkout gives its path), compare (scion_diff, scion_query), then merge it (scion_merge) or drop it (scion_destroy). You may read every branch, but change only the branches you fork (they are recorded as owned by {}); changes to any other branch are refused. Forks expire after {} unless touched. Tools run {}.",
+                self.config().grants.owner,
                 scion_core::clock::format_duration(self.config().default_ttl.as_secs()),
                 self.inner.api.describe()
             ))

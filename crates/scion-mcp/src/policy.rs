@@ -8,6 +8,7 @@ use std::time::Duration;
 use rmcp::model::CallToolResult;
 use serde_json::{json, Value};
 
+use crate::access::{Grants, Standing};
 use crate::api::{self, Api, ApiFailure};
 use crate::{Inner, ScionMcp, READING_TOOLS};
 
@@ -25,6 +26,8 @@ pub struct McpConfig {
     pub max_branches: usize,
     pub read_only: bool,
     pub query_time: Duration,
+    /// Whose branches this server's agent may change, and what else it is granted.
+    pub grants: Grants,
 }
 
 impl Default for McpConfig {
@@ -37,6 +40,7 @@ impl Default for McpConfig {
             max_branches: 200,
             read_only: false,
             query_time: Duration::from_secs(5),
+            grants: Grants::default(),
         }
     }
 }
@@ -49,9 +53,12 @@ pub(crate) fn failed(f: ApiFailure) -> ToolResult {
         Some(h) => format!("{}: {} (hint: {h})", f.code, f.message),
         None => format!("{}: {}", f.code, f.message),
     };
-    let mut r = CallToolResult::structured_error(json!({
-        "code": f.code, "message": f.message, "hint": f.hint,
-    }));
+    let mut body = json!({"code": f.code, "message": f.message, "hint": f.hint});
+    if let Some(rule) = &f.rule {
+        body["rule"] = json!(rule);
+        body["grant"] = json!(f.grant);
+    }
+    let mut r = CallToolResult::structured_error(body);
     r.content = vec![rmcp::model::ContentBlock::text(text)];
     Ok(r)
 }
@@ -87,7 +94,7 @@ macro_rules! answer {
 
 impl ScionMcp {
     pub fn new(api: Api, config: McpConfig) -> ScionMcp {
-        let mut tool_router = Self::tool_router();
+        let mut tool_router = Self::tool_router() + Self::history_router() + Self::session_router();
         if config.read_only {
             for t in tool_router.list_all() {
                 if !READING_TOOLS.contains(&t.name.as_ref()) {
@@ -140,13 +147,26 @@ impl ScionMcp {
         }
     }
 
+    /// The status of `db@branch` (as `GET /v1/branches/…` answers it) and how it stands
+    /// for this server, when its agent may `what` it; the refusal naming the rule otherwise.
+    pub(crate) async fn changeable(
+        &self,
+        db: &str,
+        branch: &str,
+        what: &str,
+    ) -> Result<(Value, Standing), ApiFailure> {
+        let grants = &self.config().grants;
+        grants.may_read(db)?;
+        let status = self
+            .call("GET", &format!("/v1/branches/{db}@{branch}"), None)
+            .await?;
+        let standing = grants.may_change(db, branch, status["owner"].as_str(), what)?;
+        Ok((status, standing))
+    }
+
     pub(crate) fn check_force(&self, force: bool) -> Result<(), ApiFailure> {
         if force && !self.config().allow_force {
-            return Err(ApiFailure::new(
-                "force_not_allowed",
-                "this MCP server does not use force",
-                Some("work on a fork instead, or ask the human to run the command with --force (or start `scion mcp --allow-force`)"),
-            ));
+            return Err(crate::access::force_not_allowed());
         }
         Ok(())
     }

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::error::{EngineError, EngineResult};
-use crate::names::{BranchName, BranchRef, CheckpointName, Target};
+use crate::names::{BranchName, BranchRef, CheckpointName, Owner, Target};
 use crate::refs::{check_user_meta, Parent, Ref, REF_SCHEMA};
 use crate::Engine;
 
@@ -49,6 +49,20 @@ impl Engine {
         at: Option<&CheckpointName>,
         ttl: Option<std::time::Duration>,
         meta: BTreeMap<String, String>,
+    ) -> EngineResult<ForkReport> {
+        self.fork_owned(source, new, at, ttl, meta, None)
+    }
+
+    /// Fork as [`Engine::fork_with_meta`], recording `owner` as the new branch's owner (an
+    /// agent's or a token's branch, which that front end may change).
+    pub fn fork_owned(
+        &self,
+        source: &BranchRef,
+        new: &BranchName,
+        at: Option<&CheckpointName>,
+        ttl: Option<std::time::Duration>,
+        meta: BTreeMap<String, String>,
+        owner: Option<&Owner>,
     ) -> EngineResult<ForkReport> {
         new.check_new()?;
         check_user_meta(&meta)?;
@@ -98,6 +112,7 @@ impl Engine {
             checkouts: Vec::new(),
             nonce: Default::default(),
         };
+        r.set_owner(owner);
         let new_ref = BranchRef::new(source.db.clone(), new.clone());
         let etag = self.create_ref(&new_ref, &mut r)?;
         // A GC that found the version unreachable (its source destroyed meanwhile) may have

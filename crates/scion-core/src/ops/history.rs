@@ -19,7 +19,7 @@ use crate::history::{
 use crate::names::BranchRef;
 use crate::ops::lifecycle::{HeadTarget, MoveOptions, MoveReport};
 use crate::ops::moves::{MoveGuard, StoreOnly};
-use crate::refs::{user_meta, Ref, REF_SCHEMA};
+use crate::refs::{kept_meta, Ref, REF_SCHEMA};
 use crate::Engine;
 
 /// A branch's head history as read back, newest entry first.
@@ -28,6 +28,10 @@ pub struct HeadHistory {
     pub branch: String,
     /// False when the branch was destroyed: `restore` brings it back.
     pub live: bool,
+    /// Who made the branch, when a front end with owners made it (kept by a destroy
+    /// record, so a destroyed branch still names it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub owner: Option<crate::names::Owner>,
     pub entries: Vec<HeadEntry>,
     /// Entries older than these exist but were not read (the limit was reached).
     pub more: bool,
@@ -212,7 +216,7 @@ impl Engine {
                 parent: r.parent.clone(),
                 protected: r.protected,
                 ttl_secs: r.ttl_secs,
-                meta: user_meta(&r.meta),
+                meta: kept_meta(r),
             }),
         };
         put_exact(
@@ -244,12 +248,15 @@ impl Engine {
     /// `b`'s head history, newest first, at most `limit` entries. A destroyed branch's
     /// history is read from its destroy record while that lasts.
     pub fn head_history(&self, b: &BranchRef, limit: Option<usize>) -> EngineResult<HeadHistory> {
-        let (mut walk, live) = match self.read_ref_any(b) {
-            Ok((r, _)) => (HistoryWalk::of_ref(self, &r), true),
+        let (mut walk, live, owner) = match self.read_ref_any(b) {
+            Ok((r, _)) => (HistoryWalk::of_ref(self, &r), true, r.owner()),
             Err(
                 e @ (EngineError::BranchNotFound { .. } | EngineError::DatabaseNotFound { .. }),
             ) => match self.destroyed_record(b)? {
-                Some((_, object)) => (HistoryWalk::from_object(self, object), false),
+                Some((_, object)) => {
+                    let owner = object.destroyed.as_ref().and_then(|d| d.owner());
+                    (HistoryWalk::from_object(self, object), false, owner)
+                }
                 None => return Err(e),
             },
             Err(e) => return Err(e),
@@ -266,6 +273,7 @@ impl Engine {
         Ok(HeadHistory {
             branch: b.to_string(),
             live,
+            owner,
             entries,
             more,
             expired_before: walk.expired,

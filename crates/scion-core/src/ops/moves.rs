@@ -309,7 +309,7 @@ impl Engine {
         let name = BranchName::new(name)?;
         let fork = BranchRef::new(b.db.clone(), name);
         let now = self.store_time()?;
-        let keep = Ref {
+        let mut keep = Ref {
             schema: r.schema,
             root: r.root,
             version: r.version,
@@ -340,6 +340,8 @@ impl Engine {
             checkouts: Vec::new(),
             nonce: Default::default(),
         };
+        // The head it keeps was the owner's: so is the safety fork.
+        keep.set_owner(r.owner().as_ref());
         Ok((fork, keep))
     }
 }

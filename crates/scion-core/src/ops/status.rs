@@ -35,6 +35,10 @@ pub struct BranchStatus {
     pub lease: Option<LeaseStatus>,
     /// Set on safety forks: which operation kept them, for which branch.
     pub safety: Option<String>,
+    /// Who made the branch, when a front end with owners (an MCP server, a scoped token)
+    /// made it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub owner: Option<crate::names::Owner>,
     /// The entries users set on the branch (at fork).
     #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub meta: std::collections::BTreeMap<String, String>,
@@ -250,6 +254,7 @@ impl Scion {
                 live: is_live(l, now),
             }),
             safety: r.safety.as_ref().map(ToString::to_string),
+            owner: r.owner(),
             meta: crate::refs::user_meta(&r.meta),
             problem,
         })

@@ -12,7 +12,7 @@ use axum::response::Response;
 use scion_core::described::{Context, Exit};
 use scion_core::diff::DiffOptions;
 use scion_core::ops::lifecycle::MoveOptions;
-use scion_core::{BranchName, BranchRef, CheckpointName, DbName, Target};
+use scion_core::{BranchName, BranchRef, CheckpointName, DbName, Owner, Target};
 use serde::Deserialize;
 
 use super::{blocking, duration, json, json_with, parse, Body, MaybeBody, Query};
@@ -115,6 +115,9 @@ pub struct ForkBody {
     /// Entries kept on the new branch (who made it and why).
     #[serde(default)]
     meta: BTreeMap<String, String>,
+    /// Who the new branch belongs to: a front end with owners (`scion mcp`) lets its agent
+    /// change only the branches it owns.
+    owner: Option<String>,
 }
 
 pub async fn fork(
@@ -129,8 +132,9 @@ pub async fn fork(
         .map(parse::<CheckpointName>)
         .transpose()?;
     let ttl = body.ttl.as_deref().map(duration).transpose()?;
+    let owner = body.owner.as_deref().map(parse::<Owner>).transpose()?;
     let report = blocking(&shared, Context::Other, move |s| {
-        s.fork_with_meta(&src, &new, at.as_ref(), ttl, body.meta)
+        s.fork_owned(&src, &new, at.as_ref(), ttl, body.meta, owner.as_ref())
     })
     .await?;
     shared.events.emit(

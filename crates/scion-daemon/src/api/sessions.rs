@@ -7,7 +7,7 @@ use axum::extract::{ConnectInfo, Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use scion_core::described::Context;
-use scion_core::{BranchName, BranchRef, CheckpointName, DbName};
+use scion_core::{BranchName, BranchRef, CheckpointName, DbName, Owner};
 use serde::Deserialize;
 
 use super::{blocking, duration, json, json_with, parse, Body, MaybeBody};
@@ -39,9 +39,11 @@ pub struct OpenBody {
     /// Close the session when this process exits; `"peer"` binds it to the process on
     /// the other end of the unix socket.
     owner_pid: Option<serde_json::Value>,
+    /// With `fork_from`: who the new branch belongs to (an agent's tag, see `scion mcp`).
+    owner: Option<String>,
 }
 
-fn owner(peer: &Peer, v: &Option<serde_json::Value>) -> ApiResult<Option<u32>> {
+fn owner_process(peer: &Peer, v: &Option<serde_json::Value>) -> ApiResult<Option<u32>> {
     match v {
         None | Some(serde_json::Value::Null) => Ok(None),
         Some(serde_json::Value::String(s)) if s == "peer" => match peer {
@@ -69,7 +71,8 @@ pub async fn open(
     let id = sessions::new_id();
     let ttl = body.ttl.as_deref().map(duration).transpose()?;
     let idle_timeout = body.idle_timeout.as_deref().map(duration).transpose()?;
-    let owner_pid = owner(&peer, &body.owner_pid)?;
+    let owner_pid = owner_process(&peer, &body.owner_pid)?;
+    let branch_owner = body.owner.as_deref().map(parse::<Owner>).transpose()?;
     let branch_name: BranchName = match (&body.branch, &body.fork_from) {
         (Some(b), _) => parse(b)?,
         (None, Some(_)) => parse(&id)?,
@@ -82,9 +85,9 @@ pub async fn open(
         ));
     }
     super::branches::refuse_live(&shared, &branch.to_string())?;
-    if body.fork_from.is_none() && !body.meta.is_empty() {
+    if body.fork_from.is_none() && (!body.meta.is_empty() || branch_owner.is_some()) {
         return Err(ApiError::invalid(
-            "meta is kept on a new branch: open the session on a fork (fork_from)",
+            "meta and owner are kept on a new branch: open the session on a fork (fork_from)",
         ));
     }
     let mut forked = None;
@@ -96,7 +99,14 @@ pub async fn open(
         };
         let src = BranchRef::new(db.clone(), src);
         let report = blocking(&shared, Context::Other, move |s| {
-            s.fork_with_meta(&src, &branch_name, at.as_ref(), ttl, meta)
+            s.fork_owned(
+                &src,
+                &branch_name,
+                at.as_ref(),
+                ttl,
+                meta,
+                branch_owner.as_ref(),
+            )
         })
         .await?;
         shared.events.emit(
