@@ -186,7 +186,7 @@ impl DestroyedBranch {
     /// Who made the branch that was destroyed.
     pub fn owner(&self) -> Option<crate::names::Owner> {
         self.meta
-            .get(crate::refs::OWNER_META)
+            .get(crate::names::Owner::META_KEY)
             .and_then(|o| crate::names::Owner::new(o).ok())
     }
 }

@@ -215,6 +215,9 @@ pub struct Owner(String);
 
 impl Owner {
     pub const MAX_LEN: usize = 64;
+    /// The ref meta key that holds a branch's owner: in `meta` rather than a field of its
+    /// own so that every binary that reads the ref schema carries it over on its next write.
+    pub const META_KEY: &'static str = "scion.owner";
 
     pub fn new(s: &str) -> Result<Self, EngineError> {
         let ok = !s.is_empty()

@@ -212,17 +212,12 @@ pub fn user_meta(meta: &BTreeMap<String, String>) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// The meta key that names a branch's owner ([`Owner`]): kept in `meta` rather than as a
-/// field of its own so that every binary that reads the ref schema carries it over on its
-/// next write.
-pub(crate) const OWNER_META: &str = "scion.owner";
-
 /// What a destroy record keeps of a ref's meta, so that a restored branch has it again:
 /// the user's entries and the branch's owner.
 pub(crate) fn kept_meta(r: &Ref) -> BTreeMap<String, String> {
     let mut kept = user_meta(&r.meta);
-    if let Some(o) = r.meta.get(OWNER_META) {
-        kept.insert(OWNER_META.to_string(), o.clone());
+    if let Some(o) = r.meta.get(Owner::META_KEY) {
+        kept.insert(Owner::META_KEY.to_string(), o.clone());
     }
     kept
 }
@@ -246,13 +241,15 @@ pub struct Checkpoint {
 impl Ref {
     /// Who made the branch, when a front end with owners made it.
     pub fn owner(&self) -> Option<Owner> {
-        self.meta.get(OWNER_META).and_then(|o| Owner::new(o).ok())
+        self.meta
+            .get(Owner::META_KEY)
+            .and_then(|o| Owner::new(o).ok())
     }
 
     pub(crate) fn set_owner(&mut self, owner: Option<&Owner>) {
         match owner {
-            Some(o) => self.meta.insert(OWNER_META.to_string(), o.to_string()),
-            None => self.meta.remove(OWNER_META),
+            Some(o) => self.meta.insert(Owner::META_KEY.to_string(), o.to_string()),
+            None => self.meta.remove(Owner::META_KEY),
         };
     }
 
