@@ -351,6 +351,10 @@ pub enum Command {
     #[command(subcommand)]
     Session(crate::cli_daemon::SessionCommand),
 
+    /// Scoped tokens for the daemon's API: create (printed once), list, revoke.
+    #[command(subcommand)]
+    Token(crate::cli_daemon::TokenCommand),
+
     /// The daemon's events (sessions opened, flushes, forks, rollbacks, undos, reaps, ...),
     /// one a line: those kept so far, then exit; with --follow, then live ones too.
     #[command(after_help = "Examples:

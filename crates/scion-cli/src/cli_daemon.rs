@@ -1,4 +1,5 @@
-//! Command-line syntax of the daemon's commands: `serve`, `session`, `events`.
+//! Command-line syntax of the daemon's commands: `serve`, `session`, `events`, `mcp`,
+//! `token`.
 
 use std::path::PathBuf;
 
@@ -26,6 +27,15 @@ pub struct ServeArgs {
     /// Allow --listen on an address other hosts can reach.
     #[arg(long)]
     pub allow_remote: bool,
+    /// The file of scoped tokens (`scion token create`) this daemon accepts over TCP, and
+    /// on the socket with --socket-tokens. Default: SCION_TOKENS, else
+    /// ~/.config/scion/tokens.json. Read again whenever it changes.
+    #[arg(long, value_name = "FILE")]
+    pub tokens: Option<PathBuf>,
+    /// Make socket clients present a token too (scoped or --token-file's), so processes of
+    /// this user get only what their token grants.
+    #[arg(long)]
+    pub socket_tokens: bool,
     /// Commit what sessions captured at least this often while they are dirty.
     #[arg(long, default_value = "5s", value_name = "DURATION")]
     pub flush_every: String,
@@ -141,9 +151,10 @@ pub struct McpArgs {
     /// The tag recorded as the owner of every branch this server's agent forks: the agent
     /// may change those branches and, unless granted more, no others. Give each agent its
     /// own tag to keep their branches apart; a restarted server with the same tag owns
-    /// them again.
-    #[arg(long, default_value = scion_mcp::access::DEFAULT_OWNER, value_name = "TAG")]
-    pub owner: String,
+    /// them again. Default: `agent`, or with a scoped --token-file the token's own
+    /// `token:NAME` (the daemon records the token's forks as its).
+    #[arg(long, value_name = "TAG")]
+    pub owner: Option<String>,
     /// Let the agent also change branches it did not fork that match PATTERN (`db@branch`,
     /// `*` matches any run of characters: `shop@exp-*`, `shop@main`, `shop` for all of
     /// shop). Repeat for more.
@@ -153,6 +164,52 @@ pub struct McpArgs {
     /// read nor changed. Default: every database of the store.
     #[arg(long, value_delimiter = ',', value_name = "DB,...")]
     pub databases: Vec<String>,
+    /// A file holding the token to present to a daemon that asks for one (a scoped token
+    /// from `scion token create`, or the daemon's --token-file).
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Make a scoped token for the daemon's API and print it, once: only its SHA-256 is
+    /// kept. Each --grant is PATTERN:VERBS, the pattern db@branch with * globs (a bare db
+    /// means all its branches, * everything), the verbs read, fork, write, merge, admin
+    /// (each includes the ones before it). Forks made with the token are its own: it may
+    /// write them wherever it may fork.
+    #[command(
+        after_help = "Examples:\n  scion token create ci --grant 'shop@exp-*:write' --grant 'shop:read,fork' --ttl 7d\n  curl -H \"Authorization: Bearer $TOKEN\" http://127.0.0.1:7070/v1/branches/shop@exp-1"
+    )]
+    Create {
+        /// The token's name: head histories record its moves as `token:NAME`.
+        name: String,
+        /// What the token may do (repeat for more).
+        #[arg(long = "grant", value_name = "PATTERN:VERBS", required = true)]
+        grants: Vec<String>,
+        /// Expire the token after this long (default: never).
+        #[arg(long, value_name = "DURATION")]
+        ttl: Option<String>,
+        #[command(flatten)]
+        file: TokenFileArg,
+    },
+    /// The tokens: name, grants, created, expires (never the tokens themselves).
+    List {
+        #[command(flatten)]
+        file: TokenFileArg,
+    },
+    /// Remove a token: a daemon refuses it (401) from its next request.
+    Revoke {
+        name: String,
+        #[command(flatten)]
+        file: TokenFileArg,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct TokenFileArg {
+    /// The token file (default: SCION_TOKENS, else ~/.config/scion/tokens.json).
+    #[arg(long, value_name = "FILE")]
+    pub tokens: Option<PathBuf>,
 }
 
 /// `scion bench capture`: the kill -9 torture of live capture.

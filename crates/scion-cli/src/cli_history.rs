@@ -198,7 +198,8 @@ impl Printer {
     }
 }
 
-/// `#7  2026-12-03T07:00:01.123Z  rollback  v6 -> v7  shop@main@init  by host/123`
+/// `#7  2026-12-03T07:00:01.123Z  rollback  v6 -> v7  shop@main@init  by host/123`, or
+/// `by token:ci (via host/123)` when the move was made for an actor.
 fn entry_line(e: &HeadEntry) -> String {
     let versions = match (e.old, e.new) {
         (None, _) => format!("(destroyed) -> v{}", e.new_version),
@@ -211,8 +212,13 @@ fn entry_line(e: &HeadEntry) -> String {
         (None, Some(u)) => format!("undid #{u}"),
         (None, None) => String::new(),
     };
+    // Who it was for when a front end knew (a token, an agent), else the process.
+    let by = match &e.by {
+        Some(actor) => format!("{actor} (via {})", e.holder),
+        None => e.holder.clone(),
+    };
     format!(
-        "#{:<4} {}  {:<8} {:<22} {}  by {}",
-        e.seq, e.at, e.op, versions, detail, e.holder
+        "#{:<4} {}  {:<8} {:<22} {}  by {by}",
+        e.seq, e.at, e.op, versions, detail
     )
 }

@@ -63,6 +63,16 @@ pub fn serve(cli: &Cli, args: &ServeArgs) -> Result<()> {
         tcp: args.listen,
         token,
         allow_remote: args.allow_remote,
+        // TCP without --token-file takes only scoped tokens, from a file named on purpose.
+        tokens: match (
+            &args.tokens,
+            args.listen.is_some() && args.token_file.is_none(),
+        ) {
+            (Some(f), _) => Some(f.clone()),
+            (None, true) => None,
+            (None, false) => Some(scion_daemon::tokens::TokenStore::default_path()),
+        },
+        socket_tokens: args.socket_tokens,
     };
     let daemon = Daemon::new(scion.clone(), config, metrics, listen)?;
     eprintln!(
@@ -234,7 +244,7 @@ pub fn mcp(cli: &Cli, args: &crate::cli_daemon::McpArgs) -> Result<()> {
         Some(p) => p.clone(),
         None => scion_daemon::transport::default_socket(scion.location()),
     };
-    let config = scion_mcp::McpConfig {
+    let mut config = scion_mcp::McpConfig {
         default_ttl: parse_duration(&args.default_ttl)?,
         max_ttl: parse_duration(&args.max_ttl)?,
         allow_no_ttl: args.allow_no_ttl,
@@ -242,7 +252,11 @@ pub fn mcp(cli: &Cli, args: &crate::cli_daemon::McpArgs) -> Result<()> {
         max_branches: args.max_branches,
         read_only: args.read_only,
         grants: scion_mcp::access::Grants {
-            owner: args.owner.parse()?,
+            owner: args
+                .owner
+                .as_deref()
+                .unwrap_or(scion_mcp::access::DEFAULT_OWNER)
+                .parse()?,
             databases: (!args.databases.is_empty())
                 .then(|| args.databases.iter().cloned().collect()),
             write: args
@@ -260,10 +274,32 @@ pub fn mcp(cli: &Cli, args: &crate::cli_daemon::McpArgs) -> Result<()> {
         .build()
         .context("starting the runtime")?;
     // Looking for a daemon blocks: done before the runtime runs.
+    let identity = scion_mcp::Identity {
+        actor: Some(config.grants.owner.to_string()),
+        token: match &args.token_file {
+            Some(f) => Some(
+                std::fs::read_to_string(f)
+                    .with_context(|| format!("reading the token file {}", f.display()))?
+                    .trim()
+                    .to_string(),
+            ),
+            None => None,
+        },
+    };
     let api = rt.block_on(async {
-        tokio::task::spawn_blocking(move || scion_mcp::Api::connect(mode, socket, scion)).await
+        tokio::task::spawn_blocking(move || scion_mcp::Api::connect(mode, socket, scion, identity))
+            .await
     })?;
     let api = api.map_err(anyhow::Error::msg)?;
+    if args.owner.is_none() && args.token_file.is_some() {
+        // The daemon makes a scoped token's forks the token's: own the same branches.
+        let me = rt.block_on(api.call("GET", "/v1/whoami", None));
+        let me =
+            me.map_err(|f| anyhow::anyhow!("asking the daemon who this token is: {}", f.message))?;
+        if let Some(actor) = me["token"].as_str().and(me["actor"].as_str()) {
+            config.grants.owner = actor.parse()?;
+        }
+    }
     rt.block_on(async move {
         tracing::info!("scion mcp: tools run {}", api.describe());
         let server = scion_mcp::ScionMcp::new(api, config);

@@ -16,6 +16,7 @@ mod output_bench;
 mod progress;
 mod run;
 mod store;
+mod tokens;
 
 use std::process::ExitCode;
 

@@ -180,6 +180,7 @@ fn run_command(cli: &Cli, open: &dyn Fn(&Cli, bool) -> Result<Scion>) -> Result<
             crate::cli_vfs::shell(s, args)?
         }
         Command::Session(cmd) => crate::daemon::session(cli, cmd)?,
+        Command::Token(cmd) => crate::tokens::token(cli, cmd)?,
         Command::Events {
             since,
             follow,

@@ -97,6 +97,10 @@ pub struct HeadEntry {
     pub at: StoreTime,
     /// The lease holder that made the move, or the process.
     pub holder: String,
+    /// Who the move was made for, when the front end knew (`token:ci`, an MCP server's
+    /// owner tag): see [`crate::actor`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
     /// For people: the checkpoint or branch moved to, the checkpoint a commit named.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
@@ -293,6 +297,7 @@ mod tests {
             new_version: seq + 1,
             at: StoreTime::from_store_clock(std::time::UNIX_EPOCH + Duration::from_secs(5)),
             holder: "h".into(),
+            by: None,
             detail: None,
             undoes: None,
             merged: None,

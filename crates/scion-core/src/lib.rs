@@ -4,6 +4,7 @@
 //! that must judge a checkout before they move a head). It prints nothing and returns
 //! typed errors: [`EngineError`] from the engine, [`CoreError`] from the working tree.
 
+pub mod actor;
 pub mod attach;
 pub mod checkout;
 pub mod clock;
@@ -19,6 +20,7 @@ pub mod names;
 mod objects;
 pub mod ops;
 mod pagemap;
+pub mod pattern;
 pub mod progress;
 mod publish;
 mod reader;
@@ -37,5 +39,6 @@ pub use format::PageCompression;
 pub(crate) use manifest::{Manifest, MANIFEST_KEY};
 pub use manifest::{StoreSettings, DEFAULT_MIN_GRACE};
 pub use names::{BranchName, BranchRef, CheckpointName, DbName, Owner, Target};
+pub use pattern::BranchPattern;
 pub use scion::{Engine, ResolvedVersion, Scion, ScionOptions};
 pub use writer::WriteStats;

@@ -184,6 +184,7 @@ fn ref_schema_3_and_history_objects_are_pinned() {
         new_version: seq + 2,
         at: at(1_700_000_000_000 + seq),
         holder: "host:1a2b3c4d:4026531836/812".into(),
+        by: None,
         detail: (op == HeadOp::Rollback).then(|| "shop@try@v1".to_string()),
         undoes: (op == HeadOp::Undo).then_some(seq - 1),
         merged: None,
@@ -332,6 +333,7 @@ fn ref_schema_5_and_history_schema_2_with_merges_are_pinned() {
         new_version: 2,
         at: at(1_700_000_000_001),
         holder: "host:1a2b3c4d:4026531836/812".into(),
+        by: None,
         detail: Some("shop@feature".into()),
         undoes: None,
         merged: Some(MergedFrom {

@@ -35,7 +35,7 @@ impl Embedded {
             replays: Default::default(),
         });
         let (stop_tx, stop) = watch::channel(false);
-        let router = crate::api::router(shared.clone(), Access { token: None }, stop);
+        let router = crate::api::router(shared.clone(), Access::default(), stop);
         Embedded {
             router,
             shared,
@@ -49,12 +49,17 @@ impl Embedded {
         method: &str,
         path: &str,
         body: Option<&serde_json::Value>,
+        headers: &[(&str, &str)],
     ) -> (u16, serde_json::Value) {
         let bytes = body.map(|b| b.to_string()).unwrap_or_default();
-        let mut req = Request::builder()
+        let mut builder = Request::builder()
             .method(method)
             .uri(path)
-            .header("content-type", "application/json")
+            .header("content-type", "application/json");
+        for (k, v) in headers {
+            builder = builder.header(*k, *v);
+        }
+        let mut req = builder
             .body(Body::from(bytes))
             .expect("a well-formed request");
         // This very process is the peer: the socket's uid check passes as it would.

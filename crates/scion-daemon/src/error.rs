@@ -15,6 +15,9 @@ pub struct ErrorBody {
     pub retryable: bool,
     pub hint: Option<String>,
     pub exit_code: u8,
+    /// On a scoped token's 403: the grant the call needed (`shop@main:write`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub missing_grant: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -51,6 +54,7 @@ impl ApiError {
                 retryable: exit == Exit::Transient,
                 hint,
                 exit_code: exit as u8,
+                missing_grant: None,
             },
         }
     }

@@ -88,6 +88,11 @@ impl EventLog {
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_millis() as u64)
             .unwrap_or(0);
+        // Who the change was made for, when the request named it.
+        let mut data = data;
+        if let (Some(by), Some(o)) = (crate::actor::current_actor(), data.as_object_mut()) {
+            o.insert("by".into(), serde_json::Value::String(by));
+        }
         let mut ring = self.ring.lock().expect("event log lock");
         ring.0 += 1;
         let event = Event {

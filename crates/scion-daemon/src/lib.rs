@@ -2,8 +2,10 @@
 //! optionally TCP with a token), the janitor, events and metrics. [`Daemon::serve`] runs in
 //! the foreground until SIGTERM or SIGINT, then flushes and closes every session.
 
+mod actor;
 mod answer;
 pub mod api;
+pub mod authorize;
 pub mod client;
 mod config;
 pub mod embedded;
@@ -14,6 +16,7 @@ mod janitor;
 pub mod metrics;
 pub mod sessions;
 mod state;
+pub mod tokens;
 pub mod transport;
 
 use std::net::SocketAddr;
@@ -29,6 +32,7 @@ pub use metrics::{Metrics, StoreObserver};
 
 use crate::sessions::CloseReason;
 use crate::state::Shared;
+use crate::tokens::TokenStore;
 use crate::transport::{Access, Peer};
 
 /// Where to listen.
@@ -39,6 +43,10 @@ pub struct Listen {
     pub tcp: Option<SocketAddr>,
     pub token: Option<String>,
     pub allow_remote: bool,
+    /// The file of scoped tokens (`scion token`) this daemon accepts.
+    pub tokens: Option<PathBuf>,
+    /// Socket peers must present a token too.
+    pub socket_tokens: bool,
 }
 
 pub struct Daemon {
@@ -56,9 +64,9 @@ impl Daemon {
         listen: Listen,
     ) -> Result<Daemon, DaemonError> {
         if let Some(addr) = listen.tcp {
-            if listen.token.as_deref().is_none_or(str::is_empty) {
+            if listen.token.as_deref().is_none_or(str::is_empty) && listen.tokens.is_none() {
                 return Err(DaemonError::Config(
-                    "--listen needs --token-file: TCP clients must present a token".into(),
+                    "--listen needs --token-file (or --tokens FILE of scoped tokens): TCP clients must present a token".into(),
                 ));
             }
             if !addr.ip().is_loopback() && !listen.allow_remote {
@@ -93,6 +101,12 @@ impl Daemon {
         let unix = transport::bind_unix(&self.listen.socket).await?;
         let access = Access {
             token: self.listen.token.clone().map(Arc::new),
+            tokens: self
+                .listen
+                .tokens
+                .clone()
+                .map(|p| Arc::new(TokenStore::new(p))),
+            socket_tokens: self.listen.socket_tokens,
         };
         let app = api::router(self.shared.clone(), access, stop.clone());
         let mut servers = Vec::new();

@@ -1,5 +1,6 @@
 //! Where the daemon listens and who may talk to it: a unix socket (0600, in a 0700
-//! directory) whose peers must be this user, and optionally TCP with a bearer token.
+//! directory) whose peers must be this user, and optionally TCP with a bearer token: the
+//! daemon's own (every route) or a scoped one (its grants).
 
 use std::net::SocketAddr;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
@@ -14,8 +15,11 @@ use axum::serve::IncomingStream;
 use scion_core::described::Exit;
 use tokio::net::{TcpListener, UnixListener};
 
+use crate::actor::ACTOR;
+use crate::authorize::Caller;
 use crate::error::{ApiError, DaemonError};
 use crate::state::Shared;
+use crate::tokens::{Presented, TokenStore};
 
 /// Who is on the other end of a connection.
 #[derive(Debug, Clone, Copy)]
@@ -104,10 +108,14 @@ pub async fn bind_unix(path: &Path) -> Result<UnixListener, DaemonError> {
     Ok(listener)
 }
 
-/// Who may use the TCP listener.
-#[derive(Clone)]
+/// Who may call: the daemon's own token (every route), scoped tokens from a token file
+/// (their grants), and whether socket peers must present one too.
+#[derive(Clone, Default)]
 pub struct Access {
     pub token: Option<Arc<String>>,
+    pub tokens: Option<Arc<TokenStore>>,
+    /// Socket peers present a token like TCP clients (`scion serve --socket-tokens`).
+    pub socket_tokens: bool,
 }
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
@@ -117,14 +125,82 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-/// Refuse peers of another user on the socket, and TCP requests without the token.
+/// Why a bearer token does not hold: the metrics' reason, and the message.
+struct Unauthorized(&'static str, String);
+
+impl Unauthorized {
+    fn answer(self, shared: &Shared) -> Response {
+        shared.metrics.refuse(self.0);
+        ApiError::new(Exit::Refused, "unauthorized", self.1, None)
+            .with_status(axum::http::StatusCode::UNAUTHORIZED)
+            .into_response()
+    }
+}
+
+fn unauthorized(reason: &'static str, message: &str) -> Unauthorized {
+    Unauthorized(reason, message.to_string())
+}
+
+/// The actor a full-access client names itself (`X-Scion-Actor`), if it is a valid one.
+fn named_actor(req: &Request) -> Option<String> {
+    let v = req.headers().get("x-scion-actor")?.to_str().ok()?;
+    scion_core::Owner::new(v).ok().map(|o| o.to_string())
+}
+
+/// Who presented which bearer token: the daemon's own, a scoped one, or none that holds.
+fn bearer(access: &Access, req: &Request) -> Result<Caller, Unauthorized> {
+    let given = req
+        .headers()
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    let Some(given) = given else {
+        return Err(unauthorized(
+            "missing_token",
+            "a bearer token is required (Authorization: Bearer <token>)",
+        ));
+    };
+    if let Some(t) = &access.token {
+        if constant_time_eq(t.as_bytes(), given.as_bytes()) {
+            return Ok(Caller::Full {
+                actor: named_actor(req),
+            });
+        }
+    }
+    if let Some(store) = &access.tokens {
+        match store.check(given) {
+            Ok(Presented::Valid(t)) => return Ok(Caller::Scoped(t)),
+            Ok(Presented::Expired(name)) => {
+                return Err(unauthorized(
+                    "token_expired",
+                    &format!("token {name} has expired: create a new one with scion token create"),
+                ))
+            }
+            Ok(Presented::Unknown) => {}
+            Err(e) => {
+                tracing::warn!("reading the token file: {e}");
+                return Err(unauthorized(
+                    "token_file",
+                    "the daemon cannot read its token file",
+                ));
+            }
+        }
+    }
+    Err(unauthorized(
+        "wrong_token",
+        "invalid token: the bearer token given is not this daemon's, or was revoked",
+    ))
+}
+
+/// Refuse peers of another user on the socket, and requests without a valid token where
+/// one is needed; then answer the request as its caller (see [`crate::authorize`]).
 pub async fn guard(
     State((shared, access)): State<(Arc<Shared>, Access)>,
     ConnectInfo(peer): ConnectInfo<Peer>,
-    req: Request,
+    mut req: Request,
     next: Next,
 ) -> Response {
-    match peer {
+    let caller = match peer {
         Peer::Unix { uid, .. } => {
             // SAFETY: geteuid has no preconditions.
             let me = unsafe { libc::geteuid() };
@@ -139,35 +215,23 @@ pub async fn guard(
                 .with_status(axum::http::StatusCode::FORBIDDEN)
                 .into_response();
             }
-        }
-        Peer::Tcp(_) => {
-            let given = req
-                .headers()
-                .get("authorization")
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.strip_prefix("Bearer "));
-            let ok = match (&access.token, given) {
-                (Some(t), Some(g)) => constant_time_eq(t.as_bytes(), g.as_bytes()),
-                _ => false,
-            };
-            if !ok {
-                let (reason, message) = if given.is_none() {
-                    (
-                        "missing_token",
-                        "a bearer token is required (Authorization: Bearer <token>)",
-                    )
-                } else {
-                    (
-                        "wrong_token",
-                        "invalid token: the bearer token given is not this daemon's",
-                    )
-                };
-                shared.metrics.refuse(reason);
-                return ApiError::new(Exit::Refused, "unauthorized", message, None)
-                    .with_status(axum::http::StatusCode::UNAUTHORIZED)
-                    .into_response();
+            if access.socket_tokens {
+                match bearer(&access, &req) {
+                    Ok(c) => c,
+                    Err(u) => return u.answer(&shared),
+                }
+            } else {
+                Caller::Full {
+                    actor: named_actor(&req),
+                }
             }
         }
-    }
-    next.run(req).await
+        Peer::Tcp(_) => match bearer(&access, &req) {
+            Ok(c) => c,
+            Err(u) => return u.answer(&shared),
+        },
+    };
+    let actor = caller.actor();
+    req.extensions_mut().insert(caller);
+    ACTOR.scope(actor, next.run(req)).await
 }

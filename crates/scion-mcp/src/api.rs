@@ -57,49 +57,84 @@ impl std::str::FromStr for DaemonMode {
     }
 }
 
+/// Who this server's requests are from: the actor head histories record (its owner tag),
+/// and the token it presents to a daemon that asks for one.
+#[derive(Debug, Clone, Default)]
+pub struct Identity {
+    pub actor: Option<String>,
+    pub token: Option<String>,
+}
+
+impl Identity {
+    fn headers(&self) -> Vec<(&'static str, String)> {
+        let mut h = Vec::new();
+        if let Some(a) = &self.actor {
+            h.push(("x-scion-actor", a.clone()));
+        }
+        if let Some(t) = &self.token {
+            h.push(("authorization", format!("Bearer {t}")));
+        }
+        h
+    }
+}
+
 pub enum Api {
-    Daemon(Arc<DaemonClient>),
-    InProcess(Arc<Embedded>),
+    Daemon(Arc<DaemonClient>, Identity),
+    InProcess(Arc<Embedded>, Identity),
 }
 
 impl Api {
     /// Choose per `mode`: `socket` is where a daemon of this store would listen.
-    pub fn connect(mode: DaemonMode, socket: PathBuf, scion: Arc<Scion>) -> Result<Api, String> {
+    pub fn connect(
+        mode: DaemonMode,
+        socket: PathBuf,
+        scion: Arc<Scion>,
+        identity: Identity,
+    ) -> Result<Api, String> {
         let client = DaemonClient::new(&socket);
-        let answers = || client.raw("GET", "/healthz", None, &[]).is_ok();
+        let auth: Vec<(&str, String)> = identity.headers();
+        let auth: Vec<(&str, &str)> = auth.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let answers = || client.raw("GET", "/healthz", None, &auth).is_ok();
         match mode {
-            DaemonMode::Never => Ok(Api::InProcess(Arc::new(Embedded::new(
-                scion,
-                Config::default(),
-            )))),
+            DaemonMode::Never => Ok(Api::InProcess(
+                Arc::new(Embedded::new(scion, Config::default())),
+                identity,
+            )),
             DaemonMode::Require if !answers() => Err(format!(
                 "no daemon answers at {}: start `scion serve`, or use --daemon auto",
                 socket.display()
             )),
-            DaemonMode::Auto if !answers() => Ok(Api::InProcess(Arc::new(Embedded::new(
-                scion,
-                Config::default(),
-            )))),
-            _ => Ok(Api::Daemon(Arc::new(client))),
+            DaemonMode::Auto if !answers() => Ok(Api::InProcess(
+                Arc::new(Embedded::new(scion, Config::default())),
+                identity,
+            )),
+            _ => Ok(Api::Daemon(Arc::new(client), identity)),
         }
     }
 
     pub fn describe(&self) -> String {
         match self {
-            Api::Daemon(c) => format!("through the daemon at {}", c.socket().display()),
-            Api::InProcess(_) => "in this process (no daemon)".to_string(),
+            Api::Daemon(c, _) => format!("through the daemon at {}", c.socket().display()),
+            Api::InProcess(..) => "in this process (no daemon)".to_string(),
         }
     }
 
     pub async fn call(&self, method: &str, path: &str, body: Option<serde_json::Value>) -> Answer {
         let (status, value) = match self {
-            Api::InProcess(e) => e.request(method, path, body.as_ref()).await,
-            Api::Daemon(c) => {
+            Api::InProcess(e, id) => {
+                let h = id.headers();
+                let h: Vec<(&str, &str)> = h.iter().map(|(k, v)| (*k, v.as_str())).collect();
+                e.request(method, path, body.as_ref(), &h).await
+            }
+            Api::Daemon(c, id) => {
                 let (c, method, path) = (c.clone(), method.to_string(), path.to_string());
-                let reply =
-                    tokio::task::spawn_blocking(move || c.raw(&method, &path, body.as_ref(), &[]))
-                        .await
-                        .map_err(|e| ApiFailure::new("internal", e.to_string(), None))?;
+                let h = id.headers();
+                let reply = tokio::task::spawn_blocking(move || {
+                    let h: Vec<(&str, &str)> = h.iter().map(|(k, v)| (*k, v.as_str())).collect();
+                    c.raw(&method, &path, body.as_ref(), &h)
+                })
+                .await
+                .map_err(|e| ApiFailure::new("internal", e.to_string(), None))?;
                 match reply {
                     Ok(r) => (r.status, r.body),
                     Err(ClientError::Connect { socket, reason }) => {
@@ -128,7 +163,7 @@ impl Api {
 
     /// Close sessions this process holds (in-process mode): they must not outlive it.
     pub async fn shutdown(&self) {
-        if let Api::InProcess(e) = self {
+        if let Api::InProcess(e, _) = self {
             e.close_sessions().await;
         }
     }

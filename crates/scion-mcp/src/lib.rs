@@ -25,7 +25,7 @@ use rmcp::model::{Implementation, ServerCapabilities, ServerConfig};
 use rmcp::{tool, tool_handler, tool_router, ServerHandler};
 use serde_json::{json, Value};
 
-pub use api::{Api, ApiFailure, DaemonMode};
+pub use api::{Api, ApiFailure, DaemonMode, Identity};
 use args::*;
 pub use policy::McpConfig;
 use policy::{done, enc, failed, refuse, ToolResult};

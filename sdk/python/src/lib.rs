@@ -79,7 +79,7 @@ impl Engine {
             .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
         let (status, value) = py.detach(|| {
             self.runtime
-                .block_on(self.api.request(method, path, body.as_ref()))
+                .block_on(self.api.request(method, path, body.as_ref(), &[]))
         });
         Ok((status, value.to_string()))
     }

@@ -80,10 +80,15 @@ pub async fn merge(
         refuse_live(&shared, &dst.to_string())?;
     }
     let scion = shared.scion.clone();
-    let report = tokio::task::spawn_blocking(move || scion_merge::merge(&scion, &src, &dst, &opts))
-        .await
-        .map_err(|e| ApiError::new(Exit::Failure, "internal", e.to_string(), None))?
-        .map_err(|e| api_error(&e))?;
+    let actor = crate::actor::current_actor();
+    let report = tokio::task::spawn_blocking(move || {
+        scion_core::actor::acting_as(actor.as_deref(), || {
+            scion_merge::merge(&scion, &src, &dst, &opts)
+        })
+    })
+    .await
+    .map_err(|e| ApiError::new(Exit::Failure, "internal", e.to_string(), None))?
+    .map_err(|e| api_error(&e))?;
     if report.published.is_some() {
         shared.events.emit(
             EventKind::Merged,

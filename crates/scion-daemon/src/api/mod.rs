@@ -4,6 +4,7 @@ mod branches;
 mod events;
 mod history;
 mod merge;
+pub mod routes;
 mod sessions;
 
 use std::sync::Arc;
@@ -90,17 +91,20 @@ pub async fn blocking<T: Send + 'static, E: Into<CoreError> + Send + 'static>(
     f: impl FnOnce(&Scion) -> Result<T, E> + Send + 'static,
 ) -> ApiResult<T> {
     let scion = shared.scion.clone();
-    tokio::task::spawn_blocking(move || f(&scion))
-        .await
-        .map_err(|e| {
-            ApiError::new(
-                scion_core::described::Exit::Failure,
-                "internal",
-                e.to_string(),
-                None,
-            )
-        })?
-        .map_err(|e| ApiError::core(&e.into(), context))
+    let actor = crate::actor::current_actor();
+    tokio::task::spawn_blocking(move || {
+        scion_core::actor::acting_as(actor.as_deref(), || f(&scion))
+    })
+    .await
+    .map_err(|e| {
+        ApiError::new(
+            scion_core::described::Exit::Failure,
+            "internal",
+            e.to_string(),
+            None,
+        )
+    })?
+    .map_err(|e| ApiError::core(&e.into(), context))
 }
 
 /// Parse a name, answering a bad one as the API's error.
@@ -115,6 +119,22 @@ pub fn duration(s: &str) -> ApiResult<std::time::Duration> {
 
 async fn healthz() -> &'static str {
     "ok\n"
+}
+
+/// Who the daemon takes the caller for: its actor, and a scoped token's name and grants.
+async fn whoami(axum::Extension(caller): axum::Extension<crate::authorize::Caller>) -> Response {
+    let v = match &caller {
+        crate::authorize::Caller::Full { actor } => {
+            serde_json::json!({"actor": actor, "token": null, "grants": ["*@*:admin"]})
+        }
+        crate::authorize::Caller::Scoped(t) => serde_json::json!({
+            "actor": t.actor(),
+            "token": t.name,
+            "grants": t.grants.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            "expires_at": t.expires_at,
+        }),
+    };
+    json(&v)
 }
 
 async fn readyz(State(shared): State<Arc<Shared>>) -> ApiResult<&'static str> {
@@ -166,6 +186,7 @@ pub fn router(shared: Arc<Shared>, access: Access, stop: watch::Receiver<bool>) 
         .route("/metrics", get(metrics))
         .route("/v1/openapi.json", get(openapi))
         .route("/v1/status", get(branches::status))
+        .route("/v1/whoami", get(whoami))
         .route(
             "/v1/databases",
             get(branches::databases).post(branches::create),
@@ -203,6 +224,10 @@ pub fn router(shared: Arc<Shared>, access: Access, stop: watch::Receiver<bool>) 
         .route("/v1/sessions/{id}/flush", post(sessions::flush))
         .route("/v1/sessions/{id}/close", post(sessions::close))
         .route("/v1/events", get(events::stream))
+        .route_layer(axum::middleware::from_fn_with_state(
+            shared.clone(),
+            crate::authorize::authorize,
+        ))
         .fallback(not_found)
         .layer(axum::middleware::from_fn(whole_body))
         .layer(axum::Extension(stop))
