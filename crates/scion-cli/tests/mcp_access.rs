@@ -374,6 +374,9 @@ async fn an_agent_changes_its_own_forks_and_owns_them_after_a_restart() {
     let sc = call(&c, "scion_session_close", json!({"session_id": sid})).await;
     ok(&sc);
     c.cancel().await.unwrap();
+    // The head history names the agent the moves were made for.
+    let log = s.scion(&["log", "shop@mine"]);
+    assert!(log.contains("by agent-7 (via "), "{log}");
     // `scion branches` names the owner; a restarted server with the tag owns them again.
     let listed = s.scion(&["branches", "shop"]);
     assert!(

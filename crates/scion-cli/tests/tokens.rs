@@ -273,6 +273,17 @@ fn a_scoped_token_works_inside_its_grants_and_gets_403_on_every_route_outside() 
             .contains("by token:ci"),
         "{log1}"
     );
+    // The events name the token too.
+    let (st, events) = rig.call(&rig.admin, "GET", "/v1/events?since=0&follow=false", None);
+    assert_eq!(st, 200);
+    let events = events.as_str().unwrap_or_default().to_string();
+    // The fork of exp-2 was the token's.
+    assert!(
+        events
+            .lines()
+            .any(|l| l.contains("exp-2") && l.contains("\"by\":\"token:ci\"")),
+        "{events}"
+    );
     // Revoked: 401 from the next request on.
     rig.s.scion(&[
         "token",
