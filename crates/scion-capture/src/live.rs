@@ -489,15 +489,29 @@ impl LiveBranch {
     /// durable version (a fenced session leaves its record alone: the file may hold
     /// changes no version has).
     pub fn close(mut self) -> CaptureResult<FlushReport> {
-        let stamp = now_ns();
         let flushed = self.flush(None);
+        // What the session captured of the WAL: the record vouches for no frame past it.
+        let captured = self.capturer.as_ref().and_then(|c| c.cursor());
+        let wal_path = self.capturer.as_ref().map(|c| c.wal_path.clone());
         // Connections first, then the descriptors: before anything else looks at the file.
         self.capturer = None;
         self.claim = None;
         let _ = self.scion.lease_release_as(&self.branch, &self.holder);
         let report = flushed?;
         let hashes = complete(&self.scion, &self.base.root, &mut self.hashes)?;
-        if let Some(fingerprint) = Fingerprint::of(&self.path)? {
+        // Stamped once every connection of the session is closed, then fingerprinted: a
+        // write after the stamp moves an mtime past it.
+        let stamp = now_ns();
+        if let Some(mut fingerprint) = Fingerprint::of(&self.path)? {
+            let wal_captured = match &wal_path {
+                Some(w) => only_captured_frames(w, captured, self.base.page_size, &fingerprint)?,
+                None => fingerprint.wal_size == 0,
+            };
+            if !wal_captured {
+                // A WAL with frames the session never saw proves nothing: recorded as no
+                // WAL can be, so the next look hashes the file.
+                fingerprint.wal_mtime_ns = i64::MIN;
+            }
             let record = Sidecar {
                 page_size: self.base.page_size,
                 root: self.base.root,
@@ -510,6 +524,30 @@ impl LiveBranch {
         }
         Ok(report)
     }
+}
+
+/// Whether the WAL at `wal` (as `seen` fingerprinted it) holds only frames of the
+/// generation `captured` names, and none past it: WAL frames are only appended until a
+/// restart, which draws new salts.
+fn only_captured_frames(
+    wal: &Path,
+    captured: Option<crate::cursor::Cursor>,
+    page_size: u32,
+    seen: &Fingerprint,
+) -> CaptureResult<bool> {
+    if seen.wal_size == 0 {
+        return Ok(true);
+    }
+    let Some(c) = captured else {
+        return Ok(false);
+    };
+    let Some(file) = crate::walfile::WalFile::open(wal).map_err(crate::capturer::io_err(wal))?
+    else {
+        return Ok(false);
+    };
+    let header = file.header().map_err(crate::capturer::io_err(wal))?;
+    let end = crate::walfile::frame_offset(c.frame + 1, page_size);
+    Ok(header.is_some_and(|h| h.salts == c.salts) && seen.wal_size == end)
 }
 
 /// Every page hash of the version at `root`, reading the store for the ones not known.

@@ -48,13 +48,13 @@ impl Printer {
             if before != after {
                 println!(
                     "history retention {} -> {}: from the next `scion gc` on, heads a branch's history names are kept this long",
-                    humantime::format_duration(before),
-                    humantime::format_duration(after)
+                    scion_core::clock::format_duration(before.as_secs()),
+                    scion_core::clock::format_duration(after.as_secs())
                 );
             } else {
                 println!(
                     "history retention is already {}",
-                    humantime::format_duration(after)
+                    scion_core::clock::format_duration(after.as_secs())
                 );
             }
         }
@@ -75,11 +75,11 @@ impl Printer {
         println!("page compression:  {}", s.page_compression());
         println!(
             "minimum gc grace:  {} (fixed at init)",
-            humantime::format_duration(s.min_grace())
+            scion_core::clock::format_duration(s.min_grace().as_secs())
         );
         println!(
             "history retention: {} (heads the head history names are kept from gc this long)",
-            humantime::format_duration(retention)
+            scion_core::clock::format_duration(retention.as_secs())
         );
         Ok(())
     }

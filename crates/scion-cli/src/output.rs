@@ -123,7 +123,7 @@ impl Printer {
             return self.emit(r);
         }
         println!(
-            "destroyed {} ({} and {} checkout files removed; run `scion gc` to reclaim its space)",
+            "destroyed {} ({} and {} checkout files removed)\n  its pages stay in the head history for `scion restore` until the history retention passes (`scion config` shows it); `scion gc` reclaims them after that, and now only what no history names",
             r.branch,
             plural(r.checkpoints_removed as u64, "checkpoint"),
             r.checkout_files_removed
@@ -207,6 +207,19 @@ impl Printer {
             bytes(r.waiting_bytes),
             scion_core::clock::format_duration(r.grace_secs)
         );
+        let h = &r.kept_by_history;
+        if let (true, Some(first), Some(all)) = (h.bytes > 0, h.first_free_at, h.all_free_at) {
+            let when = if first == all {
+                format!("at {first}")
+            } else {
+                format!("from {first} to {all}")
+            };
+            println!(
+                "gc: {} of the live bytes ({}) only the head history keeps, for `scion undo` and `scion restore`; they free up {when} (the history retention: `scion config --history-retention 1h` shortens it)",
+                bytes(h.bytes),
+                plural(h.segments as u64, "segment"),
+            );
+        }
     }
 
     pub fn diff(&self, r: &scion_core::diff::DiffReport) {
@@ -478,7 +491,7 @@ impl Printer {
         );
         println!(
             "history:   heads kept {} after they were replaced (`scion log`, `scion config`)",
-            humantime::format_duration(std::time::Duration::from_secs(s.history_retention_secs))
+            scion_core::clock::format_duration(s.history_retention_secs)
         );
         if let Some(c) = &s.segment_cache {
             let limit = c
@@ -513,7 +526,7 @@ impl Printer {
                 );
             }
             for c in &h.checkouts {
-                let age = humantime::format_duration(std::time::Duration::from_secs(c.age_secs));
+                let age = scion_core::clock::format_duration(c.age_secs);
                 println!("    checkout of {} at {} (for {age})", c.branch, c.path);
             }
         }

@@ -478,8 +478,8 @@ fn the_curl_examples_in_the_docs_run_as_written() {
         // Every JSON answer ends its line: the next answer starts on a line of its own.
         for expect in [
             "\"databases\":[\"shop\"]}\n{",
-            "\"branch\":\"shop@try-1\"",
-            "shop@t1@one-row",
+            "\"branch\":\"shop@try-curl\"",
+            "shop@t-curl@one-row",
             "\"destroyed\":true",
             "scion_sessions_open 0",
             "event: session_opened",

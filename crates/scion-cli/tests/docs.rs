@@ -7,6 +7,8 @@
 //!   it must exit 0.
 //! - `<!-- doc-test: background -->`: a second terminal running `scion serve`: started in the
 //!   background, waited for until it answers, stopped when the doc is done.
+//! - `<!-- doc-test: run-python -->`: needs the Python package; run by
+//!   `sdk/python/tests/test_docs.py` (with the page's Python blocks) from `./scripts/test-python`.
 //! - `<!-- doc-test: skip: <reason> -->`: not run, and why (printed).
 //!
 //! A shell block without one fails the test, so a doc cannot drift from the code unnoticed.
@@ -112,6 +114,9 @@ fn blocks(name: &str, text: &str) -> Result<Vec<Block>, String> {
             Some("run") => How::Run,
             Some("background") => How::Background,
             Some(m) if m.starts_with("skip:") => How::Skip(m["skip:".len()..].trim().to_string()),
+            Some("run-python") => How::Skip(
+                "needs the Python package: sdk/python/tests/test_docs.py runs it (./scripts/test-python)".into(),
+            ),
             other => {
                 return Err(format!(
                     "line {}: a shell block without a doc-test marker (found {other:?})",

@@ -392,8 +392,15 @@ fn run_hint_command(state: &mut State, command: &str) -> Run {
         bin().parent().unwrap().display(),
         std::env::var("PATH").unwrap_or_default()
     );
+    // The daemon replaces the shell (`exec`), so that killing the child stops the daemon
+    // rather than leaving it running on its own.
+    let script = if command == "scion serve" {
+        format!("exec {command}")
+    } else {
+        command.to_string()
+    };
     let mut c = std::process::Command::new("sh");
-    c.args(["-c", command])
+    c.args(["-c", &script])
         .current_dir(state.s.dir.path())
         .env("HOME", state.s.dir.path())
         .env("PATH", path)

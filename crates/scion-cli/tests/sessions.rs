@@ -364,3 +364,26 @@ fn sessions_by_name() {
         .unwrap()
         .is_empty());
 }
+
+/// A session closed on its branch leaves the checkout recorded as holding the durable
+/// version, WAL and all: a fork right after does not warn that the file was written since
+/// its last checkpoint, while a commit made after the close still makes it warn.
+#[test]
+fn a_closed_session_leaves_a_checkout_that_needs_no_warning() {
+    let (_d, s) = served(10, &[]);
+    let out = s.scion(&["session", "open", "shop"]);
+    let path = std::path::PathBuf::from(out.trim());
+    sqlite3(&path, "UPDATE items SET qty = qty + 1");
+    s.scion(&["session", "close", "shop"]);
+    let forked = s.cmd(&["fork", "shop", "x"]).output().unwrap();
+    assert!(forked.status.success());
+    let note = String::from_utf8_lossy(&forked.stderr).to_string();
+    assert!(!note.contains("was written to"), "{note}");
+    sqlite3(&path, "UPDATE items SET qty = qty + 1");
+    let forked = s.cmd(&["fork", "shop", "y"]).output().unwrap();
+    let note = String::from_utf8_lossy(&forked.stderr).to_string();
+    assert!(
+        note.contains("was written to since its last checkpoint"),
+        "{note}"
+    );
+}

@@ -33,7 +33,22 @@ pub fn parse_duration(s: &str) -> Result<std::time::Duration, crate::EngineError
 
 /// `90` -> `1m 30s`.
 pub fn format_duration(secs: u64) -> String {
-    humantime::format_duration(std::time::Duration::from_secs(secs)).to_string()
+    // humantime writes "7days 2h": the short units stay glued ("2h 30m"), the words get
+    // their space ("7 days 2h", "1 month").
+    humantime::format_duration(std::time::Duration::from_secs(secs))
+        .to_string()
+        .split(' ')
+        .map(|token| {
+            let digits = token.bytes().take_while(u8::is_ascii_digit).count();
+            let (n, unit) = token.split_at(digits);
+            if unit.len() > 2 {
+                format!("{n} {unit}")
+            } else {
+                token.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// The longest duration scion accepts anywhere (TTLs, grace periods, leases): larger
@@ -98,5 +113,18 @@ impl<'de> serde::Deserialize<'de> for StoreTime {
         parse_rfc3339(&s)
             .map(StoreTime)
             .ok_or_else(|| serde::de::Error::custom(format!("invalid time {s:?}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::format_duration;
+
+    #[test]
+    fn durations_read_as_people_write_them() {
+        assert_eq!(format_duration(7 * 86_400), "7 days");
+        assert_eq!(format_duration(86_400 + 7_200), "1 day 2h");
+        assert_eq!(format_duration(5_400), "1h 30m");
+        assert_eq!(format_duration(0), "0s");
     }
 }

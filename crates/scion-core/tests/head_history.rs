@@ -208,6 +208,13 @@ fn gc_keeps_every_head_the_history_names_until_the_retention_passes() {
     e.scion.gc(Duration::ZERO, true).unwrap();
     let second = e.scion.gc(Duration::ZERO, true).unwrap();
     assert_eq!(second.deleted_segments, 0, "the abandoned head is kept");
+    // And gc says so: bytes only the history keeps, free when the retention passes.
+    let kept = &second.kept_by_history;
+    assert!(kept.bytes > 0 && kept.segments > 0, "{kept:?}");
+    let retention = scion_core::history::DEFAULT_HISTORY_RETENTION;
+    let free = kept.all_free_at.unwrap().as_system_time();
+    let soonest = std::time::SystemTime::now() + retention - Duration::from_secs(3600);
+    assert!(free > soonest, "frees up a retention after the move: {kept:?}");
     e.scion.undo(&w, &no_backup).unwrap();
     assert_eq!(price(&e, "shop@w"), "1.0");
     e.scion
@@ -218,6 +225,7 @@ fn gc_keeps_every_head_the_history_names_until_the_retention_passes() {
     std::thread::sleep(Duration::from_millis(5));
     let swept = e.scion.gc(Duration::ZERO, true).unwrap();
     assert!(swept.deleted_segments > 0, "{swept:?}");
+    assert_eq!(swept.kept_by_history.bytes, 0, "{swept:?}");
     let err = e.scion.undo(&w, &no_backup).unwrap_err();
     assert!(
         matches!(

@@ -382,3 +382,27 @@ def test_merge_two_forks_with_a_resolution(store: scion.Store, shop: scion.Branc
     assert got[0][2] == 15 and got[1][1] == "b"
     assert shop.history(limit=1).entries[0].op == "merge"
     assert shop.merge(b, force=True).outcome == "up_to_date"
+
+
+def test_a_connection_used_as_a_with_block_is_committed_and_closed(shop: scion.Branch) -> None:
+    fork = shop.fork("closing")
+    with fork.connect() as db:
+        db.execute("DELETE FROM items")
+    with pytest.raises(sqlite3.ProgrammingError):
+        db.execute("SELECT 1")  # closed at the end of the block
+    fork.checkpoint("emptied")
+    # Nothing holds the checkout: the fork goes without force.
+    fork.destroy()
+
+
+def test_a_with_block_that_raises_rolls_back_and_closes(shop: scion.Branch) -> None:
+    fork = shop.fork("raising")
+    with pytest.raises(RuntimeError):
+        with fork.connect() as db:
+            db.execute("DELETE FROM items")
+            raise RuntimeError("the agent gave up")
+    with pytest.raises(sqlite3.ProgrammingError):
+        db.execute("SELECT 1")
+    fresh = sqlite3.connect(fork.checkout())
+    assert fresh.execute("SELECT count(*) FROM items").fetchone()[0] == 3
+    fresh.close()

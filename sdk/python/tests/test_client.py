@@ -176,3 +176,10 @@ def test_one_kept_alive_connection_serves_many_requests(daemon: scion.Client, tm
         s.close()
         s.close()
     assert daemon.sessions() == []
+
+
+def test_events_without_follow_end_after_the_kept_ones(daemon: scion.Client, tmp_path: Path) -> None:
+    main = seed(daemon, tmp_path)
+    main.fork("kept-ev")
+    kinds = [e.kind for e in daemon.events(since=0, follow=False)]
+    assert "forked" in kinds

@@ -75,6 +75,12 @@ export async function startDaemon(opts: DaemonOptions = {}): Promise<Daemon> {
       }
     }
   }
+  // A test runner that exits without calling stop() (a worker torn down, a forgotten
+  // afterAll) must not leave the daemon running on its own.
+  const stopOnExit = () => {
+    if (child.exitCode === null) child.kill("SIGTERM");
+  };
+  process.once("exit", stopOnExit);
   let stopped = false;
   return {
     client,
@@ -84,6 +90,7 @@ export async function startDaemon(opts: DaemonOptions = {}): Promise<Daemon> {
     async stop() {
       if (stopped) return;
       stopped = true;
+      process.removeListener("exit", stopOnExit);
       if (child.exitCode === null) {
         child.kill("SIGTERM");
         const code = await exited;

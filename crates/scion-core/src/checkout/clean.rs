@@ -39,7 +39,15 @@ impl Scion {
         let Some(fp) = Fingerprint::of(&path)? else {
             return Ok(false);
         };
-        Ok(RecordHeader::proving(&path, &fp)?.is_none())
+        if RecordHeader::proving(&path, &fp)?.is_some() {
+            return Ok(false);
+        }
+        if super::sidecar::Sidecar::pending_path_for(&path).exists() {
+            return Ok(true);
+        }
+        // Recorded just now (a session closed a moment ago): the same fingerprint, only
+        // too recent for the racily-clean rule, is no reason to warn.
+        Ok(!RecordHeader::read(&path)?.is_some_and(|h| h.same_fingerprint(&fp)))
     }
 
     /// A clean local file holding the version `v` that `t` names: the branch's checkout or

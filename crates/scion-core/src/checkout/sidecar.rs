@@ -96,14 +96,20 @@ impl Fingerprint {
 
 /// An empty WAL holds no frames, so only the database file's own fingerprint matters: a
 /// read-only connection that leaves an empty `-wal` behind (it may not delete it) changes
-/// nothing. A WAL whose frames were checkpointed into the file moved the file's mtime.
+/// nothing. A WAL whose frames were checkpointed into the file moved the file's mtime. A
+/// WAL with frames (a live session's file keeps its WAL when the session closes) proves
+/// nothing new was written when it is as recorded, by the same racily-clean rule as the
+/// file: the same size and mtime, that mtime older than the stamp by the window.
 fn proves_unmodified(recorded: &Fingerprint, stamp_ns: i64, now: &Fingerprint) -> bool {
+    let wal_unmodified = now.wal_size == recorded.wal_size
+        && (recorded.wal_size == 0
+            || (now.wal_mtime_ns == recorded.wal_mtime_ns
+                && recorded.wal_mtime_ns + RACY_WINDOW_NS < stamp_ns));
     now.size == recorded.size
         && now.mtime_ns == recorded.mtime_ns
         && now.inode == recorded.inode
         && now.boot == recorded.boot
-        && now.wal_size == 0
-        && recorded.wal_size == 0
+        && wal_unmodified
         && recorded.mtime_ns + RACY_WINDOW_NS < stamp_ns
 }
 
@@ -351,6 +357,19 @@ impl RecordHeader {
             fingerprint,
             stamp_ns,
         })
+    }
+
+    /// Whether `now` is the fingerprint recorded, file and WAL, without the racily-clean
+    /// rule: a write in the same timestamp tick as the record would go unseen, so this is
+    /// for hints, never for deciding what a checkout holds.
+    pub(crate) fn same_fingerprint(&self, now: &Fingerprint) -> bool {
+        let r = &self.fingerprint;
+        now.size == r.size
+            && now.mtime_ns == r.mtime_ns
+            && now.inode == r.inode
+            && now.boot == r.boot
+            && now.wal_size == r.wal_size
+            && (r.wal_size == 0 || now.wal_mtime_ns == r.wal_mtime_ns)
     }
 
     /// The record of the file at `checkout` when `now` (its fingerprint) proves the file

@@ -6,14 +6,14 @@
 //! apart, and older than the grace period, is deleted. Any error during the mark deletes
 //! nothing.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, SystemTime};
 
 use scion_store::{PutMode, StoreError};
 use serde::{Deserialize, Serialize};
 
 use crate::checkout::{CheckoutState, Sidecar};
-use crate::clock::{parse_rfc3339, rfc3339};
+use crate::clock::{parse_rfc3339, rfc3339, StoreTime};
 use crate::commit::Commit;
 use crate::error::{CoreError, CoreResult, EngineError, EngineResult};
 use crate::format::{FrameKind, Locator, Parents, SegmentId};
@@ -62,12 +62,88 @@ pub struct GcReport {
     pub temp_bytes_removed: u64,
     /// History objects whose entries had all passed the store's history retention.
     pub history_objects_removed: usize,
+    /// Live bytes no branch or checkpoint needs, kept only because the head history (for
+    /// `undo` and `restore`) names them, and when they free up.
+    pub kept_by_history: HistoryKept,
+}
+
+/// What the head history alone keeps from `gc`: the bytes, and when the first and the last
+/// of them pass the store's history retention (`scion config --history-retention`).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct HistoryKept {
+    pub segments: usize,
+    pub bytes: u64,
+    pub first_free_at: Option<StoreTime>,
+    pub all_free_at: Option<StoreTime>,
+}
+
+impl HistoryKept {
+    fn add(&mut self, bytes: u64, free_at: StoreTime) {
+        self.segments += 1;
+        self.bytes += bytes;
+        self.first_free_at = Some(self.first_free_at.map_or(free_at, |t| t.min(free_at)));
+        self.all_free_at = Some(self.all_free_at.map_or(free_at, |t| t.max(free_at)));
+    }
 }
 
 /// What a mark found.
 struct Marked {
     live: HashSet<SegmentId>,
+    /// Live segments that only the head history keeps, and when the newest entry naming
+    /// each passes the retention.
+    history_only: HashMap<SegmentId, StoreTime>,
     expired_history: Vec<String>,
+}
+
+/// The segments reachable from the roots walked so far.
+#[derive(Default)]
+struct LiveWalk {
+    live: HashSet<SegmentId>,
+    seen_roots: HashSet<Locator>,
+    seen_nodes: HashSet<Locator>,
+}
+
+impl LiveWalk {
+    /// Walk `root_loc`'s page map; the segments it made live that no earlier root had.
+    fn walk_root(&mut self, engine: &Engine, root_loc: Locator) -> EngineResult<Vec<SegmentId>> {
+        let mut added = Vec::new();
+        if !self.seen_roots.insert(root_loc) {
+            return Ok(added);
+        }
+        let mut mark = |seg: SegmentId, live: &mut HashSet<SegmentId>| {
+            if live.insert(seg) {
+                added.push(seg);
+            }
+        };
+        mark(root_loc.segment, &mut self.live);
+        let root = engine.reader.root(&root_loc)?;
+        let Some(top) = root.node else {
+            return Ok(added);
+        };
+        let mut frontier = vec![top];
+        for level in (0..root.depth).rev() {
+            frontier.retain(|l| self.seen_nodes.insert(*l));
+            if frontier.is_empty() {
+                break;
+            }
+            let nodes = engine.reader.nodes(&frontier, level, root.fanout_bits)?;
+            let mut next = Vec::new();
+            for (loc, node) in frontier.iter().zip(nodes) {
+                mark(loc.segment, &mut self.live);
+                for slot in node.slots.iter().flatten() {
+                    mark(slot.loc.segment, &mut self.live);
+                    if let Some(base) = slot.base {
+                        mark(base.segment, &mut self.live);
+                    }
+                    if level > 0 {
+                        next.push(slot.loc);
+                    }
+                }
+            }
+            frontier = next;
+        }
+        Ok(added)
+    }
 }
 
 /// What reaping did.
@@ -115,43 +191,25 @@ impl Engine {
                 Err(e) => return Err(e.into()),
             }
         }
-        let history = self.history_marks(&refs, self.history_retention()?)?;
-        roots.extend(history.roots);
-        let mut live = HashSet::new();
-        let mut seen_roots = HashSet::new();
-        let mut seen_nodes: HashSet<Locator> = HashSet::new();
-        for root_loc in roots {
-            if !seen_roots.insert(root_loc) {
-                continue;
-            }
-            live.insert(root_loc.segment);
-            let root = self.reader.root(&root_loc)?;
-            let Some(top) = root.node else { continue };
-            let mut frontier = vec![top];
-            for level in (0..root.depth).rev() {
-                frontier.retain(|l| seen_nodes.insert(*l));
-                if frontier.is_empty() {
-                    break;
-                }
-                let nodes = self.reader.nodes(&frontier, level, root.fanout_bits)?;
-                let mut next = Vec::new();
-                for (loc, node) in frontier.iter().zip(nodes) {
-                    live.insert(loc.segment);
-                    for slot in node.slots.iter().flatten() {
-                        live.insert(slot.loc.segment);
-                        if let Some(base) = slot.base {
-                            live.insert(base.segment);
-                        }
-                        if level > 0 {
-                            next.push(slot.loc);
-                        }
-                    }
-                }
-                frontier = next;
+        let mut walk = LiveWalk::default();
+        for root in roots {
+            walk.walk_root(self, root)?;
+        }
+        // Then what only the head history keeps, newest entry first: each segment is
+        // counted for the newest entry that names it, which is when it stops being kept.
+        let retention = self.history_retention()?;
+        let mut history = self.history_marks(&refs, retention)?;
+        history.roots.sort_by_key(|(_, at)| std::cmp::Reverse(*at));
+        let mut history_only = HashMap::new();
+        for (root, at) in history.roots {
+            let free_at = at.saturating_add(retention);
+            for seg in walk.walk_root(self, root)? {
+                history_only.insert(seg, free_at);
             }
         }
         Ok(Marked {
-            live,
+            live: walk.live,
+            history_only,
             expired_history: history.expired_objects,
         })
     }
@@ -262,6 +320,7 @@ impl Scion {
         let marked_at = self.store_now()?;
         let Marked {
             live,
+            history_only,
             expired_history,
         } = self.mark()?;
         let (mut state, state_etag) = match self.backend.get(GC_STATE_KEY) {
@@ -289,12 +348,16 @@ impl Scion {
         let mut doomed: Vec<String> = Vec::new();
         let (mut deleted, mut reclaimed, mut waiting, mut waiting_bytes, mut live_bytes) =
             (0, 0, 0, 0, 0);
+        let mut kept_by_history = HistoryKept::default();
         for m in self.backend.list("segments/")? {
             let Some(id) = SegmentId::from_key(&m.key) else {
                 continue;
             };
             if live.contains(&id) {
                 live_bytes += m.size;
+                if let Some(free_at) = history_only.get(&id) {
+                    kept_by_history.add(m.size, *free_at);
+                }
                 continue;
             }
             let since = state
@@ -371,6 +434,7 @@ impl Scion {
             temp_files_removed,
             temp_bytes_removed,
             history_objects_removed,
+            kept_by_history,
         })
     }
 

@@ -118,16 +118,17 @@ fn next_seq(r: &Ref) -> u64 {
 pub(crate) fn young_roots(
     entries: &[HeadEntry],
     cutoff: StoreTime,
-) -> impl Iterator<Item = Locator> + '_ {
+) -> impl Iterator<Item = (Locator, StoreTime)> + '_ {
     entries
         .iter()
         .filter(move |e| e.at >= cutoff)
-        .flat_map(HeadEntry::roots)
+        .flat_map(|e| e.roots().map(move |l| (l, e.at)))
 }
 
-/// What the history keeps from `gc`, and the objects past their retention.
+/// What the history keeps from `gc` (each root with the time of the entry that names it),
+/// and the objects past their retention.
 pub(crate) struct HistoryMarks {
-    pub roots: Vec<Locator>,
+    pub roots: Vec<(Locator, StoreTime)>,
     pub expired_objects: Vec<String>,
 }
 
@@ -553,7 +554,7 @@ impl Engine {
     ) -> EngineResult<HistoryMarks> {
         let cutoff = self.store_time()?.saturating_sub(retention);
         let cutoff_ms = crate::clock::unix_ms(cutoff.as_system_time());
-        let mut roots: Vec<Locator> = refs
+        let mut roots: Vec<(Locator, StoreTime)> = refs
             .into_iter()
             .flat_map(|r| young_roots(&r.history, cutoff).collect::<Vec<_>>())
             .collect();

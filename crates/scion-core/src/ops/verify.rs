@@ -117,7 +117,7 @@ impl Scion {
                 marks
                     .roots
                     .into_iter()
-                    .map(|root| ("head history".to_string(), root)),
+                    .map(|(root, _)| ("head history".to_string(), root)),
             ),
             Err(e) => problem("history/", e.to_string()),
         }

@@ -31,6 +31,7 @@ from ._types import (
     HeadHistory,
     MoveResult,
     checkpoints_from_json,
+    connect_closing,
     ttl_text,
 )
 
@@ -161,8 +162,10 @@ class Branch:
         return Path(self._api.call("POST", self._path("/checkout"), body)["path"])
 
     def connect(self, **sqlite3_kwargs: Any) -> sqlite3.Connection:
-        """``sqlite3.connect`` on the branch's checkout (arguments are passed on)."""
-        conn: sqlite3.Connection = sqlite3.connect(str(self.checkout()), **sqlite3_kwargs)
+        """``sqlite3.connect`` on the branch's checkout (arguments are passed on). As a
+        ``with`` block it commits (or rolls back, when the block raised) and closes on exit,
+        so the checkout is free for ``checkpoint``, ``destroy`` and the next connection."""
+        conn: sqlite3.Connection = connect_closing(self.checkout(), **sqlite3_kwargs)
         return conn
 
     def checkpoint(self, name: str, *, meta: Optional[Mapping[str, Any]] = None) -> CheckpointResult:

@@ -177,9 +177,12 @@ class Session:
         return dict(self._client.call("GET", f"/v1/sessions/{self.id}"))
 
     def connect(self, **sqlite3_kwargs: Any) -> Any:
-        import sqlite3
+        """``sqlite3.connect`` on the session's file; as a ``with`` block it commits (or
+        rolls back) and closes on exit."""
+        from ._types import ClosingConnection, connect_closing
 
-        return sqlite3.connect(str(self.path), **sqlite3_kwargs)
+        conn: ClosingConnection = connect_closing(self.path, **sqlite3_kwargs)
+        return conn
 
     def close(self) -> Dict[str, Any]:
         """Flush, stop capturing and release the branch. Idempotent."""
@@ -277,11 +280,17 @@ class Client(Api):
         (``shop@ux``; ``shop`` is ``shop@main``)."""
         return Session(self, self.call("GET", f"/v1/sessions/{name}"))
 
-    def events(self, *, since: Optional[int] = None, timeout: Optional[float] = None) -> Iterator[Event]:
+    def events(
+        self, *, since: Optional[int] = None, follow: bool = True, timeout: Optional[float] = None
+    ) -> Iterator[Event]:
         """Events as they happen (after event ``since``, when given: missed ones are
-        replayed). Runs on its own connection; stop by breaking out of the loop."""
+        replayed). Runs on its own connection; stop by breaking out of the loop. With
+        ``follow=False`` the iteration ends after the events kept so far."""
         conn = self._http.connection(timeout=timeout)
-        path = "/v1/events" + (f"?since={since}" if since is not None else "")
+        query = [f"since={since}"] if since is not None else []
+        if not follow:
+            query.append("follow=false")
+        path = "/v1/events" + ("?" + "&".join(query) if query else "")
         try:
             conn.request("GET", path, headers=self._http.headers({"Accept": "text/event-stream"}))
             resp = conn.getresponse()

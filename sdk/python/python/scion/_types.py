@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sqlite3
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -315,3 +317,23 @@ def checkpoints_from_json(branch: str, v: Mapping[str, Any]) -> List[Checkpoint]
         Checkpoint(branch=branch, name=c["name"], version=int(c["version"]), meta=_meta(c.get("meta")))
         for c in v.get("checkpoints", ())
     ]
+
+
+class ClosingConnection(sqlite3.Connection):
+    """A ``sqlite3.Connection`` whose ``with`` block also closes it: the stdlib's only ends
+    the transaction, which leaves a checkout open that a checkpoint, a destroy or the end
+    of an attempt then finds busy."""
+
+    def __exit__(self, *exc: Any) -> Any:
+        try:
+            return super().__exit__(*exc)
+        finally:
+            self.close()
+
+
+def connect_closing(path: Union[str, "os.PathLike[str]"], **sqlite3_kwargs: Any) -> ClosingConnection:
+    """``sqlite3.connect(path, **kwargs)`` returning a :class:`ClosingConnection` (unless a
+    ``factory`` is given)."""
+    sqlite3_kwargs.setdefault("factory", ClosingConnection)
+    conn: ClosingConnection = sqlite3.connect(str(path), **sqlite3_kwargs)
+    return conn

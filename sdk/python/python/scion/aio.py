@@ -16,7 +16,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, AsyncIterator, Dict, List, Mapping, Optional, Union
 
-from . import _api, _client, _errors
+from . import _api, _client, _errors, _types
 from ._api import KEEP, PathLike
 from ._merge import MergeReport
 from ._types import (
@@ -85,9 +85,10 @@ class AsyncBranch:
 
     async def connect(self, **sqlite3_kwargs: Any) -> sqlite3.Connection:
         """The checkout is made off the loop; the connection itself is a plain
-        ``sqlite3.Connection`` (``check_same_thread=False`` to use it from other threads)."""
+        ``sqlite3.Connection`` (``check_same_thread=False`` to use it from other threads)
+        that closes at the end of a ``with`` block."""
         path = await self.checkout()
-        conn: sqlite3.Connection = sqlite3.connect(str(path), **sqlite3_kwargs)
+        conn: sqlite3.Connection = _types.connect_closing(path, **sqlite3_kwargs)
         return conn
 
     async def checkpoint(self, name: str, *, meta: Optional[Mapping[str, Any]] = None) -> CheckpointResult:
@@ -260,9 +261,10 @@ class AsyncClient(_AsyncApi):
     async def sessions(self) -> List[Dict[str, Any]]:
         return await asyncio.to_thread(self.sync.sessions)
 
-    async def events(self, *, since: Optional[int] = None) -> AsyncIterator[_client.Event]:
-        """Events, read by a thread and handed to the loop one at a time."""
-        it = self.sync.events(since=since)
+    async def events(self, *, since: Optional[int] = None, follow: bool = True) -> AsyncIterator[_client.Event]:
+        """Events, read by a thread and handed to the loop one at a time (``follow=False``:
+        only those kept so far)."""
+        it = self.sync.events(since=since, follow=follow)
         done = object()
         try:
             while True:
