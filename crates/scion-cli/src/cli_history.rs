@@ -13,8 +13,10 @@ use crate::output::Printer;
 #[derive(Debug, clap::Args)]
 pub struct LogArgs {
     /// db or db@branch (a destroyed branch's history is shown while it lasts). With
-    /// --graph: the database's whole tree, or the subtree of db@branch.
-    pub target: String,
+    /// --graph: the database's whole tree, or the subtree of db@branch; without one, every
+    /// database's tree.
+    #[arg(required_unless_present = "graph")]
+    pub target: Option<String>,
     /// Show at most this many entries, newest first (default 50); with --graph, at most
     /// this many branches (default 200).
     #[arg(long, short = 'n', value_name = "N")]
@@ -86,18 +88,52 @@ pub fn log(p: &Printer, s: &Scion, args: &LogArgs) -> Result<()> {
     if args.graph {
         return graph(p, s, args);
     }
-    let b: BranchRef = args.target.parse()?;
+    let target = args.target.as_deref().unwrap_or_default();
+    let b: BranchRef = target.parse()?;
     let history = s.head_history(&b, Some(args.limit.unwrap_or(50)))?;
     p.head_history(&history);
     Ok(())
 }
 
-/// `scion log --graph`.
+/// `scion log --graph`: one database's tree (or a subtree), or every database's.
 fn graph(p: &Printer, s: &Scion, args: &LogArgs) -> Result<()> {
-    let (db, branch) = match args.target.split_once('@') {
-        Some((db, b)) => (db, Some(b)),
-        None => (args.target.as_str(), None),
+    let Some(target) = args.target.as_deref() else {
+        let dbs = s.list_databases()?;
+        if dbs.is_empty() && !p.json {
+            println!("no databases yet (scion create <db> --from FILE)");
+        }
+        let mut all = Vec::new();
+        for (i, db) in dbs.iter().enumerate() {
+            if i > 0 && !p.json {
+                println!();
+            }
+            all.push(graph_of(p, s, args, db.as_str(), None)?);
+        }
+        if p.json {
+            p.emit(&serde_json::json!({ "databases": all }));
+        }
+        return Ok(());
     };
+    let (db, branch) = match target.split_once('@') {
+        Some((db, b)) => (db, Some(b)),
+        None => (target, None),
+    };
+    let tree = graph_of(p, s, args, db, branch)?;
+    if p.json {
+        p.emit(&tree);
+    }
+    Ok(())
+}
+
+/// The tree of `db` (or the subtree of its `branch`): drawn, or as JSON for the caller
+/// to print.
+fn graph_of(
+    p: &Printer,
+    s: &Scion,
+    args: &LogArgs,
+    db: &str,
+    branch: Option<&str>,
+) -> Result<serde_json::Value> {
     let db: DbName = db.parse()?;
     if let Some(b) = branch {
         // The engine's words for a branch that is not there.
@@ -120,12 +156,11 @@ fn graph(p: &Printer, s: &Scion, args: &LogArgs) -> Result<()> {
         t.attach_merges(&mut budget, &mut merges_of);
     }
     if p.json {
-        p.emit(&serde_json::json!({
+        return Ok(serde_json::json!({
             "db": db.as_str(),
             "branches": branches.len(),
             "roots": trees,
         }));
-        return Ok(());
     }
     let options = crate::graph::GraphOptions {
         db: db.to_string(),
@@ -152,7 +187,7 @@ fn graph(p: &Printer, s: &Scion, args: &LogArgs) -> Result<()> {
     for line in crate::graph::render(&trees, &options) {
         let _ = writeln!(out, "{line}");
     }
-    Ok(())
+    Ok(serde_json::Value::Null)
 }
 
 pub fn undo(p: &Printer, s: &Scion, args: &UndoArgs) -> Result<()> {

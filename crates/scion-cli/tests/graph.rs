@@ -203,3 +203,25 @@ fn the_graph_shows_where_merges_joined_a_line() {
         "aa has none: {json}"
     );
 }
+
+#[test]
+fn without_a_target_the_graph_draws_every_database() {
+    let s = tree();
+    seed(&s.path("crm.db"), 3);
+    s.ok(&["create", "crm", "--from", "crm.db"]);
+    s.ok(&["fork", "crm", "leads"]);
+    let drawn = s.ok(&["log", "--graph"]);
+    assert!(drawn.contains("shop: 6 branches"), "{drawn}");
+    assert!(drawn.contains("crm: 2 branches"), "{drawn}");
+    assert!(drawn.contains("leads"), "{drawn}");
+    let v: serde_json::Value = serde_json::from_str(&s.ok(&["--json", "log", "--graph"])).unwrap();
+    let dbs: Vec<&str> = v["databases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["db"].as_str().unwrap())
+        .collect();
+    assert_eq!(dbs, ["crm", "shop"]);
+    // A plain log still needs a branch.
+    assert_ne!(s.run(&["log"]).code, 0);
+}

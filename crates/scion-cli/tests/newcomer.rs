@@ -440,3 +440,18 @@ fn diff_says_what_a_dirty_checkout_holds_that_it_leaves_out() {
     assert!(v.get("unsaved_checkouts").is_none(), "{v}");
     assert_eq!(v["tables"][0]["removed"], 20);
 }
+
+/// An az:// store that cannot be configured names the Azure variables, not the S3 ones.
+#[test]
+fn an_azure_store_without_an_account_names_the_azure_variables() {
+    let s = Session::new();
+    let mut c = s.cmd(&["--store", "az://container/prefix", "status"]);
+    for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("AZURE")) {
+        c.env_remove(k);
+    }
+    let out = c.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("AZURE_STORAGE_"), "{stderr}");
+    assert!(!stderr.contains("SCION_S3_"), "{stderr}");
+}

@@ -160,6 +160,7 @@ pub fn describe_engine(e: &EngineError) -> Described {
         Store(s) if s.is_retryable() => d(Exit::Transient, "store_transient", Some("retry; the store may be briefly unavailable".into())),
         Store(StoreError::NotFound { .. } | StoreError::OutOfRange { .. }) => d(Exit::Corrupt, "missing_data", Some("the store lacks data a version needs; `scion verify` lists what is damaged".into())),
         Store(StoreError::Unauthorized { .. }) => d(Exit::Refused, "unauthorized", Some("check the store's credentials (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY) and permissions".into())),
+        Store(StoreError::Config(m)) if m.starts_with("Azure") => d(Exit::InvalidInput, "store_config", Some("check --store and the AZURE_STORAGE_* variables (AZURE_STORAGE_ACCOUNT_NAME with AZURE_STORAGE_ACCOUNT_KEY or a SAS token, or AZURE_STORAGE_USE_EMULATOR=true)".into())),
         Store(StoreError::Config(_)) => d(Exit::InvalidInput, "store_config", Some("check --store and the SCION_S3_* variables".into())),
         Store(_) => d(Exit::Failure, "store_error", None),
         Sqlite { .. } => d(Exit::Failure, "sqlite_error", None),

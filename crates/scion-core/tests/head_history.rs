@@ -214,7 +214,10 @@ fn gc_keeps_every_head_the_history_names_until_the_retention_passes() {
     let retention = scion_core::history::DEFAULT_HISTORY_RETENTION;
     let free = kept.all_free_at.unwrap().as_system_time();
     let soonest = std::time::SystemTime::now() + retention - Duration::from_secs(3600);
-    assert!(free > soonest, "frees up a retention after the move: {kept:?}");
+    assert!(
+        free > soonest,
+        "frees up a retention after the move: {kept:?}"
+    );
     e.scion.undo(&w, &no_backup).unwrap();
     assert_eq!(price(&e, "shop@w"), "1.0");
     e.scion

@@ -119,9 +119,14 @@ impl Default for Metrics {
             );
             r.register(
                 "refused_requests",
-                "Requests refused before reaching the API (wrong uid, missing or wrong token)",
+                "Requests refused before reaching the API (wrong uid, missing, wrong or expired token, a scoped token's missing grant)",
                 m.refused_requests.clone(),
             );
+            // Every reason exists from the first scrape, at 0: a dashboard's rate() of a
+            // series that appears only on the first refusal misses that refusal.
+            for reason in REFUSAL_REASONS {
+                let _ = m.refused_requests.get_or_create(&ReasonLabels { reason });
+            }
             r.register(
                 "reconciles",
                 "Times capture compared a checkout page by page because its cursor could not resume",
@@ -170,12 +175,25 @@ impl Metrics {
         }
     }
 
+    /// Count a refused request; `reason` is one of [`REFUSAL_REASONS`].
     pub fn refuse(&self, reason: &'static str) {
+        debug_assert!(REFUSAL_REASONS.contains(&reason), "{reason}");
         self.refused_requests
             .get_or_create(&ReasonLabels { reason })
             .inc();
     }
 }
+
+/// Why a request is refused before it reaches the API, as `scion_refused_requests_total`
+/// labels them.
+pub const REFUSAL_REASONS: [&str; 6] = [
+    "other_uid",
+    "missing_token",
+    "wrong_token",
+    "token_expired",
+    "token_file",
+    "missing_grant",
+];
 
 /// Store requests, observed on the way to the store.
 pub struct StoreObserver(pub std::sync::Arc<Metrics>);

@@ -406,3 +406,16 @@ def test_a_with_block_that_raises_rolls_back_and_closes(shop: scion.Branch) -> N
     fresh = sqlite3.connect(fork.checkout())
     assert fresh.execute("SELECT count(*) FROM items").fetchone()[0] == 3
     fresh.close()
+
+
+def test_head_history_iterates_and_a_merge_report_has_what_was_published(shop: scion.Branch) -> None:
+    fork = shop.fork("hist")
+    with fork.connect() as db:
+        db.execute("UPDATE items SET price = 1 WHERE id = 1")
+    fork.checkpoint("one")
+    history = fork.history()
+    assert len(history) == 1 and [e.op for e in history] == ["commit"] and history[0].op == "commit"
+    report = shop.merge("hist", force=True)
+    assert report.published is not None and report.published["version"] == report.version
+    dry = shop.merge("hist", dry_run=True)
+    assert dry.published is None

@@ -83,6 +83,9 @@ class MergeReport:
     unresolved: int
     version: Optional[int]
     """The destination's new version, when one was published."""
+    published: Optional[Mapping[str, Any]]
+    """What was published, as in the JSON (``version``, ``root``, ``history_entry``, ...);
+    ``None`` for a dry run or a stopped merge."""
     raw: Mapping[str, Any]
     """The whole report as the API answered it."""
 
@@ -93,7 +96,7 @@ class MergeReport:
 
     @classmethod
     def from_json(cls, v: Mapping[str, Any]) -> "MergeReport":
-        published = v.get("published") or {}
+        published = v.get("published") or None
         return cls(
             src=str(v["src"]),
             dst=str(v["dst"]),
@@ -105,6 +108,7 @@ class MergeReport:
             schema_conflicts=tuple(v.get("schema_conflicts", ())),
             tables=tuple(v.get("tables", ())),
             unresolved=int(v.get("unresolved", 0)),
-            version=published.get("version"),
+            version=published.get("version") if published else None,
+            published=published,
             raw=v,
         )

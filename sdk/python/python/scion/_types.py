@@ -7,7 +7,7 @@ import sqlite3
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple, Union
 
 #: A time to live: a :class:`~datetime.timedelta`, whole seconds, or a duration string
 #: such as ``"30s"``, ``"10m"``, ``"2h"``, ``"7d"``.
@@ -185,6 +185,16 @@ class HeadHistory:
             entries=tuple(HeadEntry.from_json(e) for e in v.get("entries", ())),
             more=bool(v.get("more", False)),
         )
+
+    def __iter__(self) -> Iterator[HeadEntry]:
+        """The entries, newest first."""
+        return iter(self.entries)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def __getitem__(self, i: int) -> HeadEntry:
+        return self.entries[i]
 
 
 @dataclass(frozen=True)
