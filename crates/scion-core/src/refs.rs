@@ -212,6 +212,10 @@ pub fn user_meta(meta: &BTreeMap<String, String>) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// The ref meta key that marks an ephemeral branch: in `meta`, like the owner, so every
+/// binary that reads the ref schema carries it over.
+const EPHEMERAL_META: &str = "scion.ephemeral";
+
 /// What a destroy record keeps of a ref's meta, so that a restored branch has it again:
 /// the user's entries and the branch's owner.
 pub(crate) fn kept_meta(r: &Ref) -> BTreeMap<String, String> {
@@ -244,6 +248,21 @@ impl Ref {
         self.meta
             .get(Owner::META_KEY)
             .and_then(|o| Owner::new(o).ok())
+    }
+
+    /// A branch made for one test or attempt, whose history goes with it (see
+    /// [`crate::ops::fork::ForkSpec::ephemeral`]).
+    pub fn is_ephemeral(&self) -> bool {
+        self.meta.get(EPHEMERAL_META).is_some_and(|v| v == "true")
+    }
+
+    pub(crate) fn set_ephemeral(&mut self, ephemeral: bool) {
+        if ephemeral {
+            self.meta
+                .insert(EPHEMERAL_META.to_string(), "true".to_string());
+        } else {
+            self.meta.remove(EPHEMERAL_META);
+        }
     }
 
     pub(crate) fn set_owner(&mut self, owner: Option<&Owner>) {

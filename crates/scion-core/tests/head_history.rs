@@ -371,3 +371,49 @@ fn a_safety_fork_holding_the_only_recent_head_of_a_protected_branch_is_protected
         .unwrap();
     e.scion.destroy(&fork, false).unwrap();
 }
+
+/// A branch forked as ephemeral (a test's fork) takes its history with it when destroyed:
+/// gc reclaims its pages at once, where a plain fork's are kept for `restore`.
+#[test]
+fn an_ephemeral_fork_leaves_nothing_for_gc_to_keep_once_destroyed() {
+    let e = env();
+    create_shop(&e, 2000);
+    let main = br("shop@main");
+    let mut written = Vec::new();
+    for (name, ephemeral) in [("kept", false), ("test-1", true)] {
+        let spec = scion_core::ops::fork::ForkSpec {
+            ephemeral,
+            ..Default::default()
+        };
+        e.scion
+            .fork_as(&main, &name.parse().unwrap(), None, spec)
+            .unwrap();
+        let b = br(&format!("shop@{name}"));
+        let path = e.scion.checkout(&b, false).unwrap().path;
+        exec(&path, "UPDATE items SET name = hex(randomblob(40))");
+        e.scion.checkpoint(&b, &"c".parse().unwrap()).unwrap();
+        e.scion.destroy(&b, false).unwrap();
+        let gc = e.scion.gc(Duration::ZERO, true).unwrap();
+        written.push((name, gc.kept_by_history.bytes, gc.deleted_segments));
+        e.scion.gc(Duration::ZERO, true).unwrap();
+    }
+    let (_, kept_bytes, kept_deleted) = written[0];
+    assert!(kept_bytes > 0 && kept_deleted == 0, "{written:?}");
+    let (_, eph_bytes, eph_deleted) = written[1];
+    assert_eq!(
+        eph_bytes, kept_bytes,
+        "only the plain fork's pages are still kept: {written:?}"
+    );
+    assert!(
+        eph_deleted > 0,
+        "the ephemeral fork's pages went: {written:?}"
+    );
+    let restored = e
+        .scion
+        .restore(&br("shop@test-1"), None, &MoveOptions::default());
+    assert!(
+        restored.is_err(),
+        "an ephemeral branch's history went with it"
+    );
+    e.scion.verify().unwrap();
+}

@@ -18,6 +18,21 @@ pub struct ForkReport {
     pub ref_bytes: u64,
 }
 
+/// What a fork may carry besides its source.
+#[derive(Debug, Clone, Default)]
+pub struct ForkSpec {
+    /// Let `gc` reap the branch after this long without a commit or touch.
+    pub ttl: Option<std::time::Duration>,
+    /// The user's entries (who made it and why).
+    pub meta: BTreeMap<String, String>,
+    /// The front end that made it (an agent's or a token's tag): it may change the branch.
+    pub owner: Option<Owner>,
+    /// A branch made for one test or one attempt: once destroyed or reaped its head
+    /// history goes with it, so `gc` reclaims its pages at once (`restore` cannot bring
+    /// it back).
+    pub ephemeral: bool,
+}
+
 impl Engine {
     pub fn fork(
         &self,
@@ -50,20 +65,33 @@ impl Engine {
         ttl: Option<std::time::Duration>,
         meta: BTreeMap<String, String>,
     ) -> EngineResult<ForkReport> {
-        self.fork_owned(source, new, at, ttl, meta, None)
+        self.fork_as(
+            source,
+            new,
+            at,
+            ForkSpec {
+                ttl,
+                meta,
+                ..Default::default()
+            },
+        )
     }
 
-    /// Fork as [`Engine::fork_with_meta`], recording `owner` as the new branch's owner (an
-    /// agent's or a token's branch, which that front end may change).
-    pub fn fork_owned(
+    /// Fork with everything a front end may ask for (see [`ForkSpec`]), still in one
+    /// create-only write.
+    pub fn fork_as(
         &self,
         source: &BranchRef,
         new: &BranchName,
         at: Option<&CheckpointName>,
-        ttl: Option<std::time::Duration>,
-        meta: BTreeMap<String, String>,
-        owner: Option<&Owner>,
+        spec: ForkSpec,
     ) -> EngineResult<ForkReport> {
+        let ForkSpec {
+            ttl,
+            meta,
+            owner,
+            ephemeral,
+        } = spec;
         new.check_new()?;
         check_user_meta(&meta)?;
         let target = Target {
@@ -112,7 +140,8 @@ impl Engine {
             checkouts: Vec::new(),
             nonce: Default::default(),
         };
-        r.set_owner(owner);
+        r.set_owner(owner.as_ref());
+        r.set_ephemeral(ephemeral);
         let new_ref = BranchRef::new(source.db.clone(), new.clone());
         let etag = self.create_ref(&new_ref, &mut r)?;
         // A GC that found the version unreachable (its source destroyed meanwhile) may have

@@ -189,6 +189,20 @@ impl Engine {
         Ok(())
     }
 
+    /// Remove the history objects of an ephemeral branch about to be destroyed.
+    pub(crate) fn forget_history(&self, b: &BranchRef) -> EngineResult<()> {
+        let keys: Vec<String> = self
+            .backend
+            .list(&history_prefix(&b.db, &b.branch))?
+            .into_iter()
+            .map(|m| m.key)
+            .collect();
+        for chunk in keys.chunks(1000) {
+            self.backend.delete_many(chunk)?;
+        }
+        Ok(())
+    }
+
     /// Keep a branch about to be destroyed in its history: its last entries and a
     /// `destroy` entry, with what `restore` needs to bring it back.
     pub(crate) fn record_destroy(&self, b: &BranchRef, r: &Ref) -> EngineResult<()> {

@@ -142,8 +142,10 @@ impl Scion {
         b: &BranchRef,
         claimed_etag: &scion_store::ETag,
     ) -> CoreResult<DestroyReport> {
-        // The history outlives the branch: `restore` brings it back while it lasts.
+        // The history outlives the branch: `restore` brings it back while it lasts. An
+        // ephemeral branch's goes with it, so gc reclaims its pages at once.
         match self.read_ref_any(b) {
+            Ok((r, _)) if r.is_ephemeral() => self.forget_history(b)?,
             Ok((r, _)) => self.record_destroy(b, &r)?,
             Err(EngineError::BranchNotFound { .. } | EngineError::DatabaseNotFound { .. }) => {}
             Err(e) => return Err(e.into()),

@@ -11,6 +11,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use scion_core::described::{Context, Exit};
 use scion_core::diff::DiffOptions;
+use scion_core::ops::fork::ForkSpec;
 use scion_core::ops::lifecycle::MoveOptions;
 use scion_core::{BranchName, BranchRef, CheckpointName, DbName, Owner, Target};
 use serde::Deserialize;
@@ -118,6 +119,10 @@ pub struct ForkBody {
     /// Who the new branch belongs to: a front end with owners (`scion mcp`) lets its agent
     /// change only the branches it owns.
     owner: Option<String>,
+    /// A branch for one test or attempt: once destroyed or reaped, its history goes with
+    /// it and `gc` reclaims its pages at once.
+    #[serde(default)]
+    ephemeral: bool,
 }
 
 pub async fn fork(
@@ -134,7 +139,17 @@ pub async fn fork(
     let ttl = body.ttl.as_deref().map(duration).transpose()?;
     let owner = body.owner.as_deref().map(parse::<Owner>).transpose()?;
     let report = blocking(&shared, Context::Other, move |s| {
-        s.fork_owned(&src, &new, at.as_ref(), ttl, body.meta, owner.as_ref())
+        s.fork_as(
+            &src,
+            &new,
+            at.as_ref(),
+            ForkSpec {
+                ttl,
+                meta: body.meta,
+                owner,
+                ephemeral: body.ephemeral,
+            },
+        )
     })
     .await?;
     shared.events.emit(

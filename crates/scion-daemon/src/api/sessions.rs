@@ -7,6 +7,7 @@ use axum::extract::{ConnectInfo, Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use scion_core::described::Context;
+use scion_core::ops::fork::ForkSpec;
 use scion_core::{BranchName, BranchRef, CheckpointName, DbName, Owner};
 use serde::Deserialize;
 
@@ -98,15 +99,15 @@ pub async fn open(
             None => (parse::<BranchName>(from)?, None),
         };
         let src = BranchRef::new(db.clone(), src);
+        let spec = ForkSpec {
+            ttl,
+            meta,
+            owner: branch_owner,
+            // Its branch goes when the session closes: its history need not outlive it.
+            ephemeral: body.ephemeral,
+        };
         let report = blocking(&shared, Context::Other, move |s| {
-            s.fork_owned(
-                &src,
-                &branch_name,
-                at.as_ref(),
-                ttl,
-                meta,
-                branch_owner.as_ref(),
-            )
+            s.fork_as(&src, &branch_name, at.as_ref(), spec)
         })
         .await?;
         shared.events.emit(

@@ -125,10 +125,15 @@ class Branch:
         at: Optional[str] = None,
         ttl: Optional[TTL] = None,
         meta: Optional[Mapping[str, Any]] = None,
+        ephemeral: bool = False,
     ) -> "Branch":
         """A new branch ``name`` at this branch's head (or its checkpoint ``at``). O(1):
-        one small write, whatever the database's size."""
+        one small write, whatever the database's size. An ``ephemeral`` branch (one test's,
+        one attempt's) takes its head history with it when destroyed or reaped, so ``gc``
+        reclaims its pages at once; ``restore`` cannot bring it back."""
         body: Dict[str, Any] = {"source": self.ref, "name": name}
+        if ephemeral:
+            body["ephemeral"] = True
         if at is not None:
             body["at"] = at
         if ttl is not None:

@@ -74,8 +74,11 @@ class AsyncBranch:
         at: Optional[str] = None,
         ttl: Optional[TTL] = None,
         meta: Optional[Mapping[str, Any]] = None,
+        ephemeral: bool = False,
     ) -> "AsyncBranch":
-        return AsyncBranch(await asyncio.to_thread(self.sync.fork, name, at=at, ttl=ttl, meta=meta))
+        return AsyncBranch(
+            await asyncio.to_thread(self.sync.fork, name, at=at, ttl=ttl, meta=meta, ephemeral=ephemeral)
+        )
 
     async def checkout(self, *, force: bool = False) -> Path:
         return await asyncio.to_thread(self.sync.checkout, force=force)

@@ -470,7 +470,9 @@ def scion_db(request: pytest.FixtureRequest, scion_seeds: _Seeds, scion_store: A
         fork = scion_store.branch(session.branch)
         db = ScionDb(branch=fork, path=session.path, seed=seed, store=scion_store, session=session)
     else:
-        fork = seed.branch.fork(name, at="seed", ttl=ttl, meta=meta)
+        # Ephemeral: once the test's fork is destroyed, gc reclaims its pages at once
+        # rather than keeping them for the head history's retention.
+        fork = seed.branch.fork(name, at="seed", ttl=ttl, meta=meta, ephemeral=True)
         db = ScionDb(branch=fork, path=fork.checkout(), seed=seed, store=scion_store)
     try:
         yield db
