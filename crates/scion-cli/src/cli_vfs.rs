@@ -25,6 +25,46 @@ pub struct SqlArgs {
     /// read-only under NAME (`SELECT ... FROM NAME.items`). Repeatable, up to 125 times.
     #[arg(long = "attach", value_name = "NAME=TARGET")]
     pub attach: Vec<String>,
+    /// Print a line of column names first (default: only when stdout is a terminal, so
+    /// output read by a script holds rows alone, as with sqlite3 in a pipe).
+    #[arg(long, overrides_with = "no_header")]
+    pub header: bool,
+    /// Print no line of column names, even on a terminal.
+    #[arg(long)]
+    pub no_header: bool,
+    /// Rows as CSV (RFC 4180 quoting), as sqlite3's `.mode csv`.
+    #[arg(long, conflicts_with = "line")]
+    pub csv: bool,
+    /// One `column = value` line per cell and a blank line between rows, as sqlite3's
+    /// `.mode line`.
+    #[arg(long)]
+    pub line: bool,
+}
+
+/// How `scion sql` prints rows (`--json` prints the whole report instead).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SqlMode {
+    /// `a|b|c`, as sqlite3's default.
+    List,
+    Csv,
+    Line,
+}
+
+impl SqlArgs {
+    pub fn mode(&self) -> SqlMode {
+        if self.csv {
+            SqlMode::Csv
+        } else if self.line {
+            SqlMode::Line
+        } else {
+            SqlMode::List
+        }
+    }
+
+    /// Whether to print the column names: asked for, or on a terminal unless refused.
+    pub fn header(&self, stdout_is_terminal: bool) -> bool {
+        self.header || (stdout_is_terminal && !self.no_header)
+    }
 }
 
 /// Most databases one connection attaches besides its own (`main` and `temp`): SQLite's
@@ -277,23 +317,57 @@ impl SqlReport {
         )
     }
 
-    /// sqlite3's default output: a header line, then rows, columns separated by `|`.
-    pub fn render(&self) -> String {
+    /// The rows as sqlite3 prints them in `mode`, with a header line when `header`
+    /// (`.mode line` always names each column).
+    pub fn render(&self, mode: SqlMode, header: bool) -> String {
+        let text = |v: &serde_json::Value| match v {
+            serde_json::Value::Null => String::new(),
+            serde_json::Value::String(t) => t.clone(),
+            other => other.to_string(),
+        };
+        let csv = |t: String| {
+            if t.contains([',', '"', '\n', '\r']) {
+                format!("\"{}\"", t.replace('"', "\"\""))
+            } else {
+                t
+            }
+        };
         let mut s = String::new();
         for r in &self.results {
-            s += &r.columns.join("|");
-            s.push('\n');
-            for row in &r.rows {
-                let cells: Vec<String> = row
-                    .iter()
-                    .map(|v| match v {
-                        serde_json::Value::Null => String::new(),
-                        serde_json::Value::String(t) => t.clone(),
-                        other => other.to_string(),
-                    })
-                    .collect();
-                s += &cells.join("|");
-                s.push('\n');
+            match mode {
+                SqlMode::List | SqlMode::Csv => {
+                    let (sep, cell): (&str, &dyn Fn(String) -> String) = match mode {
+                        SqlMode::Csv => (",", &csv),
+                        _ => ("|", &|t| t),
+                    };
+                    if header {
+                        let names: Vec<String> =
+                            r.columns.iter().map(|c| cell(c.clone())).collect();
+                        s += &names.join(sep);
+                        s.push('\n');
+                    }
+                    for row in &r.rows {
+                        let cells: Vec<String> = row.iter().map(|v| cell(text(v))).collect();
+                        s += &cells.join(sep);
+                        s.push('\n');
+                    }
+                }
+                SqlMode::Line => {
+                    let width = r
+                        .columns
+                        .iter()
+                        .map(|c| c.chars().count())
+                        .max()
+                        .unwrap_or(0);
+                    for (i, row) in r.rows.iter().enumerate() {
+                        if i > 0 {
+                            s.push('\n');
+                        }
+                        for (c, v) in r.columns.iter().zip(row) {
+                            s += &format!("{c:>width$} = {}\n", text(v));
+                        }
+                    }
+                }
             }
         }
         s

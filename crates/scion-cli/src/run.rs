@@ -170,7 +170,8 @@ fn run_command(cli: &Cli, open: &dyn Fn(&Cli, bool) -> Result<Scion>) -> Result<
         Command::Sql(args) => {
             let s = open(cli, false)?;
             let report = crate::cli_vfs::sql(s, args)?;
-            p.rendered(&report, &report.render());
+            let header = args.header(std::io::IsTerminal::is_terminal(&std::io::stdout()));
+            p.rendered(&report, &report.render(args.mode(), header));
             if let Some(line) = report.summary().filter(|_| !cli.json) {
                 eprintln!("{line}");
             }

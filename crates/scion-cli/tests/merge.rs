@@ -134,7 +134,7 @@ fn two_agents_forks_merge_into_main_with_a_conflict_resolved_by_file() {
     s.ok(&["undo", "shop", "--force"]);
     assert_eq!(
         s.ok(&["sql", "shop", "SELECT price FROM items WHERE id = 1"]),
-        "price\n4\n"
+        "4\n"
     );
 }
 

@@ -21,7 +21,7 @@ fn sql_reads_and_commits_without_a_checkout() {
         "shop@try",
         "DELETE FROM items WHERE id > 100; SELECT count(*) AS n FROM items",
     ]);
-    assert_eq!(out, "n\n100\n");
+    assert_eq!(out, "100\n");
     // A write says what it committed (stderr); a read says nothing.
     let w = s.run(&["sql", "shop@try", "UPDATE items SET price = 0 WHERE id = 1"]);
     assert_eq!(w.code, 0, "{}", w.stderr);
@@ -35,7 +35,7 @@ fn sql_reads_and_commits_without_a_checkout() {
     // Parent untouched, no file materialized for either branch.
     assert_eq!(
         s.ok(&["sql", "shop", "SELECT count(*) FROM items"]),
-        "count(*)\n500\n"
+        "500\n"
     );
     let status = s.ok(&["--json", "branches", "shop"]);
     assert!(!status.contains("\"checkout\": \"clean\""), "{status}");
@@ -73,7 +73,7 @@ fn checkpoint_of_a_branch_written_through_the_vfs_names_its_head_in_o1() {
     assert_eq!(v["pages_changed"], 0);
     assert_eq!(
         s.ok(&["sql", "shop@main@halved", "SELECT count(*) FROM items"]),
-        "count(*)\n1000\n"
+        "1000\n"
     );
 }
 
@@ -206,7 +206,7 @@ fn shell_runs_the_stock_sqlite3_with_the_extension() {
             "shop",
             "SELECT price FROM items WHERE name = 'shell'"
         ]),
-        "price\n7.0\n"
+        "7.0\n"
     );
 }
 
@@ -319,9 +319,7 @@ fn two_processes_write_one_branch_in_turn() {
     eprintln!("{busy} of 16 writers found the branch busy and retried");
     let n: u64 = s
         .ok(&["sql", "shop", "SELECT count(*) FROM items"])
-        .lines()
-        .nth(1)
-        .unwrap()
+        .trim()
         .parse()
         .unwrap();
     assert_eq!(n, 26, "every writer's row is in the branch, none twice");
@@ -397,7 +395,7 @@ fn kill_9_during_a_vfs_commit_leaves_the_old_or_the_new_version() {
         // It opens cleanly through the VFS, the store verifies, and the next writer is
         // not kept out by the dead one (its writing turn died with it).
         let through_vfs = s.ok(&["sql", "shop", STATE]);
-        assert_eq!(through_vfs.lines().nth(1).unwrap(), now, "round {round}");
+        assert_eq!(through_vfs.trim(), now, "round {round}");
         let verify = s.run(&["verify"]);
         assert_eq!(verify.code, 0, "round {round}: {}", verify.stdout);
         s.ok(&["sql", "shop", "UPDATE items SET name = name WHERE id = 1"]);
@@ -432,7 +430,7 @@ fn sql_attaches_other_versions_read_only() {
         "SELECT t.id, t.price FROM items t JOIN base.items b USING (id) WHERE t.price <> b.price ORDER BY t.id; \
          SELECT (SELECT count(*) FROM before.items) - (SELECT count(*) FROM base.items) AS gone",
     ]);
-    assert_eq!(out, "id|price\n3|999.0\n7|999.0\ngone\n1\n");
+    assert_eq!(out, "3|999.0\n7|999.0\n1\n");
     // An attached version is read-only: nothing is written to it, clearly.
     let failed = |args: &[&str], exit: i32, code: &str| -> String {
         let mut all = vec!["--json"];
@@ -455,10 +453,7 @@ fn sql_attaches_other_versions_read_only() {
         "invalid_input",
     );
     assert!(why.contains("--attach"), "{why}");
-    assert_eq!(
-        s.ok(&["sql", "shop", "SELECT count(*) FROM items"]),
-        "count(*)\n49\n"
-    );
+    assert_eq!(s.ok(&["sql", "shop", "SELECT count(*) FROM items"]), "49\n");
     // Bad names, unknown versions and repeated names are refused before anything runs.
     for bad in [
         "main=shop@main",
@@ -492,10 +487,35 @@ fn sql_attaches_other_versions_read_only() {
     }
     args.push("SELECT count(*) AS n FROM v125.items".into());
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-    assert_eq!(s.ok(&refs), "n\n49\n");
+    assert_eq!(s.ok(&refs), "49\n");
     let mut more = refs.clone();
     more.insert(2, "--attach");
     more.insert(3, "v126=shop@main");
     let why = failed(&more, 8, "invalid_input");
     assert!(why.contains("at most 125"), "{why}");
+}
+
+/// `scion sql` prints what sqlite3 prints in a pipe: rows alone unless `--header`; `--csv`
+/// quotes as RFC 4180 does; `--line` names each cell.
+#[test]
+fn sql_output_modes_are_sqlite3_s() {
+    let s = Session::new();
+    s.ok(&["init"]);
+    let db = s.path("m.db");
+    sqlite(&db, "CREATE TABLE t(id INTEGER PRIMARY KEY, name TEXT); INSERT INTO t VALUES (1, 'a,b'), (2, 'x\"y')");
+    s.ok(&["create", "m", "--from", db.to_str().unwrap()]);
+    let q = "SELECT id, name FROM t ORDER BY id";
+    assert_eq!(s.ok(&["sql", "m", q]), "1|a,b\n2|x\"y\n");
+    assert_eq!(
+        s.ok(&["sql", "m", q, "--header"]),
+        "id|name\n1|a,b\n2|x\"y\n"
+    );
+    assert_eq!(
+        s.ok(&["sql", "m", q, "--csv", "--header"]),
+        "id,name\n1,\"a,b\"\n2,\"x\"\"y\"\n"
+    );
+    assert_eq!(
+        s.ok(&["sql", "m", q, "--line"]),
+        "  id = 1\nname = a,b\n\n  id = 2\nname = x\"y\n"
+    );
 }
