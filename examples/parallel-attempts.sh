@@ -76,7 +76,8 @@ done
 
 echo
 echo "== keep the winner ($winner): promote it onto main, destroy the other attempts"
-scion promote "shop@$winner" --onto main --force
+safety=$(scion --json promote "shop@$winner" --onto main --force | python3 -c 'import json, sys; print(json.load(sys.stdin)["safety_fork"])')
+echo "promoted shop@$winner onto shop@main; the old main is kept as $safety"
 for attempt in add-index add-total-column drop-and-rebuild; do
   [ "$attempt" = "$winner" ] || scion destroy "shop@$attempt"
 done
@@ -85,4 +86,4 @@ scion export shop shop-migrated.db
 scion status
 echo
 echo "Done. The store is $(pwd)/.scion; main holds the winning migration, and the old main"
-echo "is kept for 24 h as shop@main-pre-promote. Try: sqlite3 \"\$(scion --store $(pwd)/.scion checkout shop)\""
+echo "is kept for 24 h as $safety. Try: sqlite3 \"\$(scion --store $(pwd)/.scion checkout shop)\""

@@ -7,6 +7,9 @@
 //!   it must exit 0.
 //! - `<!-- doc-test: background -->`: a second terminal running `scion serve`: started in the
 //!   background, waited for until it answers, stopped when the doc is done.
+//! - `<!-- doc-test: run-s3 -->`, `<!-- doc-test: run-azure -->`: run against the S3 and
+//!   Azure test servers `./scripts/test` starts, the page's placeholders (bucket, container,
+//!   `...` credentials) replaced by the runner.
 //! - `<!-- doc-test: run-python -->`: needs the Python package; run by
 //!   `sdk/python/tests/test_docs.py` (with the page's Python blocks) from `./scripts/test-python`.
 //! - `<!-- doc-test: skip: <reason> -->`: not run, and why (printed).
@@ -114,6 +117,22 @@ fn blocks(name: &str, text: &str) -> Result<Vec<Block>, String> {
             Some("run") => How::Run,
             Some("background") => How::Background,
             Some(m) if m.starts_with("skip:") => How::Skip(m["skip:".len()..].trim().to_string()),
+            Some(m @ ("run-s3" | "run-azure")) => {
+                let start = i + 1;
+                let mut end = start;
+                while end < lines.len() && !lines[end].trim_start().starts_with("```") {
+                    end += 1;
+                }
+                let shown = lines[start..end].join("\n") + "\n";
+                out.push(Block {
+                    at: format!("{name}:{}", i + 1),
+                    line: i + 1,
+                    how: How::Run,
+                    code: test_server(m, &shown)?,
+                });
+                i = end + 1;
+                continue;
+            }
             Some("run-python") => How::Skip(
                 "needs the Python package: sdk/python/tests/test_docs.py runs it (./scripts/test-python)".into(),
             ),
@@ -138,6 +157,57 @@ fn blocks(name: &str, text: &str) -> Result<Vec<Block>, String> {
         i = end + 1;
     }
     Ok(out)
+}
+
+/// A block written for a real bucket or container, pointed at the test servers
+/// `./scripts/test` runs: the page's placeholders (`s3://my-bucket/scion`, `...`
+/// credentials) replaced by the runner, never by hand.
+fn test_server(kind: &str, shown: &str) -> Result<String, String> {
+    let var = |k: &str| {
+        std::env::var(k).map_err(|_| {
+            format!(
+                "{kind} blocks run against the test servers ./scripts/test starts ({k} is not set)"
+            )
+        })
+    };
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let unique = format!("doc-{}-{nanos}", std::process::id());
+    Ok(match kind {
+        "run-s3" => shown
+            .replace(
+                "s3://my-bucket/scion",
+                &format!("s3://{}/{unique}", var("SCION_S3_TEST_BUCKET")?),
+            )
+            .replace(
+                "AWS_ACCESS_KEY_ID=...",
+                &format!("AWS_ACCESS_KEY_ID={}", var("AWS_ACCESS_KEY_ID")?),
+            )
+            .replace(
+                "AWS_SECRET_ACCESS_KEY=...",
+                &format!("AWS_SECRET_ACCESS_KEY={}", var("AWS_SECRET_ACCESS_KEY")?),
+            ),
+        _ => {
+            // Azurite's well-known development account.
+            let key = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
+            var("AZURITE_BLOB_STORAGE_URL")?;
+            shown
+                .replace(
+                    "az://my-container/scion",
+                    &format!("az://{}/{unique}", var("SCION_AZURE_TEST_CONTAINER")?),
+                )
+                .replace(
+                    "AZURE_STORAGE_ACCOUNT_NAME=...",
+                    "AZURE_STORAGE_ACCOUNT_NAME=devstoreaccount1",
+                )
+                .replace(
+                    "AZURE_STORAGE_ACCOUNT_KEY=...",
+                    &format!("AZURE_STORAGE_ACCOUNT_KEY={key}"),
+                )
+        }
+    })
 }
 
 /// A shell for the docs' blocks: `scion` on `PATH`, a home of its own (so a daemon's socket
