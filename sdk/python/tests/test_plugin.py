@@ -275,3 +275,38 @@ def test_zz_the_store_keeps_pages_raw(scion_store):
     result = pytester.runpytest_subprocess("-q", f"--scion-store={store}", "--scion-page-compression=lz4")
     result.assert_outcomes(errors=3)
     result.stdout.fnmatch_lines(["*InvalidInput*keeps pages none*"])
+
+
+VFS_TESTS = """
+import sqlite3
+
+def test_the_connection_goes_through_the_vfs_until_a_file_is_asked_for(scion_db):
+    c = scion_db.connection
+    assert c.execute("PRAGMA scion_version").fetchone() is not None  # only the scion VFS answers it
+    c.execute("INSERT INTO items(name) VALUES ('vfs')")
+    c.commit()
+    scion_db.checkpoint("one")
+    path = scion_db.path  # a file now, holding what the VFS committed
+    with sqlite3.connect(path) as f:
+        assert f.execute("SELECT count(*) FROM items WHERE name = 'vfs'").fetchone()[0] == 1
+    scion_db.connection.execute("INSERT INTO items(name) VALUES ('file')")
+    scion_db.checkpoint("two")
+"""
+
+
+FILE_TESTS = """
+def test_a_file_from_the_start(scion_db):
+    # The first connection is to the file: the VFS pragma is not there.
+    assert scion_db.connection.execute("PRAGMA scion_version").fetchone() is None
+    assert scion_db.path.exists()
+"""
+
+
+@pytest.mark.parametrize("connect", ["vfs", "file"])
+def test_scion_db_connects_through_the_vfs_by_default_or_to_a_file(pytester: pytest.Pytester, connect: str) -> None:
+    pytester.makefile(".sql", seed=SEED_SQL)
+    pytester.makeini("[pytest]\nscion_seed = seed.sql\n")
+    pytester.makepyfile(VFS_TESTS if connect == "vfs" else FILE_TESTS)
+    args = ["-p", "no:cacheprovider"] + ([] if connect == "vfs" else ["--scion-connect=file"])
+    result = pytester.runpytest_subprocess(*args)
+    result.assert_outcomes(passed=1)

@@ -78,24 +78,51 @@ class Seed:
 
 @dataclass
 class ScionDb:
-    """A test's own fork of the seed."""
+    """A test's own fork of the seed. :attr:`connection` reads and writes it through the
+    scion VFS (nothing is copied, whatever the seed's size; each commit is a version of the
+    fork); :attr:`path` makes a stock SQLite file of it when a test needs one, and from then
+    on :attr:`connection` is a connection to that file. Under ``--scion-daemon`` the file is
+    the daemon session's, from the start."""
 
     branch: Branch
-    path: Path
     seed: Seed
     store: Api
     session: Optional[Session] = None
     """The daemon session holding :attr:`path`, under ``--scion-daemon``."""
+    _path: Optional[Path] = field(default=None, repr=False)
     _connection: Optional[sqlite3.Connection] = field(default=None, repr=False)
+    _through_vfs: bool = field(default=False, repr=False)
+
+    @property
+    def path(self) -> Path:
+        """The fork's stock SQLite file, made on first use (a VFS connection of this test
+        is committed and closed first: the branch is then written through the file)."""
+        if self._path is None:
+            if self._connection is not None:
+                self._connection.commit()
+                self._connection.close()
+                self._connection = None
+                self._through_vfs = False
+            self._path = self.branch.checkout()
+        return self._path
 
     @property
     def connection(self) -> sqlite3.Connection:
-        """A connection to :attr:`path`, made on first use and closed at teardown."""
+        """A connection to the fork, made on first use and closed at teardown: through the
+        scion VFS, or to :attr:`path` once the file exists."""
         if self._connection is None:
-            self._connection = sqlite3.connect(str(self.path))
+            location = getattr(self.store, "location", None)
+            if self._path is None and isinstance(location, str) and self.session is None:
+                from . import vfs
+
+                self._connection = vfs.connect(self.branch.ref, store=location)
+                self._through_vfs = True
+            else:
+                self._connection = sqlite3.connect(str(self.path))
         return self._connection
 
     def connect(self, **kwargs: Any) -> sqlite3.Connection:
+        """Another connection, to :attr:`path`."""
         conn: sqlite3.Connection = sqlite3.connect(str(self.path), **kwargs)
         return conn
 
@@ -105,6 +132,7 @@ class ScionDb:
         if self.session is not None:
             self.session.flush(name)
         else:
+            # Through the VFS every commit already is a version: this names the head.
             self.branch.checkpoint(name)
 
     def close(self) -> None:
@@ -138,6 +166,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     parser.addini("scion_seed", "the default seed: a .sql file or a .db, relative to rootdir", default="")
     parser.addini("scion_daemon", "the unix socket of a `scion serve` to run the fixtures through", default="")
+    group.addoption(
+        "--scion-connect",
+        default=None,
+        choices=["vfs", "file"],
+        help="how scion_db.connection reaches the fork: vfs (default: through the scion VFS, nothing copied) "
+        "or file (a checkout file per test, faster for tests that scan much of a large seed)",
+    )
+    parser.addini("scion_connect", "vfs (default) or file: how scion_db.connection reaches the fork", default="")
     parser.addini("scion_store", "the store to use (default: a temporary one per run)", default="")
     parser.addini("scion_page_compression", "how the run's store keeps pages: lz4 (default) or none", default="")
     parser.addini("scion_ttl", "TTL of each test's fork (reaped by gc if left behind)", default="1h")
@@ -468,12 +504,17 @@ def scion_db(request: pytest.FixtureRequest, scion_seeds: _Seeds, scion_store: A
             f"{seed.db}@{name}", fork_from=f"{seed.branch.name}@seed", ttl=ttl, meta=meta, bind_to_process=True
         )
         fork = scion_store.branch(session.branch)
-        db = ScionDb(branch=fork, path=session.path, seed=seed, store=scion_store, session=session)
+        db = ScionDb(branch=fork, seed=seed, store=scion_store, session=session, _path=session.path)
     else:
         # Ephemeral: once the test's fork is destroyed, gc reclaims its pages at once
         # rather than keeping them for the head history's retention.
         fork = seed.branch.fork(name, at="seed", ttl=ttl, meta=meta, ephemeral=True)
-        db = ScionDb(branch=fork, path=fork.checkout(), seed=seed, store=scion_store)
+        # No file until the test asks for one: the connection goes through the scion VFS
+        # (unless the run asked for files).
+        connect = request.config.getoption("--scion-connect") or request.config.getini("scion_connect") or "vfs"
+        db = ScionDb(branch=fork, seed=seed, store=scion_store)
+        if connect == "file":
+            db.path  # noqa: B018 (made now: the connection is then to the file)
     try:
         yield db
     finally:
