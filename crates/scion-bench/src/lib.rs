@@ -16,6 +16,7 @@ pub mod live;
 pub mod machine;
 pub mod merge;
 pub mod postgres;
+pub mod pytest_suite;
 pub mod refresh;
 pub mod stats;
 pub mod torture;

@@ -41,6 +41,17 @@ pub enum BenchCommand {
     /// requests and wall time on a local store and, with --s3, an S3 store (its endpoint
     /// from the environment, as for any s3:// store).
     Graph(GraphBenchArgs),
+    /// A pytest suite as an eval harness runs it: --tests tests (default 20) on a seed of
+    /// --sizes MiB (default 50), through the pytest plugin's `scion_db` fixture (a fork
+    /// per test, a VFS connection) beside a fixture copying the seed file per test. Two
+    /// shapes: light tests (a write and a keyed read) and scan tests (a whole-table
+    /// read). Reports each suite's test time (setup + call + teardown, summed) and
+    /// pytest's wall time, the ratios, and the scion suites' store after one `scion gc`.
+    #[command(after_help = "Examples:
+  python3 -m venv venv && venv/bin/pip install pytest ./sdk/python
+  scion bench pytest --python venv/bin/python
+  scion bench pytest --python venv/bin/python --quick --json")]
+    Pytest(PytestBenchArgs),
     /// Live capture under fire: a real `scion serve` captures a checkout while the stock
     /// `sqlite3` CLI and Python writers commit, and SIGKILL hits writers and the daemon at
     /// random points; after every round the durable version must hold exactly a prefix of
@@ -103,6 +114,18 @@ pub struct GraphBenchArgs {
     /// Also measure on this S3 store (s3://bucket/prefix; the bench writes under it).
     #[arg(long, value_name = "URL")]
     pub s3: Option<String>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct PytestBenchArgs {
+    #[command(flatten)]
+    pub run: BenchRunArgs,
+    /// A Python with pytest and the scion package installed.
+    #[arg(long, env = "SCION_BENCH_PYTHON", value_name = "PATH")]
+    pub python: PathBuf,
+    /// Tests per suite (default 20; 4 with --quick).
+    #[arg(long)]
+    pub tests: Option<usize>,
 }
 
 /// What `bench fork` and `bench isolation` share.

@@ -332,6 +332,9 @@ fn label(b: &BranchStatus, under_parent: bool) -> String {
     if let Some(o) = &b.owner {
         facts.push(format!("owner {o}"));
     }
+    if b.ephemeral {
+        facts.push("ephemeral".to_string());
+    }
     // Plain facts are dimmed one by one, so a coloured one keeps its colour.
     let facts: Vec<String> = facts
         .into_iter()

@@ -594,6 +594,9 @@ fn print_branch_table(list: &[BranchStatus], indent: &str) {
         if let Some(o) = &b.owner {
             notes.push(format!("owner {o}"));
         }
+        if b.ephemeral {
+            notes.push("ephemeral".to_string());
+        }
         if b.checkout == scion_core::CheckoutState::None && !b.checked_out.is_empty() {
             // Recorded, but not here: another host's file, or one removed by hand.
             notes.push(format!("checked out at {}", b.checked_out.join(", ")));

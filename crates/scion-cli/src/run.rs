@@ -272,6 +272,27 @@ fn run_command(cli: &Cli, open: &dyn Fn(&Cli, bool) -> Result<Scion>) -> Result<
             let report = report.map_err(|e| anyhow::anyhow!("{e}"))?;
             p.rendered(&report, &report.render());
         }
+        Command::Bench(BenchCommand::Pytest(args)) => {
+            use scion_bench::pytest_suite::{run, PytestBenchOptions};
+            let dir = bench_dir(&args.run.dir);
+            let scion = std::env::current_exe().context("finding the scion binary")?;
+            let python = args.python.clone();
+            let mut opts = if args.run.quick {
+                PytestBenchOptions::quick(dir.clone(), python, scion)
+            } else {
+                PytestBenchOptions::full(dir.clone(), python, scion)
+            };
+            if let Some(&mib) = args.run.sizes.first() {
+                opts.seed_mib = mib.max(1);
+            }
+            opts.tests = args.tests.unwrap_or(opts.tests).max(1);
+            opts.runs = args.run.runs.unwrap_or(opts.runs).max(1);
+            let mut progress = |m: &str| eprintln!("bench: {m}");
+            let report = run(&opts, &mut progress);
+            let _ = std::fs::remove_dir_all(&dir);
+            let report = report.map_err(|e| anyhow::anyhow!("{e}"))?;
+            p.rendered(&report, &report.render());
+        }
         Command::Bench(BenchCommand::Capture(args)) => {
             let keep = args.dir.is_some();
             let dir = bench_dir(&args.dir);

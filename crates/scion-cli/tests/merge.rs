@@ -63,6 +63,11 @@ fn two_agents_forks_merge_into_main_with_a_conflict_resolved_by_file() {
     let (code, first) = json(&s, &["merge", "shop@agent-1", "--into", "main", "--force"]);
     assert_eq!(code, 0);
     assert_eq!(first["outcome"], "fast_forward");
+    // A fast-forward still says what it brought.
+    assert_eq!(first["tables"][0]["table"], "items", "{first}");
+    assert_eq!(first["tables"][0]["theirs_inserted"], 1, "{first}");
+    assert_eq!(first["tables"][0]["theirs_updated"], 1, "{first}");
+    assert_eq!(first["tables"][0]["theirs_deleted"], 0, "{first}");
 
     // The second agent conflicts on one cell: the dry run and the real run report it
     // alike, exit 11, and publish nothing.

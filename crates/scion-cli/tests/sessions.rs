@@ -99,6 +99,35 @@ fn ephemeral_owner_bound_and_idle_sessions_end_by_themselves() {
         code(s.post("/v1/sessions", json!({"db": "shop", "ephemeral": true}))),
         (400, "invalid_input".into())
     );
+    // An ephemeral fork that outlives its session (a test fork that may be kept): closing
+    // leaves it, and destroying it later takes its history too (nothing to restore).
+    let k = s
+        .post(
+            "/v1/sessions",
+            json!({"db": "shop", "branch": "t4", "fork_from": "main", "fork_ephemeral": true}),
+        )
+        .unwrap();
+    let kid = k.body["id"].as_str().unwrap();
+    let closed = s
+        .client()
+        .request("DELETE", &format!("/v1/sessions/{kid}"), None, &[])
+        .unwrap();
+    assert_eq!(closed.body["destroyed"], false);
+    assert_eq!(s.get("/v1/branches/shop@t4")["ephemeral"], true);
+    assert!(s.scion(&["branches", "shop"]).contains("ephemeral"));
+    s.scion(&["destroy", "shop@t4", "--force"]);
+    let restore = s.cmd(&["restore", "shop@t4"]).output().unwrap();
+    assert!(
+        !restore.status.success(),
+        "an ephemeral fork's history went with it"
+    );
+    assert_eq!(
+        code(s.post(
+            "/v1/sessions",
+            json!({"db": "shop", "fork_ephemeral": true})
+        )),
+        (400, "invalid_input".into())
+    );
 
     // Bound to an owner process: closes when it dies.
     let mut owner = std::process::Command::new("sleep")
@@ -145,7 +174,7 @@ fn ephemeral_owner_bound_and_idle_sessions_end_by_themselves() {
                     v["data"]["reason"].as_str().unwrap().to_string(),
                 );
             }
-            reasons.len() < 3
+            !(reasons.contains_key(&oid) && reasons.contains_key(&iid))
         })
         .unwrap();
     assert_eq!(reasons[&oid], "owner_exited");

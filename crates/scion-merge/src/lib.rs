@@ -118,6 +118,10 @@ pub fn merge(
     if ours.root == base.root {
         report.outcome = Outcome::FastForward;
         report.unused_resolutions = opts.resolutions.keys().cloned().collect();
+        // What it brings, read from the pages the two versions do not share.
+        let delta_theirs = scion.version_delta(&base.root, &theirs.root)?;
+        report.pages_read = delta_theirs.pages_read;
+        report.tables = plan::fast_forward_tables(&delta_theirs);
         if !opts.dry_run {
             let moved =
                 scion.publish_merge(dst, &ours, theirs.root, merged, opts.allow_protected)?;

@@ -86,6 +86,35 @@ impl Planner<'_> {
     }
 }
 
+/// What the source's side of a table holds: its inserted, updated and deleted rows.
+fn theirs_counts(td: &TableDelta, layout: &TableLayout) -> TableReport {
+    let mut report = TableReport {
+        table: td.table.clone(),
+        matched_by: matched_by(layout),
+        ..Default::default()
+    };
+    for r in td.rows.iter().filter(|r| r.before != r.after) {
+        match (&r.before, &r.after) {
+            (None, _) => report.theirs_inserted += 1,
+            (_, None) => report.theirs_deleted += 1,
+            _ => report.theirs_updated += 1,
+        }
+    }
+    report
+}
+
+/// The rows a fast-forward brings, per user table (the destination had not moved, so every
+/// change is the source's and none conflicts).
+pub(crate) fn fast_forward_tables(theirs: &VersionDelta) -> Vec<TableReport> {
+    theirs
+        .tables
+        .iter()
+        .filter(|td| !td.table.starts_with("sqlite_"))
+        .filter_map(|td| td.after.as_ref().map(|layout| theirs_counts(td, layout)))
+        .filter(|t| t.theirs_inserted + t.theirs_updated + t.theirs_deleted > 0)
+        .collect()
+}
+
 pub(crate) fn plan(
     ours: &VersionDelta,
     theirs: &VersionDelta,
@@ -112,19 +141,8 @@ pub(crate) fn plan(
             .get(&td.table)
             .copied()
             .unwrap_or(TablePlan::Merge);
-        let mut report = TableReport {
-            table: td.table.clone(),
-            matched_by: matched_by(layout),
-            ..Default::default()
-        };
+        let mut report = theirs_counts(td, layout);
         let changed: Vec<&RowDelta> = td.rows.iter().filter(|r| r.before != r.after).collect();
-        for r in &changed {
-            match (&r.before, &r.after) {
-                (None, _) => report.theirs_inserted += 1,
-                (_, None) => report.theirs_deleted += 1,
-                _ => report.theirs_updated += 1,
-            }
-        }
         match how {
             TablePlan::Skip => {}
             TablePlan::TakeTheirs => {

@@ -107,6 +107,8 @@ def test_the_suite_runs_through_a_daemon_with_a_session_per_test(tmp_path: Path,
         "    assert scion_db.session is not None and scion_db.session.path == scion_db.path\n"
         "    live = scion_db.store.session(scion_db.branch.ref)\n"
         "    assert live.id == scion_db.session.id\n"
+        "    # Ephemeral: destroyed, its pages need not wait out the head history.\n"
+        "    assert scion_db.store.branch(scion_db.branch.ref).info().ephemeral\n"
         "    scion_db.connection.execute(\"INSERT INTO users(email) VALUES ('dan@example.com')\")\n"
         "    scion_db.checkpoint('one-more-user')\n"
         "    diff = scion_db.store.diff(scion_db.seed.target, scion_db.branch)\n"

@@ -53,6 +53,9 @@ export interface SessionOptions extends CallOptions {
   idleTimeout?: string;
   /** Destroy the branch when the session closes (needs `forkFrom`). */
   ephemeral?: boolean;
+  /** Mark the fork ephemeral without destroying it on close: its history goes with it
+   * when it is destroyed later (needs `forkFrom`). */
+  forkEphemeral?: boolean;
   /** Close the session when this process exits (`"peer"`: the calling process). */
   ownerPid?: number | "peer";
 }
@@ -277,6 +280,7 @@ export class ScionClient {
       ttl: opts.ttl,
       idle_timeout: opts.idleTimeout,
       ephemeral: opts.ephemeral ?? false,
+      fork_ephemeral: opts.forkEphemeral,
       owner_pid: opts.ownerPid,
     };
     const v = await this.#json<{ id: string; branch: string; path: string; version: number }>("POST", "/v1/sessions", body, opts);

@@ -39,6 +39,10 @@ pub struct BranchStatus {
     /// made it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub owner: Option<crate::names::Owner>,
+    /// A branch made for one test or attempt: destroyed or reaped, its head history goes
+    /// with it (no `scion restore`), so gc reclaims its pages at once.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub ephemeral: bool,
     /// The entries users set on the branch (at fork).
     #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub meta: std::collections::BTreeMap<String, String>,
@@ -255,6 +259,7 @@ impl Scion {
             }),
             safety: r.safety.as_ref().map(ToString::to_string),
             owner: r.owner(),
+            ephemeral: r.is_ephemeral(),
             meta: crate::refs::user_meta(&r.meta),
             problem,
         })

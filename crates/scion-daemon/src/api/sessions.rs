@@ -34,6 +34,11 @@ pub struct OpenBody {
     /// Destroy the branch when the session closes.
     #[serde(default)]
     ephemeral: bool,
+    /// With `fork_from`: mark the new branch ephemeral (its history goes with it when it
+    /// is destroyed or reaped) without destroying it on close, as a test fork that may be
+    /// kept for a look is.
+    #[serde(default)]
+    fork_ephemeral: bool,
     /// With `fork_from`: entries kept on the new branch.
     #[serde(default)]
     meta: BTreeMap<String, String>,
@@ -86,9 +91,11 @@ pub async fn open(
         ));
     }
     super::branches::refuse_live(&shared, &branch.to_string())?;
-    if body.fork_from.is_none() && (!body.meta.is_empty() || branch_owner.is_some()) {
+    if body.fork_from.is_none()
+        && (!body.meta.is_empty() || branch_owner.is_some() || body.fork_ephemeral)
+    {
         return Err(ApiError::invalid(
-            "meta and owner are kept on a new branch: open the session on a fork (fork_from)",
+            "meta, owner and fork_ephemeral are kept on a new branch: open the session on a fork (fork_from)",
         ));
     }
     let mut forked = None;
@@ -104,7 +111,7 @@ pub async fn open(
             meta,
             owner: branch_owner,
             // Its branch goes when the session closes: its history need not outlive it.
-            ephemeral: body.ephemeral,
+            ephemeral: body.ephemeral || body.fork_ephemeral,
         };
         let report = blocking(&shared, Context::Other, move |s| {
             s.fork_as(&src, &branch_name, at.as_ref(), spec)

@@ -249,19 +249,23 @@ class Client(Api):
         ttl: Optional[TTL] = None,
         idle_timeout: Optional[TTL] = None,
         ephemeral: bool = False,
+        fork_ephemeral: bool = False,
         meta: Optional[Mapping[str, Any]] = None,
         bind_to_process: bool = False,
     ) -> Session:
         """Open a session on ``target`` (``db@branch``). With ``fork_from`` (a branch of the
         same database, or ``branch@checkpoint``), fork it first as ``target``'s branch.
-        ``ephemeral`` destroys the branch on close; ``bind_to_process`` closes the session
-        when this process exits."""
+        ``ephemeral`` destroys the branch on close; ``fork_ephemeral`` marks the fork
+        ephemeral without destroying it on close (its history goes with it when it is
+        destroyed later); ``bind_to_process`` closes the session when this process exits."""
         db, _, branch = str(target).partition("@")
         body: Dict[str, Any] = {"db": db, "ephemeral": ephemeral}
         if branch:
             body["branch"] = branch
         if fork_from is not None:
             body["fork_from"] = fork_from
+        if fork_ephemeral:
+            body["fork_ephemeral"] = True
         if ttl is not None:
             body["ttl"] = ttl_text(ttl)
         if idle_timeout is not None:

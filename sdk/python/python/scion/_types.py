@@ -56,6 +56,8 @@ class BranchInfo:
     session: Optional[str]
     """The id of the daemon session capturing the branch, if any."""
     raw: Dict[str, Any] = field(repr=False, compare=False)
+    ephemeral: bool = False
+    """Made for one test or attempt: destroyed, its head history goes with it."""
 
     @classmethod
     def from_json(cls, db: str, v: Mapping[str, Any]) -> "BranchInfo":
@@ -73,6 +75,7 @@ class BranchInfo:
             meta=_meta(v.get("meta")),
             session=v.get("session"),
             raw=dict(v),
+            ephemeral=bool(v.get("ephemeral", False)),
         )
 
 

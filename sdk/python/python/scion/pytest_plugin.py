@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import importlib
 import inspect
 import os
 import socket
@@ -113,8 +114,9 @@ class ScionDb:
         if self._connection is None:
             location = getattr(self.store, "location", None)
             if self._path is None and isinstance(location, str) and self.session is None:
-                from . import vfs
-
+                # Imported by name: the stdlib-only scion-client ships this plugin (for
+                # daemon mode) without the engine's vfs module.
+                vfs = importlib.import_module("scion.vfs")
                 self._connection = vfs.connect(self.branch.ref, store=location)
                 self._through_vfs = True
             else:
@@ -499,9 +501,16 @@ def scion_db(request: pytest.FixtureRequest, scion_seeds: _Seeds, scion_store: A
     name = _branch_name(request.config, request.node.nodeid)
     if isinstance(scion_store, Client):
         # The daemon forks and opens the session in one call; it closes the session if this
-        # worker dies, and the next run's sweep destroys the fork.
+        # worker dies, and the next run's sweep destroys the fork. The fork is ephemeral (gc
+        # reclaims it at once once destroyed) but outlives the session: a failing test's
+        # fork may be kept.
         session = scion_store.open(
-            f"{seed.db}@{name}", fork_from=f"{seed.branch.name}@seed", ttl=ttl, meta=meta, bind_to_process=True
+            f"{seed.db}@{name}",
+            fork_from=f"{seed.branch.name}@seed",
+            ttl=ttl,
+            meta=meta,
+            bind_to_process=True,
+            fork_ephemeral=True,
         )
         fork = scion_store.branch(session.branch)
         db = ScionDb(branch=fork, seed=seed, store=scion_store, session=session, _path=session.path)
