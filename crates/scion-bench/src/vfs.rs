@@ -88,6 +88,15 @@ pub struct VfsAtSize {
     pub cold: bool,
     pub scan_cold: Paired,
     pub scan_warm: Paired,
+    /// A scan on a new connection while the process's page cache holds the pages (as for
+    /// the next test's fork of a seed); natively, a new connection with the OS cache warm.
+    pub scan_new_connection: Paired,
+    /// The process's page cache over this size's run: hits, decodes, and the bytes it held
+    /// at the end against its bound.
+    pub page_cache_hits: u64,
+    pub page_cache_decodes: u64,
+    pub page_cache_bytes: u64,
+    pub page_cache_capacity_bytes: u64,
     /// The cold scan through the VFS again after `scatter_commits` one-row commits.
     pub scan_cold_fragmented: Summary,
     pub scatter_commits: usize,
@@ -102,8 +111,10 @@ pub struct VfsReport {
 
 const SCAN: &str = "SELECT count(*), sum(length(note)), sum(amount) FROM orders";
 
-/// Drop the OS page cache (root only): what makes a scan cold.
+/// Drop the OS page cache (root only) and the process's cache of decoded pages: what makes
+/// a scan cold.
 fn drop_page_cache() -> bool {
+    scion_core::PageCache::process().clear();
     crate::stats::settle_disk();
     std::fs::write("/proc/sys/vm/drop_caches", "1").is_ok()
 }
@@ -147,6 +158,7 @@ pub fn run(opts: &VfsOptions, progress: Progress<'_>) -> BenchResult<VfsReport> 
     let machine = describe(&opts.dir);
     let mut sizes = Vec::new();
     for &mib in &opts.sizes_mib {
+        let cache_before = scion_core::PageCache::process().stats();
         let dir = opts.dir.join(format!("vfs-{mib}"));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir)?;
@@ -225,17 +237,22 @@ pub fn run(opts: &VfsOptions, progress: Progress<'_>) -> BenchResult<VfsReport> 
         let native_conn = Connection::open(&native)?;
         let (mut lv, mut ln) = (Vec::new(), Vec::new());
         let (mut cv, mut cn, mut wv, mut wn) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let (mut fv, mut fn_) = (Vec::new(), Vec::new());
         let mut cold = true;
         for _ in 0..opts.runs.max(3) {
             lv.push(lookups(&vfs_conn, rows, opts.lookups)?);
             ln.push(lookups(&native_conn, rows, opts.lookups)?);
             // Fresh connections: SQLite's own page cache starts empty too.
-            cold &= drop_page_cache();
-            cv.push(scan(&open_vfs("seed@main", &store_dir)?)?);
+            // The native cold scan first: the VFS's cold scan then leaves the process's
+            // page cache as its scan filled it, for the warm scans that follow.
             cold &= drop_page_cache();
             cn.push(scan(&Connection::open(&native)?)?);
+            cold &= drop_page_cache();
+            cv.push(scan(&open_vfs("seed@main", &store_dir)?)?);
             wv.push(scan(&vfs_conn)?);
             wn.push(scan(&native_conn)?);
+            fv.push(scan(&open_vfs("seed@main", &store_dir)?)?);
+            fn_.push(scan(&Connection::open(&native)?)?);
         }
 
         progress(&format!(
@@ -255,6 +272,7 @@ pub fn run(opts: &VfsOptions, progress: Progress<'_>) -> BenchResult<VfsReport> 
             frag.push(scan(&open_vfs("seed@t0", &store_dir)?)?);
         }
         let _ = std::fs::remove_dir_all(&dir);
+        let cache_after = scion_core::PageCache::process().stats();
         sizes.push(VfsAtSize {
             size_mib: mib,
             sqlite_bytes,
@@ -267,6 +285,11 @@ pub fn run(opts: &VfsOptions, progress: Progress<'_>) -> BenchResult<VfsReport> 
             cold,
             scan_cold: Paired::of(&cv, &cn),
             scan_warm: Paired::of(&wv, &wn),
+            scan_new_connection: Paired::of(&fv, &fn_),
+            page_cache_hits: cache_after.hits - cache_before.hits,
+            page_cache_decodes: cache_after.decodes - cache_before.decodes,
+            page_cache_bytes: cache_after.used_bytes,
+            page_cache_capacity_bytes: cache_after.capacity_bytes,
             scan_cold_fragmented: Summary::of(&frag),
             scatter_commits: opts.scatter_commits,
         });
@@ -309,6 +332,10 @@ impl VfsReport {
             };
             s += &pair(cold, &z.scan_cold);
             s += &pair("warm scan", &z.scan_warm);
+            s += &pair(
+                "scan, new connection (pages cached; native: OS cache)",
+                &z.scan_new_connection,
+            );
             s += &format!(
                 "  {:<44} {:>10.3}\n",
                 format!("cold scan after {} one-row commits", z.scatter_commits),
@@ -317,6 +344,13 @@ impl VfsReport {
             s += &format!(
                 "  one-row commit: {:.3} ms, {} B written in {} puts\n",
                 z.commit_one_row.median_ms, z.commit_bytes_written, z.commit_puts
+            );
+            s += &format!(
+                "  page cache: {} hits, {} decodes; {:.1} of {:.0} MiB held at the end\n",
+                z.page_cache_hits,
+                z.page_cache_decodes,
+                z.page_cache_bytes as f64 / 1048576.0,
+                z.page_cache_capacity_bytes as f64 / 1048576.0
             );
         }
         s

@@ -41,7 +41,9 @@ pub struct Cli {
     #[arg(long, global = true, help_heading = GLOBAL)]
     pub json: bool,
 
-    /// Print how many store requests the command made, and the bytes moved, to stderr.
+    /// Print how many store requests the command made, the bytes moved and (for commands
+    /// that read pages, such as `sql`) the page cache's hits and size, to stderr. The page
+    /// cache is bounded by SCION_PAGE_CACHE (e.g. 512MiB; 0 turns it off; default 256MiB).
     #[arg(long, global = true, help_heading = GLOBAL)]
     pub stats: bool,
 

@@ -212,8 +212,10 @@ pub struct BranchbenchArgs {
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// How a step reaches its branch: `checkout` (a checkout file; publishing
-    /// checkpoints it) or `vfs` (the branch opened through the scion VFS, nothing
-    /// materialized; a step is one transaction, publishing commits it and names the head).
-    #[arg(long, default_value = "checkout", value_parser = ["checkout", "vfs"])]
+    /// checkpoints it), `vfs` (the branch opened through the scion VFS, nothing
+    /// materialized; a step is one transaction, publishing commits it and names the head)
+    /// or `copy` (the baseline without scion: a fork is a plain copy of the parent's file on
+    /// tmpfs, a destroy removes it; what the queries alone cost).
+    #[arg(long, default_value = "checkout", value_parser = ["checkout", "vfs", "copy"])]
     pub connect: String,
 }

@@ -30,6 +30,19 @@ pub fn run(cli: Cli) -> Result<()> {
                 crate::output::bytes(n.bytes_read), crate::output::bytes(n.bytes_written)
             );
         }
+        let pages = scion_core::PageCache::process().stats();
+        if pages.hits + pages.decodes > 0 {
+            eprintln!(
+                "page cache: {} hits, {} decoded, {} waited for ({:.1}% hit); {} pages, {} of {}",
+                pages.hits,
+                pages.decodes,
+                pages.waits,
+                pages.hit_rate() * 100.0,
+                pages.pages,
+                crate::output::bytes(pages.used_bytes),
+                crate::output::bytes(pages.capacity_bytes)
+            );
+        }
     }
     result
 }
@@ -535,7 +548,11 @@ fn branchbench_options(
     let e = |m: String| anyhow::anyhow!(m);
     let profile = a.profile.parse().map_err(e)?;
     let mut o = BranchbenchOptions::for_profile(profile, bench_dir(&a.dir));
-    o.vfs = a.connect == "vfs";
+    o.connect = match a.connect.as_str() {
+        "vfs" => scion_bench::branchbench::Connect::Vfs,
+        "copy" => scion_bench::branchbench::Connect::Copy,
+        _ => scion_bench::branchbench::Connect::Checkout,
+    };
     if !a.workflows.is_empty() {
         o.workflows = a
             .workflows

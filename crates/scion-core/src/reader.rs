@@ -11,6 +11,7 @@ use crate::format::{
     decode_frame, decode_frame_with_base, is_delta_frame, FrameKind, Locator, Node, RootRecord,
     Slot,
 };
+use crate::page_cache::{store_tag, CachedPage, Lookup, PageCache, PageKey};
 
 /// Largest single ranged read when coalescing adjacent frames.
 pub(crate) const MAX_RUN_BYTES: u64 = 8 << 20;
@@ -22,6 +23,8 @@ pub(crate) struct FrameReader {
     /// Decoded root records: immutable, small, and read again by every walk of the
     /// version graph.
     roots: Mutex<HashMap<Locator, RootRecord>>,
+    /// This store's part of the process's page cache.
+    store: u64,
 }
 
 /// Decoded root records kept at most; past it the cache starts over (a walk of the
@@ -36,12 +39,66 @@ pub(crate) struct PageFrame<'a, T> {
 }
 
 impl FrameReader {
-    pub fn new(backend: Arc<dyn Backend>) -> Self {
+    pub fn new(backend: Arc<dyn Backend>, store_id: &str) -> Self {
         Self {
             backend,
             nodes: Mutex::new(HashMap::new()),
             roots: Mutex::new(HashMap::new()),
+            store: store_tag(store_id),
         }
+    }
+
+    /// The pages behind `slots` (tagged with their page numbers), from the process's page
+    /// cache where it has them; the rest are read as `for_each_page` reads them, decoded
+    /// once in the process (a page another thread is decoding is waited for) and kept.
+    /// Each page is handed to `f` once, in no particular order.
+    pub(crate) fn cached_pages(
+        &self,
+        slots: Vec<(Slot, u32)>,
+        mut f: impl FnMut(u32, CachedPage),
+    ) -> EngineResult<()> {
+        let cache = PageCache::process();
+        let key = |slot: &Slot, pgno: u32| PageKey {
+            store: self.store,
+            frame: slot.loc,
+            pgno,
+        };
+        let mut guards = HashMap::new();
+        let mut misses = Vec::new();
+        let mut busy = Vec::new();
+        for (slot, pgno) in slots {
+            match cache.lookup(&key(&slot, pgno)) {
+                Lookup::Hit(page) => f(pgno, page),
+                Lookup::Miss(guard) => {
+                    if let Some(g) = guard {
+                        guards.insert(pgno, g);
+                    }
+                    misses.push((slot, pgno));
+                }
+                Lookup::Busy => busy.push((slot, pgno)),
+            }
+        }
+        // This thread's own decodes end (kept, or their guards dropped by an error) before
+        // it waits for anyone else's, so two readers never wait for each other.
+        self.for_each_page(misses, |page| {
+            let kept: CachedPage = (Arc::from(page.raw), page.hash);
+            cache.decoded(guards.remove(page.tag), &kept);
+            f(*page.tag, kept);
+            Ok(())
+        })?;
+        drop(guards);
+        for (slot, pgno) in busy {
+            match cache.wait(&key(&slot, pgno)) {
+                Ok(page) => f(pgno, page),
+                Err(guard) => {
+                    let (raw, hash) = self.page(&slot, pgno)?;
+                    let kept: CachedPage = (Arc::from(raw), hash);
+                    cache.decoded(guard, &kept);
+                    f(pgno, kept);
+                }
+            }
+        }
+        Ok(())
     }
 
     fn fetch(&self, loc: &Locator, len: u64) -> EngineResult<Vec<u8>> {

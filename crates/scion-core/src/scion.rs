@@ -182,7 +182,7 @@ impl Scion {
         options: ScionOptions,
     ) -> Self {
         let engine = Engine {
-            reader: FrameReader::new(backend.clone()),
+            reader: FrameReader::new(backend.clone(), &manifest.store_id),
             backend,
             location: location.to_string(),
             page_compression: RwLock::new(manifest.page_compression()),

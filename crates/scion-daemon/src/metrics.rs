@@ -46,6 +46,13 @@ pub struct Metrics {
     pub gc_reclaimed_bytes: Counter,
     pub refused_requests: Family<ReasonLabels, Counter>,
     pub reconciles: Counter,
+    /// The process's page cache ([`scion_core::PageCache`]), read at each scrape.
+    page_cache_hits: Counter,
+    page_cache_decodes: Counter,
+    page_cache_waits: Counter,
+    page_cache_bytes: Gauge,
+    page_cache_capacity_bytes: Gauge,
+    page_cache_pages: Gauge,
 }
 
 fn latency_buckets() -> Histogram {
@@ -68,6 +75,12 @@ impl Default for Metrics {
             gc_reclaimed_bytes: Counter::default(),
             refused_requests: Family::default(),
             reconciles: Counter::default(),
+            page_cache_hits: Counter::default(),
+            page_cache_decodes: Counter::default(),
+            page_cache_waits: Counter::default(),
+            page_cache_bytes: Gauge::default(),
+            page_cache_capacity_bytes: Gauge::default(),
+            page_cache_pages: Gauge::default(),
         };
         {
             let mut r = m.registry.lock().expect("registry lock");
@@ -132,6 +145,36 @@ impl Default for Metrics {
                 "Times capture compared a checkout page by page because its cursor could not resume",
                 m.reconciles.clone(),
             );
+            r.register(
+                "page_cache_hits",
+                "Page reads served from the process's cache of decoded pages",
+                m.page_cache_hits.clone(),
+            );
+            r.register(
+                "page_cache_decodes",
+                "Pages decoded and verified from their frames (the cache's misses)",
+                m.page_cache_decodes.clone(),
+            );
+            r.register(
+                "page_cache_waits",
+                "Page reads that waited for another thread's decode of the same page",
+                m.page_cache_waits.clone(),
+            );
+            r.register(
+                "page_cache_bytes",
+                "What the cached pages weigh (page bytes and per-entry overhead)",
+                m.page_cache_bytes.clone(),
+            );
+            r.register(
+                "page_cache_capacity_bytes",
+                "The page cache's bound (SCION_PAGE_CACHE; 0: off)",
+                m.page_cache_capacity_bytes.clone(),
+            );
+            r.register(
+                "page_cache_pages",
+                "Pages the cache holds",
+                m.page_cache_pages.clone(),
+            );
         }
         m
     }
@@ -166,13 +209,33 @@ impl Exposition {
 
 impl Metrics {
     pub fn render(&self, format: Exposition) -> String {
+        let registry = self.registry.lock().expect("registry lock");
+        // Under the registry's lock: two scrapes at once advance the counters once.
+        self.read_page_cache();
         let mut out = String::new();
-        encode(&mut out, &self.registry.lock().expect("registry lock"))
-            .expect("writing to a String cannot fail");
+        encode(&mut out, &registry).expect("writing to a String cannot fail");
+        drop(registry);
         match format {
             Exposition::OpenMetrics => out,
             Exposition::Text => openmetrics_to_text(&out),
         }
+    }
+
+    /// Bring the page cache's figures up to date: its counters only grow, so each of ours
+    /// is advanced by what it moved since the last scrape.
+    fn read_page_cache(&self) {
+        let s = scion_core::PageCache::process().stats();
+        for (counter, now) in [
+            (&self.page_cache_hits, s.hits),
+            (&self.page_cache_decodes, s.decodes),
+            (&self.page_cache_waits, s.waits),
+        ] {
+            counter.inc_by(now.saturating_sub(counter.get()));
+        }
+        let gauge = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        self.page_cache_bytes.set(gauge(s.used_bytes));
+        self.page_cache_capacity_bytes.set(gauge(s.capacity_bytes));
+        self.page_cache_pages.set(gauge(s.pages));
     }
 
     /// Count a refused request; `reason` is one of [`REFUSAL_REASONS`].

@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 use std::ops::Range;
+use std::sync::Arc;
 
 const FIRST_WINDOW: u32 = 8;
 /// At most this many pages fetched ahead (512 KiB of 4 KiB pages).
@@ -17,13 +18,13 @@ pub(crate) struct Readahead {
     /// The page after the last one read.
     next: u32,
     window: u32,
-    pages: HashMap<u32, Option<Vec<u8>>>,
+    pages: HashMap<u32, Option<Arc<[u8]>>>,
 }
 
 /// What to do for a page SQLite asks for.
 pub(crate) enum Ahead {
     /// It was fetched ahead.
-    Buffered(Option<Vec<u8>>),
+    Buffered(Option<Arc<[u8]>>),
     /// The read is sequential: fetch this range (it starts with the page) and `keep` it.
     Fetch(Range<u32>),
     /// A read on its own.
@@ -53,7 +54,7 @@ impl Readahead {
     }
 
     /// Keep pages fetched ahead (all but the one asked for).
-    pub(crate) fn keep(&mut self, pages: impl IntoIterator<Item = (u32, Option<Vec<u8>>)>) {
+    pub(crate) fn keep(&mut self, pages: impl IntoIterator<Item = (u32, Option<Arc<[u8]>>)>) {
         self.pages.clear();
         self.pages.extend(pages);
     }
@@ -72,7 +73,7 @@ mod tests {
             panic!("sequential")
         };
         assert_eq!(range, 6..14);
-        r.keep((7..14).map(|p| (p, Some(vec![p as u8]))));
+        r.keep((7..14).map(|p| (p, Some(Arc::from(vec![p as u8])))));
         for p in 7..14 {
             assert!(matches!(r.plan(v, p), Ahead::Buffered(Some(ref b)) if b[0] == p as u8));
         }

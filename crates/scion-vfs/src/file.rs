@@ -68,6 +68,9 @@ struct CachedHead {
     view: Arc<VersionView>,
 }
 
+/// Page 1 as presented for one version: (its root, its number, the bytes).
+type PresentedPage1 = (Locator, u64, Arc<[u8]>);
+
 pub(crate) struct DbFile {
     engine: Arc<Engine>,
     target: OpenTarget,
@@ -86,7 +89,7 @@ pub(crate) struct DbFile {
     /// Pages fetched ahead of a sequential scan.
     ahead: RefCell<Readahead>,
     /// Page 1 of one version, as presented.
-    page1: RefCell<Option<(Locator, u64, Vec<u8>)>>,
+    page1: RefCell<Option<PresentedPage1>>,
     /// Added to the change counter page 1 presents: bumped when a commit failed after
     /// SQLite had finished its side, so that SQLite drops the pages it cached for it even
     /// when the version that won has the number the failed one would have had.
@@ -214,7 +217,7 @@ impl DbFile {
 
     /// Page `pgno` of `view` as SQLite sees it; page 1 (read at every transaction's start
     /// for its change counter) is kept per version.
-    fn version_page(&self, view: &VersionView, pgno: u32) -> VfsResult<Option<Vec<u8>>> {
+    fn version_page(&self, view: &VersionView, pgno: u32) -> VfsResult<Option<Arc<[u8]>>> {
         if pgno == 1 {
             if let Some((root, version, page)) = &*self.page1.borrow() {
                 if *root == view.root && *version == view.version {
@@ -223,7 +226,7 @@ impl DbFile {
             }
         }
         let plan = self.ahead.borrow_mut().plan(view.version, pgno);
-        let mut page = match plan {
+        let page = match plan {
             Ahead::Buffered(page) => page,
             Ahead::Single => self.engine.read_page(view, pgno).map_err(VfsError::io)?,
             Ahead::Fetch(range) => {
@@ -238,9 +241,13 @@ impl DbFile {
             }
         };
         if pgno == 1 {
-            if let Some(p) = page.as_mut() {
-                present_page1(p, view.version, self.generation);
+            // Cached pages are shared: page 1 is presented on a copy of its own.
+            if let Some(stored) = page {
+                let mut p = stored.to_vec();
+                present_page1(&mut p, view.version, self.generation);
+                let p: Arc<[u8]> = p.into();
                 *self.page1.borrow_mut() = Some((view.root, view.version, p.clone()));
+                return Ok(Some(p));
             }
         }
         Ok(page)
@@ -489,7 +496,7 @@ impl DbFile {
                     } else {
                         engine.read_page(&view, pgno)?
                     };
-                    Ok(base.unwrap_or_else(|| vec![0u8; ps as usize]))
+                    Ok(base.map_or_else(|| vec![0u8; ps as usize], |p| p.to_vec()))
                 })
                 .map_err(VfsError::io)?;
             page[within..within + take].copy_from_slice(&data[done..done + take]);

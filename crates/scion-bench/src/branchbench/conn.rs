@@ -63,6 +63,9 @@ pub enum ConnectMode {
     /// materialized; a step runs in one transaction, and publishing commits it and names
     /// the head.
     Vfs { store: PathBuf },
+    /// The baseline without scion: each branch is a plain file `<name>.db` in this
+    /// directory, a fork copies its parent's, a destroy removes it.
+    Copy { dir: PathBuf },
 }
 
 impl ConnectMode {
@@ -70,8 +73,42 @@ impl ConnectMode {
         match self {
             ConnectMode::Checkout => "checkout",
             ConnectMode::Vfs { .. } => "vfs",
+            ConnectMode::Copy { .. } => "copy",
         }
     }
+
+    /// Fork `parent` as `child`: a scion fork, or a file copy for the baseline.
+    pub fn fork(&self, scion: &Scion, parent: &str, child: &str) -> Result<(), String> {
+        match self {
+            ConnectMode::Copy { dir } => {
+                std::fs::copy(copy_path(dir, parent), copy_path(dir, child))
+                    .map(drop)
+                    .map_err(|e| format!("copying {parent}: {e}"))
+            }
+            _ => scion
+                .fork(&branch(parent), &branch(child).branch, None)
+                .map(drop)
+                .map_err(|e| e.to_string()),
+        }
+    }
+
+    /// Destroy `name`'s branch (or its file, for the baseline).
+    pub fn destroy(&self, scion: &Scion, name: &str, force: bool) -> Result<(), String> {
+        match self {
+            ConnectMode::Copy { dir } => {
+                remove_checkout(&copy_path(dir, name));
+                Ok(())
+            }
+            _ => scion
+                .destroy(&branch(name), force)
+                .map(drop)
+                .map_err(|e| e.to_string()),
+        }
+    }
+}
+
+fn copy_path(dir: &Path, name: &str) -> PathBuf {
+    dir.join(format!("{name}.db"))
 }
 
 fn open_vfs(store: &Path, name: &str, flags: OpenFlags) -> Result<Connection, String> {
@@ -107,6 +144,7 @@ pub fn connect_writable(
             c.execute_batch("BEGIN").map_err(|e| e.to_string())?;
             Ok((c, None))
         }
+        ConnectMode::Copy { dir } => Ok((open(&copy_path(dir, name))?, None)),
     }
 }
 
@@ -122,5 +160,11 @@ pub fn connect_reader(
             open_vfs(store, name, OpenFlags::SQLITE_OPEN_READ_ONLY)?,
             None,
         )),
+        ConnectMode::Copy { dir } => {
+            let c =
+                Connection::open_with_flags(copy_path(dir, name), OpenFlags::SQLITE_OPEN_READ_ONLY)
+                    .map_err(|e| e.to_string())?;
+            Ok((c, None))
+        }
     }
 }

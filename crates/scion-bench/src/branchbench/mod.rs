@@ -54,8 +54,32 @@ pub struct BranchbenchOptions {
     /// Runs per workflow; the report shows the run with the median wall time.
     pub runs: usize,
     pub out: Option<PathBuf>,
-    /// Connect through the scion VFS instead of checkout files.
-    pub vfs: bool,
+    /// How steps reach their branches.
+    pub connect: Connect,
+}
+
+/// How a step reaches its branch (`--connect`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Connect {
+    /// A checkout file opened by SQLite; publishing checkpoints it.
+    #[default]
+    Checkout,
+    /// The branch opened through the scion VFS.
+    Vfs,
+    /// No scion at all: a fork is a plain copy of its parent's file on tmpfs, a destroy
+    /// removes it. What the workflow's queries alone cost: the baseline the other two
+    /// are measured against.
+    Copy,
+}
+
+impl Connect {
+    pub fn name(self) -> &'static str {
+        match self {
+            Connect::Checkout => "checkout",
+            Connect::Vfs => "vfs",
+            Connect::Copy => "copy",
+        }
+    }
 }
 
 impl BranchbenchOptions {
@@ -81,7 +105,7 @@ impl BranchbenchOptions {
             gc_after: true,
             runs: 1,
             out: None,
-            vfs: false,
+            connect: Connect::Checkout,
         }
     }
 
@@ -103,7 +127,10 @@ impl BranchbenchOptions {
     /// Flags that differ from the harness's behaviour, for the header.
     pub fn deviations(&self) -> Vec<String> {
         let mut d = Vec::new();
-        if self.vfs {
+        if self.connect == Connect::Copy {
+            d.push("baseline without scion: a fork is a plain copy of its parent's file on tmpfs, publishing is closing it, a destroy removes it".into());
+        }
+        if self.connect == Connect::Vfs {
             d.push("connect through the scion VFS: no checkout file; a step is one transaction, published by its commit and a checkpoint naming the head".into());
         }
         if self.parent_rule != ParentRule::Uniform {
@@ -205,6 +232,20 @@ impl PeakSampler {
     }
 }
 
+/// Where `--connect copy` keeps its files: tmpfs when the machine has one (the baseline is
+/// the queries' cost, not the disk's), else beside the store.
+fn copy_dir(dir: &Path) -> BenchResult<PathBuf> {
+    let shm = Path::new("/dev/shm");
+    let copies = if shm.is_dir() {
+        shm.join(format!("scion-bench-copies-{}", std::process::id()))
+    } else {
+        dir.join("copies")
+    };
+    let _ = std::fs::remove_dir_all(&copies);
+    std::fs::create_dir_all(&copies)?;
+    Ok(copies)
+}
+
 fn run_workflow(
     opts: &BranchbenchOptions,
     w: Workflow,
@@ -246,6 +287,8 @@ fn run_workflow(
         tuple.total_steps()
     ));
     let sampler = PeakSampler::start(dir.clone());
+    let cache_before = scion_core::PageCache::process().stats();
+    let mut copies_made = None;
     let steps_ended = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let config = RunConfig {
         workflow: w,
@@ -260,17 +303,24 @@ fn run_workflow(
         live_cap: opts.live_cap,
         deterministic: opts.deterministic,
         steps_ended: steps_ended.clone(),
-        connect: if opts.vfs {
-            // The VFS's connections share this attachment of the store.
-            let store = dir.join("store");
-            let location =
-                scion_core::attach::StoreSpec::parse(&store.display().to_string())?.location();
-            scion_vfs::adopt(&location, scion.engine().clone());
-            scion_vfs::register()
-                .map_err(|rc| BenchError::Other(format!("registering the VFS: {rc}")))?;
-            conn::ConnectMode::Vfs { store }
-        } else {
-            conn::ConnectMode::Checkout
+        connect: match opts.connect {
+            Connect::Vfs => {
+                // The VFS's connections share this attachment of the store.
+                let store = dir.join("store");
+                let location =
+                    scion_core::attach::StoreSpec::parse(&store.display().to_string())?.location();
+                scion_vfs::adopt(&location, scion.engine().clone());
+                scion_vfs::register()
+                    .map_err(|rc| BenchError::Other(format!("registering the VFS: {rc}")))?;
+                conn::ConnectMode::Vfs { store }
+            }
+            Connect::Checkout => conn::ConnectMode::Checkout,
+            Connect::Copy => {
+                let copies = copy_dir(&dir)?;
+                std::fs::copy(seed_path, copies.join("main.db"))?;
+                copies_made = Some(copies.clone());
+                conn::ConnectMode::Copy { dir: copies }
+            }
         },
     };
     let outcome = std::thread::scope(|scope| {
@@ -308,12 +358,17 @@ fn run_workflow(
         storage.reclaimed_bytes = Some(gc.reclaimed_bytes);
         storage.after_gc = Some(dir_bytes(&dir));
     }
-    let report = WorkflowReport::new(opts, w, tuple, concurrency, &outcome, storage);
+    let mut report = WorkflowReport::new(opts, w, tuple, concurrency, &outcome, storage);
+    report.memory = report::Memory::since(&cache_before);
     progress(&format!(
         "{w}: {}/{} steps in {:.1} s",
         report.completed_steps, report.total_steps, report.wall_secs
     ));
     drop(scion);
+    if let Some(copies) = copies_made {
+        // tmpfs is memory: the copies go whatever `--keep` says.
+        let _ = std::fs::remove_dir_all(copies);
+    }
     if !opts.keep {
         let _ = std::fs::remove_dir_all(&dir);
     }

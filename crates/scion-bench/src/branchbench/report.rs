@@ -46,7 +46,7 @@ pub struct Header {
     pub max_runtime_secs: u64,
     pub rng_seed: u64,
     pub data_seed: u64,
-    /// How steps reach their branches: `checkout` or `vfs`.
+    /// How steps reach their branches: `checkout`, `vfs` or `copy` (the baseline).
     pub connect: &'static str,
     pub deviations: Vec<String>,
 }
@@ -67,10 +67,54 @@ impl Header {
             max_runtime_secs: opts.max_runtime.map(|d| d.as_secs()).unwrap_or(0),
             rng_seed: opts.rng_seed,
             data_seed: opts.data_seed,
-            connect: if opts.vfs { "vfs" } else { "checkout" },
+            connect: opts.connect.name(),
             deviations: opts.deviations(),
         }
     }
+}
+
+/// What a workflow cost in memory: the process's peak resident set (the kernel's high-water
+/// mark, so it covers every workflow run before this one too) and what the process's page
+/// cache served during this workflow (VFS connections only; checkout files bypass it).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Memory {
+    pub peak_rss_kib: Option<u64>,
+    pub page_cache_hits: u64,
+    pub page_cache_decodes: u64,
+    pub page_cache_waits: u64,
+    pub page_cache_used_bytes: u64,
+    pub page_cache_capacity_bytes: u64,
+}
+
+impl Memory {
+    /// The movement of the process's page cache counters since `before`, and the peak RSS.
+    pub fn since(before: &scion_core::PageCacheStats) -> Memory {
+        let now = scion_core::PageCache::process().stats();
+        Memory {
+            peak_rss_kib: peak_rss_kib(),
+            page_cache_hits: now.hits - before.hits,
+            page_cache_decodes: now.decodes - before.decodes,
+            page_cache_waits: now.waits - before.waits,
+            page_cache_used_bytes: now.used_bytes,
+            page_cache_capacity_bytes: now.capacity_bytes,
+        }
+    }
+
+    pub fn page_cache_hit_rate(&self) -> f64 {
+        let reads = self.page_cache_hits + self.page_cache_decodes;
+        if reads == 0 {
+            0.0
+        } else {
+            self.page_cache_hits as f64 / reads as f64
+        }
+    }
+}
+
+/// `VmHWM` from /proc/self/status (Linux); `None` elsewhere.
+fn peak_rss_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -101,6 +145,7 @@ pub struct WorkflowReport {
     pub peak_live: usize,
     pub fanout_overruns: usize,
     pub storage: Storage,
+    pub memory: Memory,
     pub cross_branch: Vec<PassReport>,
     pub failed_statements: BTreeMap<String, usize>,
     pub failure_samples: Vec<Failure>,
@@ -175,6 +220,7 @@ impl WorkflowReport {
             peak_live: o.tree.peak_live,
             fanout_overruns: o.tree.fanout_overruns,
             storage,
+            memory: Memory::default(),
             cross_branch: o.passes.clone(),
             failed_statements: failed,
             failure_samples: o.failures.iter().take(5).cloned().collect(),
@@ -355,6 +401,17 @@ impl Report {
                 );
             }
             s += "\n";
+            let m = &r.memory;
+            s += &format!(
+                "  memory: peak RSS of the bench process {}; page cache {} hits, {} decoded, {} waited for ({:.1}% hit), {} held at the end (bound {})\n",
+                m.peak_rss_kib.map_or("-".to_string(), |k| mib(k << 10)),
+                m.page_cache_hits,
+                m.page_cache_decodes,
+                m.page_cache_waits,
+                m.page_cache_hit_rate() * 100.0,
+                mib(m.page_cache_used_bytes),
+                mib(m.page_cache_capacity_bytes)
+            );
             for p in &r.cross_branch {
                 s += &format!(
                     "  cross-branch pass at step {}: {} leaves in {:.3} s\n",

@@ -263,11 +263,9 @@ impl Ctx {
     /// Phase 2: fork, connect, mutate, evaluate, publish. False when the step was abandoned.
     fn work(&self, log: &mut StepLog<'_>, parent: &str, child: &str, rng: &mut SplitMix64) -> bool {
         let cfg = &self.cfg;
-        let (p, c) = (branch(parent), branch(child));
+        let c = branch(child);
         let created = log.timed(Op::Create, None, || {
-            self.scion
-                .fork(&p, &c.branch, None)
-                .map_err(|e| e.to_string())
+            cfg.connect.fork(&self.scion, parent, child)
         });
         if created.is_none() {
             return false;
@@ -306,14 +304,23 @@ impl Ctx {
             return false;
         }
         let published = log.timed(Op::Checkpoint, None, || {
-            if path.is_none() {
+            match &cfg.connect {
+                // The baseline's file is the branch: closing it is all there is.
+                ConnectMode::Copy { .. } => {
+                    drop(conn);
+                    return Ok(());
+                }
                 // Through the VFS the step is one transaction: committing it publishes
                 // exactly the pages it changed, and the checkpoint names that head.
-                conn.execute_batch("COMMIT").map_err(|e| e.to_string())?;
+                ConnectMode::Vfs { .. } => {
+                    conn.execute_batch("COMMIT").map_err(|e| e.to_string())?
+                }
+                ConnectMode::Checkout => {}
             }
             drop(conn);
             self.scion
                 .checkpoint(&c, &"step".parse().expect("valid"))
+                .map(drop)
                 .map_err(|e| e.to_string())
         });
         // The branch lives on in the store; its working file is not needed until a
@@ -412,10 +419,7 @@ impl Ctx {
             connect_reader(&self.scion, &self.cfg.connect, "main").map(drop)
         });
         log.timed(Op::Delete, None, || {
-            self.scion
-                .destroy(&branch(child), false)
-                .map(drop)
-                .map_err(|e| e.to_string())
+            self.cfg.connect.destroy(&self.scion, child, false)
         });
         self.kill(node);
         self.shared.lock().unwrap().prunes_in_flight -= 1;
@@ -463,7 +467,7 @@ impl Ctx {
                 let interrupted = self.stopped();
                 log.flush();
                 self.kill(node);
-                let _ = self.scion.destroy(&branch(&child_name), true);
+                let _ = cfg.connect.destroy(&self.scion, &child_name, true);
                 self.report_progress(thread, step + 1);
                 self.turn_finish.wait(ticket, &self.stop);
                 self.turn_finish.done();

@@ -2,10 +2,15 @@
 //! from. A view holds the version's root record; each page read is a page-map lookup
 //! (nodes cached by the reader) and one verified frame read.
 
+use std::sync::Arc;
+
 use crate::error::EngineResult;
 use crate::format::{Locator, RootRecord};
 use crate::pagemap::lookup;
 use crate::Engine;
+
+/// A page as the page cache holds it: shared, never copied on a hit.
+pub type SharedPage = Arc<[u8]>;
 
 /// One version, ready to be read page by page.
 #[derive(Debug, Clone)]
@@ -31,38 +36,42 @@ impl Engine {
     }
 
     /// Page `pgno` (1-based) of `view`, verified; `None` for a page the version holds as
-    /// zeros (or one past its end).
-    pub fn read_page(&self, view: &VersionView, pgno: u32) -> EngineResult<Option<Vec<u8>>> {
+    /// zeros (or one past its end). Served from the process's [`PageCache`](crate::PageCache) when it holds
+    /// the page, and kept there when it did not.
+    pub fn read_page(&self, view: &VersionView, pgno: u32) -> EngineResult<Option<Arc<[u8]>>> {
         if pgno == 0 || pgno > view.page_count {
             return Ok(None);
         }
         let r = &view.record;
-        match lookup(&self.reader, r.node, r.depth, r.fanout_bits, pgno - 1)? {
-            Some(slot) => Ok(Some(self.reader.page(&slot, pgno)?.0)),
-            None => Ok(None),
-        }
+        let Some(slot) = lookup(&self.reader, r.node, r.depth, r.fanout_bits, pgno - 1)? else {
+            return Ok(None);
+        };
+        let mut out = None;
+        self.reader
+            .cached_pages(vec![(slot, pgno)], |_, page| out = Some(page.0))?;
+        Ok(out)
     }
 
-    /// Pages `pgnos` of `view`, verified, in one pass: frames adjacent in the store are
-    /// fetched by one ranged read (what readahead of a sequential scan uses). A page the
-    /// version holds as zeros (or past its end) is `None`.
+    /// Pages `pgnos` of `view`, verified, in one pass: those the [`PageCache`](crate::PageCache) lacks are
+    /// fetched with frames adjacent in the store coalesced into one ranged read (what
+    /// readahead of a sequential scan uses). A page the version holds as zeros (or past
+    /// its end) is `None`.
     pub fn read_pages(
         &self,
         view: &VersionView,
         pgnos: std::ops::Range<u32>,
-    ) -> EngineResult<Vec<(u32, Option<Vec<u8>>)>> {
+    ) -> EngineResult<Vec<(u32, Option<SharedPage>)>> {
         let r = &view.record;
         let pgnos = pgnos.start.max(1)..pgnos.end.min(view.page_count.saturating_add(1));
-        let mut out: Vec<(u32, Option<Vec<u8>>)> = pgnos.clone().map(|p| (p, None)).collect();
+        let mut out: Vec<(u32, Option<SharedPage>)> = pgnos.clone().map(|p| (p, None)).collect();
         let mut slots = Vec::with_capacity(out.len());
         for pgno in pgnos.clone() {
             if let Some(slot) = lookup(&self.reader, r.node, r.depth, r.fanout_bits, pgno - 1)? {
                 slots.push((slot, pgno));
             }
         }
-        self.reader.for_each_page(slots, |page| {
-            out[(*page.tag - pgnos.start) as usize].1 = Some(page.raw);
-            Ok(())
+        self.reader.cached_pages(slots, |pgno, page| {
+            out[(pgno - pgnos.start) as usize].1 = Some(page.0);
         })?;
         Ok(out)
     }

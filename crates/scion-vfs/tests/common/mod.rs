@@ -2,6 +2,11 @@
 //! databases made from plain files, connections through the VFS, and a row-level dump.
 #![allow(dead_code)]
 
+mod workload;
+// Only the test binaries that run the random workload use it.
+#[allow(unused_imports)]
+pub use workload::*;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 
