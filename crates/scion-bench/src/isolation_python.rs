@@ -44,8 +44,8 @@ def test_file_copy(copied_db, run):
     copied_db.execute(QUERY, (PROBE,)).fetchone()
 "#;
 
-/// Records each test's phase durations as JSON lines.
-const CONFTEST: &str = r#"
+/// Records each test's phase durations as JSON lines (also `scion bench pytest`'s).
+pub(crate) const CONFTEST: &str = r#"
 import json, os
 
 def pytest_runtest_logreport(report):

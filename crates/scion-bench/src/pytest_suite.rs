@@ -191,16 +191,6 @@ else:
         body(copied_db, i)
 "#;
 
-/// Records each test's phase durations as JSON lines.
-const CONFTEST: &str = r#"
-import json, os
-
-def pytest_runtest_logreport(report):
-    with open(os.environ["BENCH_OUT"], "a") as f:
-        f.write(json.dumps({"test": report.nodeid, "when": report.when, "s": report.duration,
-                            "ok": report.passed}) + "\n")
-"#;
-
 const PHASES: [&str; 3] = ["setup", "call", "teardown"];
 
 /// One pytest run's figures.
@@ -217,7 +207,7 @@ pub fn run(opts: &PytestBenchOptions, progress: Progress<'_>) -> BenchResult<Pyt
     let suite = dir.join("suite");
     std::fs::create_dir_all(&suite)?;
     std::fs::write(suite.join("test_bench.py"), TESTS)?;
-    std::fs::write(suite.join("conftest.py"), CONFTEST)?;
+    std::fs::write(suite.join("conftest.py"), crate::isolation_python::CONFTEST)?;
     let seed = dir.join("seed.db");
     progress(&format!("seeding a {} MiB database", opts.seed_mib));
     let seed_bytes = orders_db(&seed, opts.seed_mib, 0x5eed)?;

@@ -64,7 +64,7 @@ pub struct PageCache {
 }
 
 /// A moment's figures of the page cache, for `--stats` and metrics.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct PageCacheStats {
     /// The bound, in bytes (0: pages are not kept).
     pub capacity_bytes: u64,

@@ -101,12 +101,12 @@ impl Memory {
     }
 
     pub fn page_cache_hit_rate(&self) -> f64 {
-        let reads = self.page_cache_hits + self.page_cache_decodes;
-        if reads == 0 {
-            0.0
-        } else {
-            self.page_cache_hits as f64 / reads as f64
+        scion_core::PageCacheStats {
+            hits: self.page_cache_hits,
+            decodes: self.page_cache_decodes,
+            ..Default::default()
         }
+        .hit_rate()
     }
 }
 
