@@ -99,6 +99,19 @@ pub struct VfsAtSize {
     pub page_cache_capacity_bytes: u64,
     /// The cold scan through the VFS again after `scatter_commits` one-row commits.
     pub scan_cold_fragmented: Summary,
+    /// Store reads (ranged gets) of one cold scan: of the seed, of the fragmented branch,
+    /// and of that branch after `compact --scattered`.
+    pub scan_cold_reads: u64,
+    /// The cold scan of a table whose leaves lie out of page order (an eighth of the rows),
+    /// and its store reads through the VFS.
+    pub scan_cold_shuffled: Paired,
+    pub scan_cold_shuffled_reads: u64,
+    pub scan_cold_fragmented_reads: u64,
+    pub scan_cold_compacted_reads: u64,
+    /// The cold scan after `compact --scattered` of the fragmented branch.
+    pub scan_cold_compacted: Summary,
+    pub compact_pages_rewritten: u32,
+    pub compact_bytes_written: u64,
     pub scatter_commits: usize,
 }
 
@@ -110,6 +123,8 @@ pub struct VfsReport {
 }
 
 const SCAN: &str = "SELECT count(*), sum(length(note)), sum(amount) FROM orders";
+/// A scan of the table whose leaves lie out of page order.
+const SHUFFLED_SCAN: &str = "SELECT count(*), sum(length(note)), sum(amount) FROM shuffled";
 
 /// Drop the OS page cache (root only) and the process's cache of decoded pages: what makes
 /// a scan cold.
@@ -146,8 +161,12 @@ fn lookups(conn: &Connection, rows: i64, n: usize) -> BenchResult<Duration> {
 }
 
 fn scan(conn: &Connection) -> BenchResult<Duration> {
+    timed_query(conn, SCAN)
+}
+
+fn timed_query(conn: &Connection, sql: &str) -> BenchResult<Duration> {
     timed(|| {
-        conn.query_row(SCAN, [], |r| r.get::<_, i64>(0))?;
+        conn.query_row(sql, [], |r| r.get::<_, i64>(0))?;
         Ok(())
     })
 }
@@ -164,8 +183,17 @@ pub fn run(opts: &VfsOptions, progress: Progress<'_>) -> BenchResult<VfsReport> 
         std::fs::create_dir_all(&dir)?;
         progress(&format!("seeding a {mib} MiB database"));
         let native = dir.join("native.db");
-        let sqlite_bytes = orders_db(&native, mib, 1)?;
-        Connection::open(&native)?.execute_batch("PRAGMA journal_mode=DELETE;")?;
+        orders_db(&native, mib, 1)?;
+        // An eighth of the rows again, inserted in scrambled key order: page splits leave
+        // this table's leaves out of page order, as random inserts do, so only readahead
+        // along the b-tree finds what a scan reads next.
+        Connection::open(&native)?.execute_batch(
+            "PRAGMA journal_mode=DELETE;
+             CREATE TABLE shuffled(id INTEGER PRIMARY KEY, note TEXT, amount REAL);
+             INSERT INTO shuffled SELECT id, note, amount FROM orders WHERE id % 8 = 0
+               ORDER BY (id * 2654435761) % 4294967296;",
+        )?;
+        let sqlite_bytes = std::fs::metadata(&native)?.len();
         let rows: i64 =
             Connection::open(&native)?.query_row("SELECT max(id) FROM orders", [], |r| r.get(0))?;
         let store_dir = dir.join("store");
@@ -239,6 +267,8 @@ pub fn run(opts: &VfsOptions, progress: Progress<'_>) -> BenchResult<VfsReport> 
         let (mut cv, mut cn, mut wv, mut wn) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         let (mut fv, mut fn_) = (Vec::new(), Vec::new());
         let mut cold = true;
+        let mut scan_cold_reads = 0;
+        let (mut sv, mut sn, mut shuffled_reads) = (Vec::new(), Vec::new(), 0);
         for _ in 0..opts.runs.max(3) {
             lv.push(lookups(&vfs_conn, rows, opts.lookups)?);
             ln.push(lookups(&native_conn, rows, opts.lookups)?);
@@ -248,11 +278,22 @@ pub fn run(opts: &VfsOptions, progress: Progress<'_>) -> BenchResult<VfsReport> 
             cold &= drop_page_cache();
             cn.push(scan(&Connection::open(&native)?)?);
             cold &= drop_page_cache();
+            let reads_before = counter.counts().ranged_gets;
             cv.push(scan(&open_vfs("seed@main", &store_dir)?)?);
+            scan_cold_reads = counter.counts().ranged_gets - reads_before;
             wv.push(scan(&vfs_conn)?);
             wn.push(scan(&native_conn)?);
             fv.push(scan(&open_vfs("seed@main", &store_dir)?)?);
             fn_.push(scan(&Connection::open(&native)?)?);
+            drop_page_cache();
+            sn.push(timed_query(&Connection::open(&native)?, SHUFFLED_SCAN)?);
+            drop_page_cache();
+            let before = counter.counts().ranged_gets;
+            sv.push(timed_query(
+                &open_vfs("seed@main", &store_dir)?,
+                SHUFFLED_SCAN,
+            )?);
+            shuffled_reads = counter.counts().ranged_gets - before;
         }
 
         progress(&format!(
@@ -266,11 +307,25 @@ pub fn run(opts: &VfsOptions, progress: Progress<'_>) -> BenchResult<VfsReport> 
             )?;
         }
         drop(writer);
-        let mut frag = Vec::new();
-        for _ in 0..opts.runs.max(3) {
-            drop_page_cache();
-            frag.push(scan(&open_vfs("seed@t0", &store_dir)?)?);
-        }
+        // Each cold scan of a branch: its median time and one scan's store reads.
+        let cold_scans = |target: &str| -> BenchResult<(Vec<Duration>, u64)> {
+            let (mut times, mut reads) = (Vec::new(), 0);
+            for _ in 0..opts.runs.max(3) {
+                drop_page_cache();
+                let before = counter.counts().ranged_gets;
+                times.push(scan(&open_vfs(target, &store_dir)?)?);
+                reads = counter.counts().ranged_gets - before;
+            }
+            Ok((times, reads))
+        };
+        let (frag, frag_reads) = cold_scans("seed@t0")?;
+        progress(&format!("{mib} MiB: compact --scattered, then a cold scan"));
+        let compacted = scion.compact_scope(
+            &"seed@t0".parse()?,
+            false,
+            scion_core::ops::compact::CompactScope::Scattered,
+        )?;
+        let (comp, comp_reads) = cold_scans("seed@t0")?;
         let _ = std::fs::remove_dir_all(&dir);
         let cache_after = scion_core::PageCache::process().stats();
         sizes.push(VfsAtSize {
@@ -291,6 +346,14 @@ pub fn run(opts: &VfsOptions, progress: Progress<'_>) -> BenchResult<VfsReport> 
             page_cache_bytes: cache_after.used_bytes,
             page_cache_capacity_bytes: cache_after.capacity_bytes,
             scan_cold_fragmented: Summary::of(&frag),
+            scan_cold_reads,
+            scan_cold_shuffled: Paired::of(&sv, &sn),
+            scan_cold_shuffled_reads: shuffled_reads,
+            scan_cold_fragmented_reads: frag_reads,
+            scan_cold_compacted_reads: comp_reads,
+            scan_cold_compacted: Summary::of(&comp),
+            compact_pages_rewritten: compacted.pages_rewritten,
+            compact_bytes_written: compacted.store_bytes_written,
             scatter_commits: opts.scatter_commits,
         });
     }
@@ -331,15 +394,40 @@ impl VfsReport {
                 "scan (page cache NOT dropped)"
             };
             s += &pair(cold, &z.scan_cold);
+            let native_cold = z.scan_cold.native.median_ms;
             s += &pair("warm scan", &z.scan_warm);
+            s += &pair(
+                "cold scan, leaves out of page order (1/8 rows)",
+                &z.scan_cold_shuffled,
+            );
             s += &pair(
                 "scan, new connection (pages cached; native: OS cache)",
                 &z.scan_new_connection,
             );
+            let against_native = |ms: f64| {
+                format!(
+                    "{ms:>10.3} {native_cold:>10.3} {:>7.2}x",
+                    ms / native_cold.max(f64::MIN_POSITIVE)
+                )
+            };
             s += &format!(
-                "  {:<44} {:>10.3}\n",
+                "  {:<44} {}\n",
                 format!("cold scan after {} one-row commits", z.scatter_commits),
-                z.scan_cold_fragmented.median_ms
+                against_native(z.scan_cold_fragmented.median_ms)
+            );
+            s += &format!(
+                "  {:<44} {}\n",
+                "  the same after compact --scattered",
+                against_native(z.scan_cold_compacted.median_ms)
+            );
+            s += &format!(
+                "  store reads per cold scan: {} of the seed, {} out of page order, {} fragmented, {} compacted ({} pages rewritten, {} B written)\n",
+                z.scan_cold_reads,
+                z.scan_cold_shuffled_reads,
+                z.scan_cold_fragmented_reads,
+                z.scan_cold_compacted_reads,
+                z.compact_pages_rewritten,
+                z.compact_bytes_written
             );
             s += &format!(
                 "  one-row commit: {:.3} ms, {} B written in {} puts\n",

@@ -435,11 +435,19 @@ pub enum Command {
         force: bool,
     },
 
-    /// Rewrite a branch head into fresh segments in page order.
-    #[command(after_help = "Example:\n  scion compact shop")]
+    /// Rewrite a branch head into fresh segments in page order, so it reads with few
+    /// ranged reads. The content is unchanged (the new head is the old one's only child).
+    #[command(
+        after_help = "Examples:\n  scion compact shop                       # every page, as full frames\n  scion compact shop@agent-7 --scattered   # only pages left scattered by small commits"
+    )]
     Compact {
         /// db or db@branch.
         target: String,
+        /// Rewrite only the pages in small segments (fewer than 64 of the head's pages
+        /// each, as many small commits leave them) into one new segment; pages shared with
+        /// other branches stay shared. Writes nothing when nothing is scattered.
+        #[arg(long)]
+        scattered: bool,
         /// Override another holder's lease.
         #[arg(long)]
         force: bool,

@@ -205,6 +205,11 @@ pub struct BranchbenchArgs {
     /// Keep each workflow's store instead of deleting it.
     #[arg(long)]
     pub keep: bool,
+    /// Remove each step's checkout file once the step is published (the harness keeps it
+    /// until its branch is destroyed). The report gives the checkouts' bytes apart from
+    /// the store's either way; this flag only changes what stays on disk meanwhile.
+    #[arg(long)]
+    pub drop_checkouts: bool,
     /// Skip the gc after each workflow (no reclaim figure then).
     #[arg(long)]
     pub no_gc: bool,

@@ -57,6 +57,16 @@ pub struct ServeArgs {
     /// (below SQLite's own autocheckpoint threshold) suits a writer that never pauses.
     #[arg(long, value_name = "FRAMES")]
     pub barrier_frames: Option<u32>,
+    /// Let the janitor compact a branch once at least this share of its head's pages lie
+    /// in small segments (as many small commits leave them; a cold scan then reads them
+    /// one by one), e.g. 5%. Only those pages are rewritten, into one segment; pages
+    /// shared with other branches stay shared. Off by default.
+    #[arg(long, value_name = "PERCENT")]
+    pub compact_fragmented: Option<String>,
+    /// How long a branch's head must have stayed put before the janitor compacts it (a
+    /// writer mid-transaction would otherwise find the head moved at its commit).
+    #[arg(long, default_value = "5m", value_name = "DURATION")]
+    pub compact_idle: String,
 }
 
 #[derive(Debug, Subcommand)]

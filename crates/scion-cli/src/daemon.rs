@@ -44,6 +44,13 @@ pub fn serve(cli: &Cli, args: &ServeArgs) -> Result<()> {
         janitor_every: parse_duration(&args.janitor_every)?,
         gc_every,
         barrier_frames: args.barrier_frames,
+        compact_fragmented: match &args.compact_fragmented {
+            None => None,
+            Some(pct) => Some(scion_core::ops::compact::FragmentationPolicy {
+                scattered_share: parse_percent(pct)?,
+                idle: parse_duration(&args.compact_idle)?,
+            }),
+        },
     };
     let token = match &args.token_file {
         Some(f) => Some(
@@ -307,4 +314,15 @@ pub fn mcp(cli: &Cli, args: &crate::cli_daemon::McpArgs) -> Result<()> {
             .await
             .map_err(anyhow::Error::msg)
     })
+}
+
+/// "5%", "5" or "0.5%" as a share from 0 to 1.
+fn parse_percent(s: &str) -> anyhow::Result<f64> {
+    let n: f64 = s.trim().trim_end_matches('%').parse().map_err(|_| {
+        anyhow::anyhow!("invalid percentage {s:?}: expected a number such as 5 or 5%")
+    })?;
+    if !(0.0..=100.0).contains(&n) {
+        anyhow::bail!("invalid percentage {s:?}: it must be between 0 and 100");
+    }
+    Ok(n / 100.0)
 }

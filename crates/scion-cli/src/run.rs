@@ -486,21 +486,39 @@ fn run_command(cli: &Cli, open: &dyn Fn(&Cli, bool) -> Result<Scion>) -> Result<
             let s = open(cli, false)?;
             p.gc(&s.gc(grace, *force)?);
         }
-        Command::Compact { target, force } => {
+        Command::Compact {
+            target,
+            scattered,
+            force,
+        } => {
+            use scion_core::ops::compact::CompactScope;
             let b: BranchRef = target.parse()?;
             let s = open(cli, false)?;
-            let r = s.compact(&b, *force)?;
-            p.done(
-                &format!(
-                    "compacted {} to version {} ({} from {}, {} written)",
+            let scope = if *scattered {
+                CompactScope::Scattered
+            } else {
+                CompactScope::All
+            };
+            let r = s.compact_scope(&b, *force, scope)?;
+            let text = if r.pages_rewritten == 0 {
+                format!(
+                    "{} is not fragmented: no page lies in a small segment ({} in {}); nothing written",
                     r.branch,
-                    r.version,
                     crate::output::plural(r.pages as u64, "page"),
                     crate::output::plural(r.segments_before as u64, "segment"),
+                )
+            } else {
+                format!(
+                    "compacted {} to version {} ({} of {} rewritten, from {}, {} written)",
+                    r.branch,
+                    r.version,
+                    crate::output::plural(r.pages_rewritten as u64, "page"),
+                    r.pages,
+                    crate::output::plural(r.segments_before as u64, "segment"),
                     crate::output::bytes(r.store_bytes_written)
-                ),
-                serde_json::to_value(&r)?,
-            );
+                )
+            };
+            p.done(&text, serde_json::to_value(&r)?);
         }
         Command::Diff {
             left,
@@ -585,6 +603,7 @@ fn branchbench_options(
         .map(|n| (n, std::time::Duration::from_secs(a.slot_timeout)));
     o.deterministic |= a.deterministic;
     o.keep = a.keep;
+    o.drop_checkouts = a.drop_checkouts;
     o.runs = a.runs.max(1);
     o.gc_after = !a.no_gc;
     o.out = a.out.clone();

@@ -149,6 +149,16 @@ fn branchbench_quick_holds_the_harness_invariants() {
                 "45 DDL + 450 DML in 10 steps"
             );
         }
+        // Checkouts stay until their branch goes, as the harness keeps them: the checkout
+        // files' peak is counted apart from the store's, and both fit in the whole's.
+        let st = &w["storage"];
+        let (all, store, checkouts) = (
+            st["peak"]["physical"].as_u64().unwrap(),
+            st["peak_store"]["physical"].as_u64().unwrap(),
+            st["peak_checkouts"]["physical"].as_u64().unwrap(),
+        );
+        assert!(checkouts > 0, "{name}: checkout files are kept: {st}");
+        assert!(store <= all && checkouts <= all, "{name}: {st}");
         // The harness-shaped e2e file parses, carries its keys, and round-trips.
         let path = out_dir.join(format!("{}_e2e_stats.json", w["run_id"].as_str().unwrap()));
         let text = std::fs::read_to_string(&path).unwrap();
@@ -171,6 +181,8 @@ fn branchbench_quick_holds_the_harness_invariants() {
             "peak_live",
             "max_depth",
             "store_peak_bytes",
+            "store_only_peak_bytes",
+            "checkouts_peak_bytes",
             "reclaimed_bytes",
             "skipped_steps",
             "failed_statements",
@@ -435,6 +447,18 @@ fn bench_vfs_quick_counts_a_one_row_commit() {
         written > 0 && written <= 1536,
         "one-row commit wrote {written} B"
     );
+    // The fragmented branch's cold scan makes more store reads than the seed's, and
+    // `compact --scattered` brings them back down (counted, not timed).
+    let reads = |k: &str| size[k].as_u64().unwrap();
+    assert!(
+        reads("scan_cold_fragmented_reads") > reads("scan_cold_reads"),
+        "{size}"
+    );
+    assert!(
+        reads("scan_cold_compacted_reads") < reads("scan_cold_fragmented_reads"),
+        "{size}"
+    );
+    assert!(reads("compact_pages_rewritten") > 0, "{size}");
     assert!(!dir.exists(), "the bench's files are removed");
 }
 

@@ -290,6 +290,61 @@ fn the_janitor_reaps_expired_branches_but_never_one_with_a_session() {
         .contains("scion_janitor_reaped_total 1"));
 }
 
+/// With --compact-fragmented the janitor compacts a branch small commits fragmented, once
+/// idle: a `compacted` event, the metric, the same rows, and the head's history names it.
+#[test]
+fn the_janitor_compacts_a_fragmented_idle_branch_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = served::Served::prepare(dir.path(), 5000);
+    for i in 0..4 {
+        s.scion(&[
+            "sql",
+            "shop",
+            &format!("UPDATE items SET qty = qty + 1 WHERE id = {}", 1 + i * 1200),
+        ]);
+    }
+    let before = rows(&s.export("shop"), "SELECT sum(qty) FROM items");
+    s.start(&[
+        "--janitor-every",
+        "1s",
+        "--gc-every",
+        "never",
+        "--compact-fragmented",
+        "5%",
+        "--compact-idle",
+        "0s",
+    ]);
+    let started = Instant::now();
+    let mut compacted = Vec::new();
+    s.client()
+        .events(Some(0), true, |e| {
+            if e.event == "compacted" {
+                let v: serde_json::Value = serde_json::from_str(&e.data).unwrap();
+                compacted.push(v["data"].clone());
+            }
+            compacted.is_empty() && started.elapsed() < Duration::from_secs(30)
+        })
+        .unwrap();
+    assert_eq!(compacted.len(), 1, "{compacted:?}");
+    assert_eq!(compacted[0]["branch"], "shop@main");
+    assert_eq!(compacted[0]["scope"], "scattered");
+    assert!(compacted[0]["before"]["small_segments"].as_u64().unwrap() >= 2);
+    // Later rounds find nothing more to do.
+    std::thread::sleep(Duration::from_secs(3));
+    let metrics = s.client().raw("GET", "/metrics", None, &[]).unwrap();
+    assert!(metrics
+        .body
+        .as_str()
+        .unwrap()
+        .contains("scion_janitor_compacted_total 1"));
+    assert_eq!(
+        rows(&s.export("shop"), "SELECT sum(qty) FROM items"),
+        before
+    );
+    let log = s.scion(&["log", "shop", "--json"]);
+    assert!(log.contains("compact"), "{log}");
+}
+
 /// A writer that never pauses, under a session with and without the second tier: the
 /// session says how it kept the WAL short (PASSIVE checkpoints; barriers only when asked
 /// for), and everything committed is durable after a flush.

@@ -220,57 +220,82 @@ impl FrameReader {
 
     /// Read the pages behind `slots` (tagged with their page numbers, 1-based), resolving
     /// deltas against their bases; each verified page is handed to `f`.
+    ///
+    /// A delta's base is read in the same pass as every other frame: a page changed by a
+    /// small commit keeps its base among its neighbours' frames in the older segment, so
+    /// the run holding them stays one ranged read instead of breaking around the gap.
     pub(crate) fn for_each_page(
         &self,
         slots: Vec<(Slot, u32)>,
         mut f: impl FnMut(PageFrame<'_, u32>) -> EngineResult<()>,
     ) -> EngineResult<()> {
-        // (base locator, (page number, delta frame bytes, delta locator))
-        type PendingDelta = (Locator, (u32, Vec<u8>, Locator));
-        let mut deltas: Vec<PendingDelta> = Vec::new();
-        let items: Vec<(Locator, (u32, Option<Locator>))> = slots
-            .into_iter()
-            .map(|(s, pgno)| (s.loc, (pgno, s.base)))
-            .collect();
-        self.for_each_verified(items, |loc, (pgno, base), bytes| {
-            if let Some(base) = base {
-                deltas.push((*base, (*pgno, bytes.to_vec(), *loc)));
-                return Ok(());
+        let mut items: Vec<(Locator, Wanted)> = Vec::with_capacity(slots.len());
+        for (slot, pgno) in slots {
+            if let Some(base) = slot.base {
+                items.push((base, Wanted::Base { pgno }));
             }
-            if is_delta_frame(bytes) {
-                return Err(Step::Failed(EngineError::corrupt(
-                    format!("{} at {loc}", loc.segment.key()),
-                    "delta frame without a base in its node",
-                )));
+            items.push((
+                slot.loc,
+                Wanted::Page {
+                    pgno,
+                    base: slot.base,
+                },
+            ));
+        }
+        // Delta frames (bytes, locator, base) and decoded bases, resolved after the pass.
+        let mut deltas: Vec<(u32, Vec<u8>, Locator, Locator)> = Vec::new();
+        let mut bases: HashMap<Locator, Vec<u8>> = HashMap::new();
+        self.for_each_verified(items, |loc, wanted, bytes| match *wanted {
+            Wanted::Base { pgno } => {
+                if is_delta_frame(bytes) {
+                    return Err(Step::Failed(EngineError::corrupt(
+                        format!("{} at {loc}", loc.segment.key()),
+                        "a delta's base is itself a delta",
+                    )));
+                }
+                let (base, _) = decode_frame(bytes, FrameKind::Page, pgno as u64)
+                    .map_err(|e| Step::damaged(loc, e))?;
+                bases.insert(*loc, base);
+                Ok(())
             }
-            let (raw, hash) = decode_frame(bytes, FrameKind::Page, *pgno as u64)
-                .map_err(|e| Step::damaged(loc, e))?;
-            f(PageFrame {
-                tag: pgno,
-                raw,
-                hash,
-            })
-            .map_err(Step::Failed)
+            Wanted::Page {
+                pgno,
+                base: Some(base),
+            } => {
+                deltas.push((pgno, bytes.to_vec(), *loc, base));
+                Ok(())
+            }
+            Wanted::Page { pgno, base: None } => {
+                if is_delta_frame(bytes) {
+                    return Err(Step::Failed(EngineError::corrupt(
+                        format!("{} at {loc}", loc.segment.key()),
+                        "delta frame without a base in its node",
+                    )));
+                }
+                let (raw, hash) = decode_frame(bytes, FrameKind::Page, pgno as u64)
+                    .map_err(|e| Step::damaged(loc, e))?;
+                f(PageFrame {
+                    tag: &pgno,
+                    raw,
+                    hash,
+                })
+                .map_err(Step::Failed)
+            }
         })?;
-        self.for_each_verified(deltas, |base_loc, (pgno, delta, delta_loc), bytes| {
-            if is_delta_frame(bytes) {
-                return Err(Step::Failed(EngineError::corrupt(
-                    format!("{} at {base_loc}", base_loc.segment.key()),
-                    "a delta's base is itself a delta",
-                )));
-            }
-            let (base, _) = decode_frame(bytes, FrameKind::Page, *pgno as u64)
-                .map_err(|e| Step::damaged(base_loc, e))?;
+        for (pgno, delta, delta_loc, base_loc) in deltas {
+            let base = bases
+                .get(&base_loc)
+                .expect("every base was read in the pass");
             let (raw, hash) =
-                decode_frame_with_base(delta, FrameKind::Page, *pgno as u64, Some(&base))
-                    .map_err(|e| Step::Failed(frame_error(delta_loc, e)))?;
+                decode_frame_with_base(&delta, FrameKind::Page, pgno as u64, Some(base))
+                    .map_err(|e| frame_error(&delta_loc, e))?;
             f(PageFrame {
-                tag: pgno,
+                tag: &pgno,
                 raw,
                 hash,
-            })
-            .map_err(Step::Failed)
-        })
+            })?;
+        }
+        Ok(())
     }
 
     /// The raw bytes of `len` bytes from `loc`'s offset (a coalesced run of frames), into a
@@ -319,6 +344,8 @@ impl FrameReader {
         mut f: impl FnMut(&Locator, &T, &[u8]) -> Result<(), Step>,
     ) -> EngineResult<()> {
         items.sort_by_key(|(l, _)| (l.segment, l.offset));
+        // Runs of frames adjacent in one segment: (first item, end item, byte end).
+        let mut runs = Vec::new();
         let mut i = 0;
         while i < items.len() {
             let start = items[i].0;
@@ -332,6 +359,19 @@ impl FrameReader {
                 end = items[j].0.end();
                 j += 1;
             }
+            runs.push((i, j, end));
+            i = j;
+        }
+        if runs.len() > 1 {
+            // Scattered runs: let the store start on all of them before the first is read.
+            let ranges: Vec<(String, std::ops::Range<u64>)> = runs
+                .iter()
+                .map(|&(i, _, end)| (items[i].0.segment.key(), items[i].0.offset..end))
+                .collect();
+            self.backend.prefetch(&ranges);
+        }
+        for (i, j, end) in runs {
+            let start = items[i].0;
             let mut run = self.fetch(&start, end - start.offset)?;
             let mut fetched_again = false;
             for (loc, tag) in &items[i..j] {
@@ -347,10 +387,17 @@ impl FrameReader {
                     Err(e) => return Err(e.into_error()),
                 }
             }
-            i = j;
         }
         Ok(())
     }
+}
+
+/// A frame `for_each_page` reads: a page's own frame (full, or a delta against `base`), or
+/// the base of a delta.
+#[derive(Clone, Copy)]
+enum Wanted {
+    Page { pgno: u32, base: Option<Locator> },
+    Base { pgno: u32 },
 }
 
 /// How a callback of `for_each_verified` failed.

@@ -16,6 +16,9 @@ pub struct Config {
     /// The opt-in second tier of WAL recycling: above this many frames, a brief write
     /// lock (at most 10 ms waiting for it) lets the WAL restart under nonstop writers.
     pub barrier_frames: Option<u32>,
+    /// Compact (scattered pages only) branches whose heads many small commits left
+    /// fragmented, once idle (`None`: never, the default).
+    pub compact_fragmented: Option<scion_core::ops::compact::FragmentationPolicy>,
 }
 
 impl Default for Config {
@@ -26,6 +29,7 @@ impl Default for Config {
             janitor_every: Duration::from_secs(60),
             gc_every: Some(Duration::from_secs(3600)),
             barrier_frames: None,
+            compact_fragmented: None,
         }
     }
 }

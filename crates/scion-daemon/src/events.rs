@@ -26,6 +26,7 @@ pub enum EventKind {
     Merged,
     Destroyed,
     Reaped,
+    Compacted,
     Gc,
     Reconciled,
 }
@@ -46,6 +47,7 @@ impl EventKind {
             EventKind::Merged => "merged",
             EventKind::Destroyed => "destroyed",
             EventKind::Reaped => "reaped",
+            EventKind::Compacted => "compacted",
             EventKind::Gc => "gc",
             EventKind::Reconciled => "reconciled",
         }

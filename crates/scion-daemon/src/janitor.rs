@@ -1,6 +1,7 @@
 //! The janitor: on a schedule, reap branches whose TTL passed (never one with a live
-//! session or a dirty or open checkout: the engine's GC keeps those) and collect garbage
-//! with the store's grace. Both emit events. Each round also re-reads the store's
+//! session or a dirty or open checkout: the engine's GC keeps those), collect garbage
+//! with the store's grace and, when configured, compact branches that many small
+//! commits left fragmented. Each emits events. Each round also re-reads the store's
 //! settings, so a `scion config --page-compression` made while the daemon runs reaches
 //! its commits within one round.
 
@@ -49,6 +50,25 @@ pub async fn reap(shared: &Arc<Shared>) -> ApiResult<scion_core::ops::gc::ReapRe
     Ok(report)
 }
 
+/// Compact the branches fragmented past the policy (scattered pages only, idle heads).
+pub async fn compact_fragmented(
+    shared: &Arc<Shared>,
+    policy: scion_core::ops::compact::FragmentationPolicy,
+) -> ApiResult<scion_core::ops::compact::FragmentationSweep> {
+    let sweep = blocking(shared, Context::Other, move |s| {
+        s.compact_fragmented(policy)
+    })
+    .await?;
+    for c in &sweep.compacted {
+        shared.metrics.janitor_compacted.inc();
+        shared.events.emit(
+            EventKind::Compacted,
+            serde_json::to_value(c).unwrap_or_default(),
+        );
+    }
+    Ok(sweep)
+}
+
 /// Re-read the store's settings; a failure is logged and the daemon keeps the ones it had.
 async fn follow_settings(shared: &Arc<Shared>) {
     match blocking(shared, Context::Other, |s| s.reload_settings()).await {
@@ -85,6 +105,11 @@ pub async fn run(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
         };
         if let Err(e) = done {
             tracing::warn!(error = %e.body.message, "janitor run failed");
+        }
+        if let Some(policy) = shared.config.compact_fragmented {
+            if let Err(e) = compact_fragmented(&shared, policy).await {
+                tracing::warn!(error = %e.body.message, "janitor compaction failed");
+            }
         }
     }
 }

@@ -43,6 +43,7 @@ pub struct Metrics {
     pub store_requests: Family<StoreLabels, Counter>,
     pub store_request_seconds: Family<OpLabels, Histogram>,
     pub janitor_reaped: Counter,
+    pub janitor_compacted: Counter,
     pub gc_reclaimed_bytes: Counter,
     pub refused_requests: Family<ReasonLabels, Counter>,
     pub reconciles: Counter,
@@ -72,6 +73,7 @@ impl Default for Metrics {
             store_requests: Family::default(),
             store_request_seconds: Family::new_with_constructor(latency_buckets),
             janitor_reaped: Counter::default(),
+            janitor_compacted: Counter::default(),
             gc_reclaimed_bytes: Counter::default(),
             refused_requests: Family::default(),
             reconciles: Counter::default(),
@@ -124,6 +126,11 @@ impl Default for Metrics {
                 "janitor_reaped",
                 "Branches the janitor reaped after their TTL",
                 m.janitor_reaped.clone(),
+            );
+            r.register(
+                "janitor_compacted",
+                "Branches the janitor compacted because small commits had scattered their pages",
+                m.janitor_compacted.clone(),
             );
             r.register(
                 "gc_reclaimed_bytes",

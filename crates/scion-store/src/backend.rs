@@ -99,6 +99,12 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     fn local_cache(&self) -> Option<crate::cache_limit::CacheUsage> {
         None
     }
+
+    /// A hint that `ranges` are about to be read, one after another: a store that can
+    /// start on them all at once does (local files ask the kernel to read them in), so
+    /// scattered reads overlap instead of waiting on the disk one by one. Never fails and
+    /// changes no result; the default does nothing. Wrappers forward it.
+    fn prefetch(&self, _ranges: &[(String, Range<u64>)]) {}
 }
 
 impl<B: Backend + ?Sized> Backend for std::sync::Arc<B> {
@@ -146,6 +152,9 @@ impl<B: Backend + ?Sized> Backend for std::sync::Arc<B> {
     }
     fn local_cache(&self) -> Option<crate::cache_limit::CacheUsage> {
         (**self).local_cache()
+    }
+    fn prefetch(&self, ranges: &[(String, Range<u64>)]) {
+        (**self).prefetch(ranges)
     }
 }
 

@@ -161,30 +161,32 @@ impl LocalBackend {
         self.root.join(key)
     }
 
-    /// A ranged read of a segment through a kept descriptor, into `out`. A file deleted
-    /// (or replaced) since it was opened reads as gone, as a fresh open would.
-    fn segment_range(&self, key: &str, range: Range<u64>, out: &mut Vec<u8>) -> StoreResult<()> {
-        use std::os::unix::fs::FileExt;
+    /// The kept descriptor of a segment, opened (and kept) on first use.
+    fn segment_file(&self, key: &str) -> StoreResult<std::sync::Arc<File>> {
         let cached = self
             .segments
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .get(key)
             .cloned();
-        let file = match cached {
-            Some(f) => f,
-            None => {
-                let f = std::sync::Arc::new(
-                    File::open(self.path(key)).map_err(|e| StoreError::io(key, e))?,
-                );
-                let mut open = self.segments.lock().unwrap_or_else(|p| p.into_inner());
-                if open.len() >= OPEN_SEGMENTS {
-                    open.clear();
-                }
-                open.insert(key.to_string(), f.clone());
-                f
-            }
-        };
+        if let Some(f) = cached {
+            return Ok(f);
+        }
+        let f =
+            std::sync::Arc::new(File::open(self.path(key)).map_err(|e| StoreError::io(key, e))?);
+        let mut open = self.segments.lock().unwrap_or_else(|p| p.into_inner());
+        if open.len() >= OPEN_SEGMENTS {
+            open.clear();
+        }
+        open.insert(key.to_string(), f.clone());
+        Ok(f)
+    }
+
+    /// A ranged read of a segment through a kept descriptor, into `out`. A file deleted
+    /// (or replaced) since it was opened reads as gone, as a fresh open would.
+    fn segment_range(&self, key: &str, range: Range<u64>, out: &mut Vec<u8>) -> StoreResult<()> {
+        use std::os::unix::fs::FileExt;
+        let file = self.segment_file(key)?;
         let meta = file.metadata().map_err(|e| StoreError::io(key, e))?;
         if meta.nlink() == 0 {
             self.forget_segment(key);
@@ -496,6 +498,29 @@ impl Backend for LocalBackend {
         Ok(())
     }
 
+    fn prefetch(&self, ranges: &[(String, Range<u64>)]) {
+        use std::os::fd::AsRawFd;
+        for (key, range) in ranges {
+            if !key.starts_with("segments/") || validate_key(key).is_err() {
+                continue;
+            }
+            // A hint only: a segment that cannot be opened fails its read, not this.
+            let Ok(file) = self.segment_file(key) else {
+                continue;
+            };
+            let len = range.end.saturating_sub(range.start);
+            // SAFETY: the descriptor is open for as long as `file` lives; WILLNEED only
+            // starts reads into the kernel's page cache and touches no memory of ours.
+            unsafe {
+                libc::posix_fadvise(
+                    file.as_raw_fd(),
+                    range.start as libc::off_t,
+                    len as libc::off_t,
+                    libc::POSIX_FADV_WILLNEED,
+                );
+            }
+        }
+    }
     fn change_stamp(&self, key: &str) -> Option<u64> {
         self.board.as_ref()?.stamp(key)
     }

@@ -135,6 +135,9 @@ impl Backend for ObservedBackend {
     fn change_stamp(&self, key: &str) -> Option<u64> {
         self.inner.change_stamp(key)
     }
+    fn prefetch(&self, ranges: &[(String, Range<u64>)]) {
+        self.inner.prefetch(ranges)
+    }
     fn evict(&self, key: &str) -> StoreResult<()> {
         self.inner.evict(key)
     }

@@ -229,10 +229,10 @@ impl DbFile {
         let page = match plan {
             Ahead::Buffered(page) => page,
             Ahead::Single => self.engine.read_page(view, pgno).map_err(VfsError::io)?,
-            Ahead::Fetch(range) => {
+            Ahead::Fetch(pgnos) => {
                 let mut pages = self
                     .engine
-                    .read_pages(view, range)
+                    .read_pages(view, pgnos)
                     .map_err(VfsError::io)?
                     .into_iter();
                 let first = pages.next().and_then(|(_, p)| p);
@@ -240,6 +240,9 @@ impl DbFile {
                 first
             }
         };
+        if let Some(p) = &page {
+            self.ahead.borrow_mut().served(pgno, p);
+        }
         if pgno == 1 {
             // Cached pages are shared: page 1 is presented on a copy of its own.
             if let Some(stored) = page {

@@ -50,6 +50,9 @@ pub struct BranchbenchOptions {
     pub deterministic: bool,
     pub dir: PathBuf,
     pub keep: bool,
+    /// Remove a step's checkout once it is published instead of keeping it until its
+    /// branch is destroyed (the harness's behaviour).
+    pub drop_checkouts: bool,
     pub gc_after: bool,
     /// Runs per workflow; the report shows the run with the median wall time.
     pub runs: usize,
@@ -102,6 +105,7 @@ impl BranchbenchOptions {
             deterministic: quick,
             dir,
             keep: false,
+            drop_checkouts: false,
             gc_after: true,
             runs: 1,
             out: None,
@@ -132,6 +136,9 @@ impl BranchbenchOptions {
         }
         if self.connect == Connect::Vfs {
             d.push("connect through the scion VFS: no checkout file; a step is one transaction, published by its commit and a checkpoint naming the head".into());
+        }
+        if self.drop_checkouts && self.connect == Connect::Checkout {
+            d.push("each step's checkout removed once published (the harness keeps it until its branch is destroyed)".into());
         }
         if self.parent_rule != ParentRule::Uniform {
             d.push("parent rule: sticky (offshoot's), root fallback".into());
@@ -190,45 +197,109 @@ fn free_bytes(dir: &Path) -> Option<u64> {
     Some(s.f_bavail as u64 * s.f_frsize as u64)
 }
 
-/// Samples a directory's size until dropped, keeping the peak.
+/// A workflow directory's bytes at one moment: all of it, and its checkout files.
+#[derive(Debug, Clone, Copy, Default)]
+struct Sample {
+    all: Bytes,
+    checkouts: Bytes,
+}
+
+impl Sample {
+    /// One walk of `dir`, so the two figures describe the same moment (two walks apart
+    /// would count a file written in between in one figure and not the other).
+    fn take(dir: &Path) -> Sample {
+        use std::os::unix::fs::MetadataExt;
+        let checkouts = [dir.join("store/checkouts"), dir.join("store/checkouts-ro")];
+        let mut sample = Sample::default();
+        let mut stack = vec![(dir.to_path_buf(), false)];
+        while let Some((d, in_checkouts)) = stack.pop() {
+            let Ok(entries) = std::fs::read_dir(&d) else {
+                continue;
+            };
+            for e in entries.flatten() {
+                let Ok(m) = e.metadata() else { continue };
+                let path = e.path();
+                if m.is_dir() {
+                    let inside = in_checkouts || checkouts.contains(&path);
+                    stack.push((path, inside));
+                    continue;
+                }
+                let (logical, physical) = (m.len(), m.blocks() * 512);
+                sample.all.logical += logical;
+                sample.all.physical += physical;
+                if in_checkouts {
+                    sample.checkouts.logical += logical;
+                    sample.checkouts.physical += physical;
+                }
+            }
+        }
+        sample
+    }
+
+    fn store(&self) -> Bytes {
+        Bytes {
+            physical: self.all.physical.saturating_sub(self.checkouts.physical),
+            logical: self.all.logical.saturating_sub(self.checkouts.logical),
+        }
+    }
+}
+
+/// The peaks of a directory's sizes: all of it, the store alone, the checkouts alone.
+#[derive(Debug, Clone, Copy, Default)]
+struct Peaks {
+    all: Bytes,
+    store: Bytes,
+    checkouts: Bytes,
+}
+
+impl Peaks {
+    fn add(&mut self, s: Sample) {
+        let max = |p: &mut Bytes, b: Bytes| {
+            p.physical = p.physical.max(b.physical);
+            p.logical = p.logical.max(b.logical);
+        };
+        max(&mut self.all, s.all);
+        max(&mut self.store, s.store());
+        max(&mut self.checkouts, s.checkouts);
+    }
+}
+
+/// Samples a workflow directory's size until finished, keeping the peaks.
 struct PeakSampler {
-    peak: Arc<Mutex<Bytes>>,
+    peaks: Arc<Mutex<Peaks>>,
     done: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl PeakSampler {
     fn start(dir: PathBuf) -> Self {
-        let peak = Arc::new(Mutex::new(dir_bytes(&dir)));
+        let mut first = Peaks::default();
+        first.add(Sample::take(&dir));
+        let peaks = Arc::new(Mutex::new(first));
         let done = Arc::new(AtomicBool::new(false));
-        let (p, d) = (peak.clone(), done.clone());
+        let (p, d) = (peaks.clone(), done.clone());
         let thread = std::thread::spawn(move || {
             while !d.load(Ordering::SeqCst) {
-                let now = dir_bytes(&dir);
-                let mut p = p.lock().unwrap();
-                p.physical = p.physical.max(now.physical);
-                p.logical = p.logical.max(now.logical);
-                drop(p);
+                let now = Sample::take(&dir);
+                p.lock().unwrap().add(now);
                 std::thread::sleep(Duration::from_millis(250));
             }
         });
         PeakSampler {
-            peak,
+            peaks,
             done,
             thread: Some(thread),
         }
     }
 
-    fn finish(mut self, last: Bytes) -> Bytes {
+    fn finish(mut self, last: Sample) -> Peaks {
         self.done.store(true, Ordering::SeqCst);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
-        let p = *self.peak.lock().unwrap();
-        Bytes {
-            physical: p.physical.max(last.physical),
-            logical: p.logical.max(last.logical),
-        }
+        let mut p = *self.peaks.lock().unwrap();
+        p.add(last);
+        p
     }
 }
 
@@ -258,13 +329,19 @@ fn run_workflow(
     let dir = opts.dir.join(w.name());
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir)?;
-    // Every step materializes a checkout (no clones on this filesystem?) and keeps it
-    // until it publishes; the store grows by the pages the steps change.
-    let need = seed_bytes * (2 * concurrency as u64 + 8);
+    // Through checkouts every step materializes a file (no clones on this filesystem?),
+    // kept until its branch is destroyed unless steps drop them once published; the store
+    // grows by the pages the steps change.
+    let checkouts = match opts.connect {
+        Connect::Checkout if opts.drop_checkouts => 2 * concurrency as u64,
+        Connect::Checkout => (tuple.total_steps() + concurrency) as u64,
+        Connect::Vfs | Connect::Copy => 0,
+    };
+    let need = seed_bytes * (checkouts + 8);
     if let Some(free) = free_bytes(&dir) {
         if free < need {
             return Err(BenchError::Other(format!(
-                "{w}: needs about {} MiB free in {} (seed {} MiB x (2 x {concurrency} live checkouts + 8)), {} MiB free",
+                "{w}: needs about {} MiB free in {} (seed {} MiB x ({checkouts} checkout files + 8)), {} MiB free",
                 need >> 20,
                 dir.display(),
                 seed_bytes >> 20,
@@ -303,6 +380,7 @@ fn run_workflow(
         live_cap: opts.live_cap,
         deterministic: opts.deterministic,
         steps_ended: steps_ended.clone(),
+        drop_checkouts: opts.drop_checkouts,
         connect: match opts.connect {
             Connect::Vfs => {
                 // The VFS's connections share this attachment of the store.
@@ -341,11 +419,14 @@ fn run_workflow(
         }
         worker.join().expect("the workflow runner panicked")
     });
-    let after = dir_bytes(&dir);
-    let peak = sampler.finish(after);
+    let last = Sample::take(&dir);
+    let after = last.all;
+    let peaks = sampler.finish(last);
     let mut storage = Storage {
         before,
-        peak,
+        peak: peaks.all,
+        peak_store: peaks.store,
+        peak_checkouts: peaks.checkouts,
         after,
         after_gc: None,
         reclaimed_bytes: None,

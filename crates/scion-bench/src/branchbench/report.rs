@@ -28,6 +28,11 @@ pub struct Storage {
     /// The workflow's directory (store and checkouts) after seeding.
     pub before: Bytes,
     pub peak: Bytes,
+    /// The peak of the store alone (the workflow's directory less its checkout files):
+    /// what the disk holds when steps remove their checkouts.
+    pub peak_store: Bytes,
+    /// The peak of the checkout files (writable and read-only) alone.
+    pub peak_checkouts: Bytes,
     pub after: Bytes,
     pub after_gc: Option<Bytes>,
     pub reclaimed_bytes: Option<u64>,
@@ -263,6 +268,8 @@ impl WorkflowReport {
             "max_depth": self.max_depth,
             "store_peak_bytes": self.storage.peak.physical,
             "store_peak_logical_bytes": self.storage.peak.logical,
+            "store_only_peak_bytes": self.storage.peak_store.physical,
+            "checkouts_peak_bytes": self.storage.peak_checkouts.physical,
             "reclaimed_bytes": self.storage.reclaimed_bytes,
             "skipped_steps": self.skipped_steps,
             "failed_statements": self.failed_statements,
@@ -400,7 +407,13 @@ impl Report {
                     t
                 );
             }
-            s += "\n";
+            s += &format!(
+                "\n  storage peak apart: store alone {} / {}, checkout files {} / {}\n",
+                mib(st.peak_store.physical),
+                mib(st.peak_store.logical),
+                mib(st.peak_checkouts.physical),
+                mib(st.peak_checkouts.logical)
+            );
             let m = &r.memory;
             s += &format!(
                 "  memory: peak RSS of the bench process {}; page cache {} hits, {} decoded, {} waited for ({:.1}% hit), {} held at the end (bound {})\n",

@@ -38,6 +38,8 @@ pub struct RunConfig {
     /// Counts steps as they end (completed or skipped), for progress reports.
     pub steps_ended: Arc<std::sync::atomic::AtomicUsize>,
     pub connect: ConnectMode,
+    /// Remove a step's checkout file once it is published (the harness keeps it).
+    pub drop_checkouts: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -324,8 +326,8 @@ impl Ctx {
                 .map_err(|e| e.to_string())
         });
         // The branch lives on in the store; its working file is not needed until a
-        // later step connects to it again.
-        if let Some(path) = &path {
+        // later step connects to it again, but the harness leaves it there meanwhile.
+        if let Some(path) = path.as_ref().filter(|_| cfg.drop_checkouts) {
             remove_checkout(path);
         }
         published.is_some()
@@ -376,7 +378,7 @@ impl Ctx {
             }) {
                 log.timed(Op::Read, Some(&query), || query_rows(&conn, &query));
                 drop(conn);
-                if let Some(path) = &path {
+                if let Some(path) = path.as_ref().filter(|_| self.cfg.drop_checkouts) {
                     remove_checkout(path);
                 }
             }

@@ -1,4 +1,4 @@
-//! Garbage collection and compaction.
+//! Garbage collection.
 //!
 //! Mark: every root reachable from a ref (head, fork point, created version), a
 //! checkpoint, or a head-history entry younger than the store's history retention; walk each tree once (shared subtrees are visited once) and collect the
@@ -12,15 +12,12 @@ use std::time::{Duration, SystemTime};
 use scion_store::{PutMode, StoreError};
 use serde::{Deserialize, Serialize};
 
-use crate::checkout::{CheckoutState, Sidecar};
+use crate::checkout::CheckoutState;
 use crate::clock::{parse_rfc3339, rfc3339, StoreTime};
-use crate::commit::Commit;
 use crate::error::{CoreError, CoreResult, EngineError, EngineResult};
-use crate::format::{FrameKind, Locator, Parents, SegmentId};
-use crate::history::{HeadMove, HeadOp};
+use crate::format::{Locator, SegmentId};
 use crate::names::BranchRef;
 use crate::ops::lease::is_live;
-use crate::pagemap::{self, DEFAULT_FANOUT_BITS};
 use crate::{Engine, Scion};
 
 pub(crate) const GC_STATE_KEY: &str = "gc/state";
@@ -153,15 +150,6 @@ pub struct ReapReport {
     /// Expired, but not reaped: the checkout is open or holds uncheckpointed changes.
     pub kept_in_use: Vec<String>,
     pub finished_destroys: Vec<String>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct CompactReport {
-    pub branch: String,
-    pub version: u64,
-    pub pages: u32,
-    pub segments_before: usize,
-    pub store_bytes_written: u64,
 }
 
 /// What the store alone decides: which segments are reachable.
@@ -435,77 +423,6 @@ impl Scion {
             temp_bytes_removed,
             history_objects_removed,
             kept_by_history,
-        })
-    }
-
-    /// Rewrite a branch head into fresh segments in page order (full frames, no deltas),
-    /// so that it reads sequentially and segments only older versions use can go.
-    pub fn compact(&self, b: &BranchRef, force: bool) -> CoreResult<CompactReport> {
-        let (r, etag) = self.read_ref(b)?;
-        self.check_not_leased(b, &r, force)?;
-        // Compaction moves the head: changes never checkpointed would be stranded in a
-        // file made from the old version, as with promote.
-        let path = self.checkout_path(b);
-        let judged = self.inspect(&path, &r.root)?;
-        let state = judged.state;
-        if !force {
-            crate::checkout::refuse_unsaved(&judged, &path, b)?;
-        }
-        let root = self.reader.root(&r.root)?;
-        let leaves = pagemap::leaves(&self.reader, root.node, root.depth, root.fanout_bits)?;
-        let segments_before = leaves
-            .iter()
-            .map(|(_, s)| s.loc.segment)
-            .collect::<HashSet<_>>()
-            .len();
-        let sealed = super::with_fresh_ids(|| {
-            let mut commit = Commit::begin(self)?;
-            let writer = &mut commit.writer;
-            let mut pages: Vec<Option<Locator>> = vec![None; root.page_count as usize];
-            // Chunks of the page-ordered leaf list: reads coalesce within a chunk, memory
-            // stays bounded, and pages are written in page order.
-            for chunk in leaves.chunks(1024) {
-                let mut raw_pages: BTreeMap<u32, Vec<u8>> = BTreeMap::new();
-                let items = chunk.iter().map(|(i, s)| (*s, i + 1)).collect();
-                self.reader.for_each_page(items, |p| {
-                    raw_pages.insert(*p.tag, p.raw);
-                    Ok(())
-                })?;
-                for (pgno, raw) in raw_pages {
-                    let (loc, _) = writer.add(FrameKind::Page, pgno as u64, &raw)?;
-                    pages[pgno as usize - 1] = Some(loc);
-                }
-            }
-            let (node, depth) = pagemap::build(writer, &pages, DEFAULT_FANOUT_BITS)?;
-            let mut record = root;
-            record.node = node;
-            record.depth = if node.is_some() { depth } else { 0 };
-            record.fanout_bits = DEFAULT_FANOUT_BITS;
-            // The same content: the compacted version is the old one's only child.
-            record.ancestry = Some(commit.ancestry(self, Parents::One(r.root))?);
-            commit.seal(record)
-        })?;
-        let (new_root, stats) = (sealed.root, sealed.stats);
-        let mv = HeadMove::new(HeadOp::Compact);
-        let (next, _) = self.publish_head(b, &r, etag, Some(&sealed), &mv, |next| {
-            next.root = new_root;
-            next.version = r.version + 1;
-            Ok(())
-        })?;
-        // A clean checkout holds the same bytes: point its record at the new root.
-        if state == CheckoutState::Clean {
-            if let Some(mut s) = Sidecar::load(&path, &r.root)? {
-                s.root = new_root;
-                s.version = next.version;
-                s.store(&path)?;
-            }
-        }
-        Ok(CompactReport {
-            branch: b.to_string(),
-            version: next.version,
-            pages: root.page_count,
-            segments_before,
-            store_bytes_written: stats.bytes,
         })
     }
 }

@@ -1,6 +1,7 @@
 //! The operations on a store, one module each.
 
 pub mod checkpoint;
+pub mod compact;
 pub mod config;
 pub mod create;
 pub mod export;

@@ -52,26 +52,34 @@ impl Engine {
         Ok(out)
     }
 
-    /// Pages `pgnos` of `view`, verified, in one pass: those the [`PageCache`](crate::PageCache) lacks are
-    /// fetched with frames adjacent in the store coalesced into one ranged read (what
-    /// readahead of a sequential scan uses). A page the version holds as zeros (or past
-    /// its end) is `None`.
+    /// Pages `pgnos` of `view`, verified, in one pass, in the order given: those the
+    /// [`PageCache`](crate::PageCache) lacks are fetched with frames adjacent in the store
+    /// coalesced into one ranged read (what readahead of a scan uses). A page the version
+    /// holds as zeros (or past its end, or 0) is `None`.
     pub fn read_pages(
         &self,
         view: &VersionView,
-        pgnos: std::ops::Range<u32>,
+        pgnos: impl IntoIterator<Item = u32>,
     ) -> EngineResult<Vec<(u32, Option<SharedPage>)>> {
         let r = &view.record;
-        let pgnos = pgnos.start.max(1)..pgnos.end.min(view.page_count.saturating_add(1));
-        let mut out: Vec<(u32, Option<SharedPage>)> = pgnos.clone().map(|p| (p, None)).collect();
+        let mut out: Vec<(u32, Option<SharedPage>)> =
+            pgnos.into_iter().map(|p| (p, None)).collect();
+        let mut at = std::collections::HashMap::with_capacity(out.len());
+        for (i, (p, _)) in out.iter().enumerate() {
+            at.entry(*p).or_insert(i);
+        }
         let mut slots = Vec::with_capacity(out.len());
-        for pgno in pgnos.clone() {
+        for (i, &(pgno, _)) in out.iter().enumerate() {
+            // Each page once (a repeat stays `None`); none outside the version.
+            if pgno == 0 || pgno > view.page_count || at[&pgno] != i {
+                continue;
+            }
             if let Some(slot) = lookup(&self.reader, r.node, r.depth, r.fanout_bits, pgno - 1)? {
                 slots.push((slot, pgno));
             }
         }
         self.reader.cached_pages(slots, |pgno, page| {
-            out[(pgno - pgnos.start) as usize].1 = Some(page.0);
+            out[at[&pgno]].1 = Some(page.0);
         })?;
         Ok(out)
     }
