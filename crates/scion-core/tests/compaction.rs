@@ -120,7 +120,10 @@ fn the_sweep_compacts_fragmented_idle_branches_only_and_then_has_nothing_to_do()
         scattered_share: 0.0001,
         idle: Duration::from_secs(3600),
     };
-    let sweep = e.scion.compact_fragmented(busy).unwrap();
+    let sweep = e
+        .scion
+        .compact_fragmented(busy, &mut Default::default())
+        .unwrap();
     assert!(sweep.compacted.is_empty(), "{sweep:?}");
 
     let policy = FragmentationPolicy {
@@ -134,18 +137,24 @@ fn the_sweep_compacts_fragmented_idle_branches_only_and_then_has_nothing_to_do()
     };
     assert!(e
         .scion
-        .compact_fragmented(strict)
+        .compact_fragmented(strict, &mut Default::default())
         .unwrap()
         .compacted
         .is_empty());
 
-    let sweep = e.scion.compact_fragmented(policy).unwrap();
+    let mut judged = std::collections::HashMap::new();
+    let sweep = e.scion.compact_fragmented(policy, &mut judged).unwrap();
     assert_eq!(sweep.branches, 2);
+    assert_eq!(
+        judged.keys().collect::<Vec<_>>(),
+        ["calm@main"],
+        "the head found not fragmented is remembered"
+    );
     let names: Vec<&str> = sweep.compacted.iter().map(|c| c.branch.as_str()).collect();
     assert_eq!(names, ["shop@main"]);
     assert_eq!(e.dump_target(&e.scion, "shop"), content);
 
-    let again = e.scion.compact_fragmented(policy).unwrap();
+    let again = e.scion.compact_fragmented(policy, &mut judged).unwrap();
     assert!(again.compacted.is_empty(), "stable: {again:?}");
 
     // A checkout with unsaved changes is left for a later sweep, named in `skipped`.
@@ -160,7 +169,7 @@ fn the_sweep_compacts_fragmented_idle_branches_only_and_then_has_nothing_to_do()
             .unwrap();
     }
     exec(&path, "UPDATE items SET price = -1 WHERE id = 7");
-    let sweep = e.scion.compact_fragmented(policy).unwrap();
+    let sweep = e.scion.compact_fragmented(policy, &mut judged).unwrap();
     assert!(sweep.compacted.is_empty(), "{sweep:?}");
     assert_eq!(sweep.skipped.len(), 1, "{sweep:?}");
     assert!(sweep.skipped[0].starts_with("shop@main: "), "{sweep:?}");

@@ -5,6 +5,7 @@
 //! settings, so a `scion config --page-compression` made while the daemon runs reaches
 //! its commits within one round.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -54,11 +55,15 @@ pub async fn reap(shared: &Arc<Shared>) -> ApiResult<scion_core::ops::gc::ReapRe
 pub async fn compact_fragmented(
     shared: &Arc<Shared>,
     policy: scion_core::ops::compact::FragmentationPolicy,
+    judged: &mut HashMap<String, scion_core::format::Locator>,
 ) -> ApiResult<scion_core::ops::compact::FragmentationSweep> {
-    let sweep = blocking(shared, Context::Other, move |s| {
-        s.compact_fragmented(policy)
+    let mut memo = std::mem::take(judged);
+    let (sweep, memo) = blocking(shared, Context::Other, move |s| {
+        let sweep = s.compact_fragmented(policy, &mut memo)?;
+        Ok::<_, scion_core::CoreError>((sweep, memo))
     })
     .await?;
+    *judged = memo;
     for c in &sweep.compacted {
         shared.metrics.janitor_compacted.inc();
         shared.events.emit(
@@ -87,6 +92,8 @@ async fn follow_settings(shared: &Arc<Shared>) {
 
 pub async fn run(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
     let mut last_gc = Instant::now();
+    // Heads found not fragmented enough, so later rounds skip them until they move.
+    let mut judged = HashMap::new();
     loop {
         tokio::select! {
             _ = tokio::time::sleep(shared.config.janitor_every) => {}
@@ -107,7 +114,7 @@ pub async fn run(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
             tracing::warn!(error = %e.body.message, "janitor run failed");
         }
         if let Some(policy) = shared.config.compact_fragmented {
-            if let Err(e) = compact_fragmented(&shared, policy).await {
+            if let Err(e) = compact_fragmented(&shared, policy, &mut judged).await {
                 tracing::warn!(error = %e.body.message, "janitor compaction failed");
             }
         }

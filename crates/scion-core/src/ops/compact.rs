@@ -263,16 +263,16 @@ pub struct FragmentationSweep {
 impl Scion {
     /// Compact (scattered pages only) every branch whose head is fragmented past
     /// `policy` and idle, never one under a live lease or with unsaved checkout changes.
+    /// `judged` remembers heads already found not fragmented enough (branch to head root),
+    /// so a daemon sweeping every round walks each head's page map once, not every round.
     pub fn compact_fragmented(
         &self,
         policy: FragmentationPolicy,
+        judged: &mut HashMap<String, Locator>,
     ) -> CoreResult<FragmentationSweep> {
-        let now_ms = self
-            .store_now()?
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_millis() as u64;
+        let now = self.store_now()?;
         let mut sweep = FragmentationSweep::default();
+        let mut seen = HashSet::new();
         for db in self.list_databases()? {
             for (branch, r) in self.list_branches(&db)? {
                 if r.destroying_since.is_some() {
@@ -280,15 +280,29 @@ impl Scion {
                 }
                 sweep.branches += 1;
                 let b = BranchRef::new(db.clone(), branch);
+                let key = b.to_string();
+                seen.insert(key.clone());
+                if judged.get(&key) == Some(&r.root) {
+                    continue;
+                }
+                // Idle: no commit, fork or touch within the window (a fresh fork of an old
+                // version is activity, though its head was made long ago).
                 let root = self.reader.root(&r.root)?;
-                let made_at_ms = root.ancestry.as_ref().map_or(0, |a| a.made_at_ms);
-                if now_ms.saturating_sub(made_at_ms) < policy.idle.as_millis() as u64 {
+                let made_at = std::time::UNIX_EPOCH
+                    + std::time::Duration::from_millis(
+                        root.ancestry.as_ref().map_or(0, |a| a.made_at_ms),
+                    );
+                let last = made_at
+                    .max(r.created_at.as_system_time())
+                    .max(r.touched_at.as_system_time());
+                if now.duration_since(last).unwrap_or_default() < policy.idle {
                     continue;
                 }
                 let leaves =
                     pagemap::leaves(&self.reader, root.node, root.depth, root.fanout_bits)?;
                 let (f, _) = Fragmentation::of(&leaves);
                 if f.small_segments < 2 || f.scattered_share() < policy.scattered_share {
+                    judged.insert(key, r.root);
                     continue;
                 }
                 match self.compact_scope(&b, false, CompactScope::Scattered) {
@@ -298,6 +312,8 @@ impl Scion {
                 }
             }
         }
+        // Branches gone since: forget them.
+        judged.retain(|k, _| seen.contains(k));
         Ok(sweep)
     }
 }
