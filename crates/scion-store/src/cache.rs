@@ -195,9 +195,45 @@ fn unique() -> u64 {
     NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
+/// Downloads a prefetch runs at once: enough to hide a remote store's latency behind
+/// each other, few enough not to crowd the connection pool.
+const PREFETCH_DOWNLOADS: usize = 8;
+
 impl Backend for SegmentCache {
     fn get(&self, key: &str) -> StoreResult<(Vec<u8>, ETag)> {
         self.inner.get(key)
+    }
+
+    /// Segments not yet kept here are downloaded side by side, so the reads that follow
+    /// are local: a scan of a branch scattered over many small segments waits for one
+    /// round of downloads instead of one per segment. Failures are left to those reads.
+    fn prefetch(&self, ranges: &[(String, Range<u64>)]) {
+        let mut missing: Vec<(&str, PathBuf)> = Vec::new();
+        for (key, _) in ranges {
+            let Some(path) = self.cached(key) else {
+                continue;
+            };
+            if !path.exists() && !missing.iter().any(|(k, _)| k == key) {
+                missing.push((key, path));
+            }
+        }
+        if missing.len() < 2 {
+            return;
+        }
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        std::thread::scope(|scope| {
+            for _ in 0..missing.len().min(PREFETCH_DOWNLOADS) {
+                scope.spawn(|| loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some((key, path)) = missing.get(i) else {
+                        return;
+                    };
+                    if let Err(e) = self.local(key, path) {
+                        tracing::debug!("segment cache: prefetching {key} failed: {e}");
+                    }
+                });
+            }
+        });
     }
 
     fn get_range(&self, key: &str, range: Range<u64>) -> StoreResult<Vec<u8>> {

@@ -138,3 +138,25 @@ fn cache_limits_parse_with_units_and_refuse_what_they_do_not_know() {
         assert!(e.contains(bad.trim()), "{bad:?}: {e}");
     }
 }
+
+/// A prefetch downloads the segments not yet kept, once each, side by side; the reads that
+/// follow are local, and a segment already kept (or not a segment) is not fetched again.
+#[test]
+fn a_prefetch_downloads_what_is_missing_once_and_the_reads_that_follow_are_local() {
+    let f = fixture(6, CacheLimit::Unbounded);
+    read(&f, 0);
+    assert_eq!(downloads(&f), 1);
+    let mut ranges: Vec<(String, std::ops::Range<u64>)> =
+        (0..6).map(|i| (key(i), 100..110)).collect();
+    ranges.push((key(3), 200..210));
+    ranges.push(("refs/not-a-segment".to_string(), 0..1));
+    f.cache.prefetch(&ranges);
+    assert_eq!(downloads(&f), 6, "segments 1 to 5, once each");
+    for i in 0..6 {
+        assert!(cached(&f, i), "segment {i}");
+        read(&f, i);
+    }
+    assert_eq!(downloads(&f), 6, "every read was local");
+    f.cache.prefetch(&ranges);
+    assert_eq!(downloads(&f), 6, "nothing missing: nothing fetched");
+}
