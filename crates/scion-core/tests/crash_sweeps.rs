@@ -356,6 +356,27 @@ fn crash_sweep_compact() {
 }
 
 #[test]
+fn crash_sweep_compact_scattered() {
+    let rounds = sweep(
+        "compact --scattered",
+        shop_with_history,
+        |s| {
+            s.compact_scope(
+                &br("shop@work"),
+                false,
+                scion_core::ops::compact::CompactScope::Scattered,
+            )
+            .map(drop)
+        },
+        |e, _| assert_eq!(prices(e, "shop@work"), "2.0"),
+    );
+    assert!(
+        rounds > 2,
+        "the head is scattered: compaction writes ({rounds} rounds)"
+    );
+}
+
+#[test]
 fn crash_sweep_protect_touch_and_lease() {
     let mut rounds = sweep(
         "protect",

@@ -167,24 +167,7 @@ impl BranchbenchOptions {
 
 /// Bytes under `dir`: physical (allocated blocks) and logical (file sizes).
 pub fn dir_bytes(dir: &Path) -> Bytes {
-    use std::os::unix::fs::MetadataExt;
-    let mut b = Bytes::default();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        for e in entries.flatten() {
-            let Ok(m) = e.metadata() else { continue };
-            if m.is_dir() {
-                stack.push(e.path());
-            } else {
-                b.logical += m.len();
-                b.physical += m.blocks() * 512;
-            }
-        }
-    }
-    b
+    Sample::take(dir).all
 }
 
 fn free_bytes(dir: &Path) -> Option<u64> {

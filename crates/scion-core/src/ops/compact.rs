@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use crate::checkout::{CheckoutState, Sidecar};
 use crate::commit::Commit;
-use crate::error::{CoreError, CoreResult, EngineError};
+use crate::error::{CoreError, CoreResult, EngineError, EngineResult};
 use crate::format::{FrameKind, Locator, Parents, SegmentId, Slot};
 use crate::history::{HeadMove, HeadOp};
 use crate::names::BranchRef;
@@ -164,13 +164,7 @@ impl Scion {
                     // Chunks of the page-ordered leaf list: reads coalesce within a chunk,
                     // memory stays bounded, and pages are written in page order.
                     for chunk in rewrite.chunks(1024) {
-                        let mut raw_pages: BTreeMap<u32, Vec<u8>> = BTreeMap::new();
-                        let items = chunk.iter().map(|(i, s)| (*s, i + 1)).collect();
-                        self.reader.for_each_page(items, |p| {
-                            raw_pages.insert(*p.tag, p.raw);
-                            Ok(())
-                        })?;
-                        for (pgno, raw) in raw_pages {
+                        for (pgno, raw) in self.read_chunk(chunk)? {
                             let (loc, _) = writer.add(FrameKind::Page, pgno as u64, &raw)?;
                             pages[pgno as usize - 1] = Some(loc);
                         }
@@ -185,13 +179,7 @@ impl Scion {
                     for chunk in rewrite.chunks(1024) {
                         let slots: HashMap<u32, Slot> =
                             chunk.iter().map(|(i, s)| (i + 1, *s)).collect();
-                        let mut raw_pages: BTreeMap<u32, Vec<u8>> = BTreeMap::new();
-                        let items = chunk.iter().map(|(i, s)| (*s, i + 1)).collect();
-                        self.reader.for_each_page(items, |p| {
-                            raw_pages.insert(*p.tag, p.raw);
-                            Ok(())
-                        })?;
-                        for (pgno, raw) in raw_pages {
+                        for (pgno, raw) in self.read_chunk(chunk)? {
                             let slot = slots[&pgno];
                             // A delta stays a delta against the same base, which stays in
                             // its large segment's run.
@@ -236,6 +224,20 @@ impl Scion {
             }
         }
         Ok(report(next.version, rewrite.len(), stats.bytes))
+    }
+}
+
+impl Scion {
+    /// The pages of a chunk of a page-ordered leaf list, read in one pass (adjacent frames
+    /// coalesced), by page number.
+    fn read_chunk(&self, chunk: &[(u32, Slot)]) -> EngineResult<BTreeMap<u32, Vec<u8>>> {
+        let mut raw_pages = BTreeMap::new();
+        let items = chunk.iter().map(|(i, s)| (*s, i + 1)).collect();
+        self.reader.for_each_page(items, |p| {
+            raw_pages.insert(*p.tag, p.raw);
+            Ok(())
+        })?;
+        Ok(raw_pages)
     }
 }
 
