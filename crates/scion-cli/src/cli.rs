@@ -267,6 +267,12 @@ pub enum Command {
     )]
     Merge(crate::cli_merge::MergeArgs),
 
+    #[command(subcommand)]
+    Remote(crate::cli_remote::RemoteCommand),
+    Push(crate::cli_remote::PushArgs),
+    Pull(crate::cli_remote::PullArgs),
+    Clone(crate::cli_remote::CloneArgs),
+
     /// Every move of a branch's head, newest first: commits, rollbacks, promotes, undos,
     /// restores, and its destroy.
     ///
@@ -611,7 +617,7 @@ impl Command {
             Command::Destroy { .. } => Context::Destroy,
             Command::Compact { .. } => Context::Compact,
             Command::Checkout { release: true, .. } => Context::Release,
-            Command::Merge(_) => Context::Merge,
+            Command::Merge(_) | Command::Pull(_) => Context::Merge,
             _ => Context::Other,
         }
     }

@@ -81,6 +81,12 @@ pub struct MergeStopped {
     pub hint: String,
 }
 
+impl MergeStopped {
+    pub(crate) fn new(what: String, hint: String) -> Self {
+        MergeStopped { what, hint }
+    }
+}
+
 pub fn merge(p: &Printer, scion: &Scion, args: &MergeArgs) -> Result<()> {
     let src: Target = args.source.parse()?;
     let dst = BranchRef::new(
@@ -165,7 +171,7 @@ fn read_resolutions(path: &PathBuf) -> Result<BTreeMap<String, Resolution>> {
 }
 
 /// The report for people: what happened, per table, every conflict and violation.
-fn render(r: &MergeReport) -> String {
+pub(crate) fn render(r: &MergeReport) -> String {
     let mut out = String::new();
     let verb = if r.dry_run { "would be" } else { "" };
     let headline = match (r.outcome, r.dry_run) {

@@ -6,6 +6,7 @@ mod cli_bench;
 mod cli_daemon;
 mod cli_history;
 mod cli_merge;
+mod cli_remote;
 mod cli_vfs;
 mod config;
 mod daemon;

@@ -13,15 +13,24 @@ pub struct Bar {
     bar: Mutex<Option<ProgressBar>>,
 }
 
+/// Transfers between stores count segments (up to 64 MiB each), not pages.
+const SENDING: &str = "sending";
+const MIN_SEGMENTS: u64 = 4;
+
 impl Progress for Bar {
     fn start(&self, what: &'static str, total: u64) {
-        if total < MIN_PAGES {
+        let (min, unit) = if what == SENDING {
+            (MIN_SEGMENTS, "segments")
+        } else {
+            (MIN_PAGES, "pages")
+        };
+        if total < min {
             return;
         }
         let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
-        if let Ok(style) = ProgressStyle::with_template(
-            "{msg:>8} [{bar:30}] {percent:>3}% of {len} pages, {eta} left",
-        ) {
+        if let Ok(style) = ProgressStyle::with_template(&format!(
+            "{{msg:>8}} [{{bar:30}}] {{percent:>3}}% of {{len}} {unit}, {{eta}} left"
+        )) {
             bar.set_style(style.progress_chars("=> "));
         }
         bar.set_message(what);

@@ -218,6 +218,10 @@ fn run_command(cli: &Cli, open: &dyn Fn(&Cli, bool) -> Result<Scion>) -> Result<
             p.config(&s, change, retention_change)?;
         }
         Command::Merge(args) => crate::cli_merge::merge(&p, &open(cli, false)?, args)?,
+        Command::Remote(cmd) => crate::cli_remote::remote(&p, &open(cli, false)?, cmd)?,
+        Command::Push(args) => crate::cli_remote::push(&p, &open(cli, false)?, args)?,
+        Command::Pull(args) => crate::cli_remote::pull(&p, &open(cli, false)?, args)?,
+        Command::Clone(args) => crate::cli_remote::clone(&p, cli.store.as_deref(), args)?,
         Command::Log(args) => crate::cli_history::log(&p, &open(cli, false)?, args)?,
         Command::Undo(args) => crate::cli_history::undo(&p, &open(cli, false)?, args)?,
         Command::Restore(args) => crate::cli_history::restore(&p, &open(cli, false)?, args)?,

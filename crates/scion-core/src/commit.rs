@@ -159,6 +159,12 @@ impl Engine {
         if let Some(s) = sealed {
             self.check_sealed(b, s)?;
         }
+        // A remote-tracking branch shows what the remote held at the last pull, nothing else.
+        if b.branch.tracking().is_some() && mv.op != crate::history::HeadOp::Fetch {
+            return Err(EngineError::TrackingBranch {
+                branch: b.to_string(),
+            });
+        }
         let at = self.store_time()?;
         let (mut current, mut etag) = (base.clone(), etag);
         let mut retry = CasRetry::new();

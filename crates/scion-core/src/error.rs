@@ -93,6 +93,25 @@ pub enum EngineError {
     InvalidInput { reason: String },
     #[error("segment id {id} is already taken in the store; retry the operation")]
     SegmentCollision { id: String },
+    #[error("no remote named {remote} (`scion remote list` shows them)")]
+    RemoteNotFound { remote: String },
+    #[error("remote {remote} already exists ({location})")]
+    RemoteExists { remote: String, location: String },
+    #[error("{remote}'s {branch} has a version this side does not hold (version {theirs}): pull and merge first")]
+    NotFastForward {
+        remote: String,
+        branch: String,
+        theirs: u64,
+    },
+    #[error("{remote}'s {branch} moved since it was last seen (expected {expected}, found {found}); nothing was pushed: pull first")]
+    RemoteMoved {
+        remote: String,
+        branch: String,
+        expected: String,
+        found: String,
+    },
+    #[error("{branch} is a remote-tracking branch: only `scion pull` moves it")]
+    TrackingBranch { branch: String },
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error("SQLite error on {path}: {source}")]

@@ -24,15 +24,35 @@ use crate::names::{BranchName, BranchRef, DbName};
 use crate::objects::{random_hex, Parent};
 
 /// The newest history object schema this binary reads. Schema 2 adds `merge` entries
-/// (with `merged`); an object without one is still written as schema 1, which older
-/// binaries read.
-pub const HISTORY_SCHEMA: u32 = 2;
+/// (with `merged`), schema 3 `push` and `fetch` entries; an object is written with the
+/// lowest schema that holds its entries, so older binaries read every object they can.
+pub const HISTORY_SCHEMA: u32 = 3;
+/// The schema an object with merge entries and no transfers is written with.
+const HISTORY_SCHEMA_WITHOUT_TRANSFERS: u32 = 2;
 /// The schema an object without merge entries is written with.
 const HISTORY_SCHEMA_WITHOUT_MERGES: u32 = 1;
 
-/// Whether any of `entries` is a merge, which older binaries cannot read.
-pub(crate) fn has_merges(entries: &[HeadEntry]) -> bool {
-    entries.iter().any(|e| e.op == HeadOp::Merge)
+/// The newest kind of entry among `entries`, which decides who can read them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum EntryKinds {
+    /// Only the moves every binary since schema 3 refs knows.
+    Plain,
+    /// Merges too.
+    Merges,
+    /// Pushes or fetches too.
+    Transfers,
+}
+
+pub(crate) fn entry_kinds(entries: &[HeadEntry]) -> EntryKinds {
+    entries
+        .iter()
+        .map(|e| match e.op {
+            HeadOp::Push | HeadOp::Fetch => EntryKinds::Transfers,
+            HeadOp::Merge => EntryKinds::Merges,
+            _ => EntryKinds::Plain,
+        })
+        .max()
+        .unwrap_or(EntryKinds::Plain)
 }
 /// A ref carries at most this many entries before older ones spill into an object.
 pub const INLINE_MAX: usize = 16;
@@ -56,6 +76,10 @@ pub enum HeadOp {
     Destroy,
     /// Another branch's changes brought in, three-way (see [`MergedFrom`]).
     Merge,
+    /// Moved by `scion push` from another store, to a version made there.
+    Push,
+    /// A remote-tracking branch moved by `scion pull` or `scion clone` to the remote's head.
+    Fetch,
 }
 
 impl HeadOp {
@@ -69,6 +93,8 @@ impl HeadOp {
             HeadOp::Restore => "restore",
             HeadOp::Destroy => "destroy",
             HeadOp::Merge => "merge",
+            HeadOp::Push => "push",
+            HeadOp::Fetch => "fetch",
         }
     }
 }
@@ -226,8 +252,12 @@ impl HistoryObject {
 
     pub fn encode(&self) -> Vec<u8> {
         let mut written = std::borrow::Cow::Borrowed(self);
-        if !has_merges(&self.entries) && self.schema == HISTORY_SCHEMA {
-            written.to_mut().schema = HISTORY_SCHEMA_WITHOUT_MERGES;
+        if self.schema == HISTORY_SCHEMA {
+            written.to_mut().schema = match entry_kinds(&self.entries) {
+                EntryKinds::Transfers => HISTORY_SCHEMA,
+                EntryKinds::Merges => HISTORY_SCHEMA_WITHOUT_TRANSFERS,
+                EntryKinds::Plain => HISTORY_SCHEMA_WITHOUT_MERGES,
+            };
         }
         serde_json::to_vec(written.as_ref()).expect("history objects always serialize")
     }
@@ -328,7 +358,7 @@ mod tests {
     fn a_history_object_without_entries_or_from_a_newer_binary_is_refused() {
         let empty = br#"{"schema":1,"branch":"a@b","entries":[]}"#;
         assert!(HistoryObject::decode(empty, "k").is_err());
-        let newer = br#"{"schema":3,"branch":"a@b","entries":[]}"#;
+        let newer = br#"{"schema":4,"branch":"a@b","entries":[]}"#;
         assert!(matches!(
             HistoryObject::decode(newer, "k"),
             Err(EngineError::FormatTooNew { .. })

@@ -39,7 +39,7 @@ pub use error::{CoreError, CoreResult, EngineError, EngineResult};
 pub use format::PageCompression;
 pub(crate) use manifest::{Manifest, MANIFEST_KEY};
 pub use manifest::{StoreSettings, DEFAULT_MIN_GRACE};
-pub use names::{BranchName, BranchRef, CheckpointName, DbName, Owner, Target};
+pub use names::{BranchName, BranchRef, CheckpointName, DbName, Owner, RemoteName, Target};
 pub use page_cache::{PageCache, PageCacheStats, DEFAULT_PAGE_CACHE_BYTES};
 pub use pattern::BranchPattern;
 pub use scion::{Engine, ResolvedVersion, Scion, ScionOptions};

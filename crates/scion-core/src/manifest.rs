@@ -33,6 +33,9 @@ pub(crate) struct Manifest {
     /// [`DEFAULT_HISTORY_RETENTION`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub history_retention_secs: Option<u64>,
+    /// Other stores this one pushes to and pulls from: remote name -> store location.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub remotes: std::collections::BTreeMap<String, String>,
 }
 
 /// What `init` records in a new store's manifest.

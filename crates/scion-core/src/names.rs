@@ -58,13 +58,17 @@ fn validate(kind: &'static str, s: &str, max_len: usize) -> Result<(), EngineErr
 
 macro_rules! name_type {
     ($(#[$doc:meta])* $ty:ident, $kind:literal, $max_len:expr) => {
+        name_type!($(#[$doc])* $ty, |s| validate($kind, s, $max_len));
+    };
+    ($(#[$doc:meta])* $ty:ident, $check:expr) => {
         $(#[$doc])*
         #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
         pub struct $ty(String);
 
         impl $ty {
             pub fn new(s: &str) -> Result<Self, EngineError> {
-                validate($kind, s, $max_len)?;
+                let check: fn(&str) -> Result<(), EngineError> = $check;
+                check(s)?;
                 Ok(Self(s.to_string()))
             }
             pub fn as_str(&self) -> &str {
@@ -94,13 +98,31 @@ name_type!(
     MAX_NAME_LEN
 );
 name_type!(
-    /// A branch of a database, e.g. `main`.
+    /// A branch of a database, e.g. `main`, or a remote-tracking branch, e.g.
+    /// `origin~main`: the remote's name, `~`, and the branch's name there.
     /// Names people pick for new branches are checked against [`MAX_NAME_LEN`] by
     /// `BranchName::check_new`.
     BranchName,
-    "branch",
-    MAX_NAME_LEN + DERIVED_NAME_ROOM
+    |s| match s.split_once(TRACKING_SEPARATOR) {
+        Some((remote, branch)) => {
+            validate("remote", remote, MAX_REMOTE_NAME_LEN)?;
+            validate("branch", branch, MAX_NAME_LEN + DERIVED_NAME_ROOM)
+        }
+        None => validate("branch", s, MAX_NAME_LEN + DERIVED_NAME_ROOM),
+    }
 );
+name_type!(
+    /// A remote: another store this one pushes to and pulls from, e.g. `origin`.
+    RemoteName,
+    "remote",
+    MAX_REMOTE_NAME_LEN
+);
+
+/// What joins a remote's name and a branch's in a remote-tracking branch (`origin~main`):
+/// a character no other name may hold, so a tracking branch never takes a name people pick.
+pub const TRACKING_SEPARATOR: char = '~';
+/// Remote names stay short: a tracking branch's name holds one and a branch's.
+pub const MAX_REMOTE_NAME_LEN: usize = 32;
 name_type!(
     /// A checkpoint on a branch, e.g. `v1`.
     CheckpointName,
@@ -113,9 +135,34 @@ impl BranchName {
         Self("main".to_string())
     }
 
-    /// Refuse a name for a new branch that leaves no room for its derived names.
+    /// Refuse a name for a new branch that leaves no room for its derived names, and a
+    /// remote-tracking name (only `pull` and `clone` make those).
     pub(crate) fn check_new(&self) -> Result<(), EngineError> {
+        if self.tracking().is_some() {
+            return Err(EngineError::InvalidName {
+                kind: "branch",
+                name: self.0.clone(),
+                reason: "holds '~': names with it are remote-tracking branches, which only `scion pull` and `scion clone` make",
+            });
+        }
         validate("branch", &self.0, MAX_NAME_LEN)
+    }
+
+    /// The remote-tracking branch that follows `branch` of `remote`: `remote~branch`.
+    pub fn tracking_of(remote: &RemoteName, branch: &BranchName) -> Result<Self, EngineError> {
+        if branch.tracking().is_some() {
+            return Err(EngineError::InvalidName {
+                kind: "branch",
+                name: branch.0.clone(),
+                reason: "is itself a remote-tracking branch, which is never pushed or pulled",
+            });
+        }
+        Self::new(&format!("{remote}{TRACKING_SEPARATOR}{branch}"))
+    }
+
+    /// For a remote-tracking branch, the remote's name and the branch's name there.
+    pub fn tracking(&self) -> Option<(&str, &str)> {
+        self.0.split_once(TRACKING_SEPARATOR)
     }
 }
 

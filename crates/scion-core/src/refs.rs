@@ -21,7 +21,10 @@ pub(crate) use crate::objects::{decode_versioned, locator_text, random_hex};
 /// schema 3, so a binary that knows 3 keeps reading every branch nobody has checked out.
 /// Schema 5 adds `merge` entries to the history; a ref whose inline history has none is
 /// written as 4 (or 3), so older binaries keep reading every branch no merge moved lately.
-pub const REF_SCHEMA: u32 = 5;
+/// Schema 6 adds `push` and `fetch` entries, written only while the inline history holds one.
+pub const REF_SCHEMA: u32 = 6;
+/// The schema a ref with merge entries and no push or fetch entries is written with.
+const REF_SCHEMA_WITHOUT_TRANSFERS: u32 = 5;
 /// The schema a ref with checkouts and no merge entries is written with.
 const REF_SCHEMA_WITHOUT_MERGES: u32 = 4;
 /// The schema a ref without checkouts or merge entries is written with.
@@ -289,11 +292,13 @@ impl Ref {
 
     pub fn encode(&self) -> Vec<u8> {
         let mut written = std::borrow::Cow::Borrowed(self);
-        if self.schema == REF_SCHEMA && !crate::history::has_merges(&self.history) {
-            written.to_mut().schema = if self.checkouts.is_empty() {
-                REF_SCHEMA_WITHOUT_CHECKOUTS
-            } else {
-                REF_SCHEMA_WITHOUT_MERGES
+        use crate::history::{entry_kinds, EntryKinds};
+        if self.schema == REF_SCHEMA {
+            written.to_mut().schema = match entry_kinds(&self.history) {
+                EntryKinds::Transfers => REF_SCHEMA,
+                EntryKinds::Merges => REF_SCHEMA_WITHOUT_TRANSFERS,
+                EntryKinds::Plain if self.checkouts.is_empty() => REF_SCHEMA_WITHOUT_CHECKOUTS,
+                EntryKinds::Plain => REF_SCHEMA_WITHOUT_MERGES,
             };
         }
         serde_json::to_vec(written.as_ref()).expect("refs always serialize")

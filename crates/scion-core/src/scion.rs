@@ -151,6 +151,7 @@ impl Scion {
             min_grace_secs: Some(settings.min_grace.as_secs()),
             page_compression: Some(settings.page_compression),
             history_retention_secs: Some(settings.history_retention.as_secs()),
+            remotes: Default::default(),
         };
         let body = serde_json::to_vec_pretty(&manifest).expect("manifest serializes");
         match backend.put(MANIFEST_KEY, &body, PutMode::Create) {
@@ -268,6 +269,11 @@ impl Engine {
     }
 
     /// The store's clock, as a stamp to write into refs and checkpoints.
+    /// The store's clock now, as refs and receipts record it.
+    pub fn store_clock(&self) -> EngineResult<StoreTime> {
+        self.store_time()
+    }
+
     pub(crate) fn store_time(&self) -> EngineResult<StoreTime> {
         Ok(StoreTime::from_store_clock(self.backend.now()?))
     }

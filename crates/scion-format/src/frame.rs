@@ -191,6 +191,27 @@ pub fn decode_frame_with_base(
     Ok((raw, checksum))
 }
 
+/// Check a frame on its own, as a store receiving a segment from another does: kind, key,
+/// codec and decoded length always; the content hash of every frame that is not a delta (a
+/// delta's content is checked when it is read with its base, which may live in another
+/// segment).
+pub fn check_frame_alone(frame: &[u8], kind: FrameKind, key: u64) -> Result<(), DecodeError> {
+    if is_delta_frame(frame) {
+        let Header {
+            raw_len, payload, ..
+        } = header(frame, kind, key)?;
+        if kind != FrameKind::Page {
+            return err("only pages are stored as deltas");
+        }
+        let out = lz4_decompress(payload, raw_len)?;
+        if out.len() != raw_len as usize {
+            return err("delta length does not match its header");
+        }
+        return Ok(());
+    }
+    decode_frame(frame, kind, key).map(|_| ())
+}
+
 /// lz4 block compression (the reference C implementation's default mode). None only for
 /// input beyond lz4's 2 GiB limit, which is then stored raw.
 fn lz4_compress(raw: &[u8]) -> Option<Vec<u8>> {

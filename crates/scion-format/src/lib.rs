@@ -17,14 +17,14 @@ mod segment;
 pub use bytes::{Cursor, DecodeError};
 pub use compression::PageCompression;
 pub use frame::{
-    decode_frame, decode_frame_into, decode_frame_with_base, encode_frame, encode_page_frame,
-    is_delta_frame, FrameKind, FRAME_HEADER_LEN,
+    check_frame_alone, decode_frame, decode_frame_into, decode_frame_with_base, encode_frame,
+    encode_page_frame, is_delta_frame, FrameKind, FRAME_HEADER_LEN,
 };
 pub use locator::{Locator, SegmentId};
 pub use node::{Node, Slot, NODE_FORMAT_VERSION};
 pub use root::{Ancestry, Parents, RootRecord, ROOT_FORMAT_VERSION};
 pub use segment::{
-    decode_segment_index, FrameIndexEntry, SegmentBuilder, SEGMENT_FORMAT_VERSION,
+    check_segment, decode_segment_index, FrameIndexEntry, SegmentBuilder, SEGMENT_FORMAT_VERSION,
     SEGMENT_HEADER_LEN, SEGMENT_TRAILER_LEN,
 };
 

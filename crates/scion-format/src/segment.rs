@@ -184,3 +184,19 @@ pub fn decode_segment_index(
     }
     Ok((id, created, index))
 }
+
+/// Check a whole segment received from another store before it is written: the header
+/// names `id`, the trailer and footer are intact, and every frame passes
+/// [`check_frame_alone`](crate::frame::check_frame_alone). Returns the frame count.
+pub fn check_segment(data: &[u8], id: SegmentId) -> Result<usize, DecodeError> {
+    let (found, _, index) = decode_segment_index(data)?;
+    if found != id {
+        return err(format!("segment {found} arrived under the id {id}"));
+    }
+    for e in &index {
+        let frame = &data[e.offset as usize..(e.offset + e.len as u64) as usize];
+        crate::frame::check_frame_alone(frame, e.kind, e.key)
+            .map_err(|x| DecodeError(format!("frame at offset {}: {}", e.offset, x.0)))?;
+    }
+    Ok(index.len())
+}

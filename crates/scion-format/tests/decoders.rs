@@ -3,9 +3,9 @@
 
 use proptest::prelude::*;
 use scion_format::{
-    decode_frame, decode_frame_into, decode_frame_with_base, decode_segment_index, encode_frame,
-    encode_page_frame, Ancestry, FrameKind, Locator, Node, PageCompression, Parents, RootRecord,
-    SegmentBuilder, SegmentId, Slot,
+    check_frame_alone, check_segment, decode_frame, decode_frame_into, decode_frame_with_base,
+    decode_segment_index, encode_frame, encode_page_frame, Ancestry, FrameKind, Locator, Node,
+    PageCompression, Parents, RootRecord, SegmentBuilder, SegmentId, Slot,
 };
 
 fn loc(seg: u64, off: u64, len: u32) -> Locator {
@@ -38,7 +38,41 @@ proptest! {
         let _ = decode_frame(&bytes, FrameKind::Node, key);
         let _ = decode_frame_with_base(&bytes, FrameKind::Page, key, Some(&bytes));
         let _ = decode_segment_index(&bytes);
+        let _ = check_segment(&bytes, SegmentId(key));
+        let _ = check_frame_alone(&bytes, FrameKind::Page, key);
         let _ = String::from_utf8_lossy(&bytes).parse::<Locator>();
+    }
+
+    /// A segment on its way to another store never passes its check with content other
+    /// than what was sent: a bit flip in its frames, footer or trailer is refused, or (a
+    /// flip lz4 decodes to the same bytes) changes no frame's content.
+    #[test]
+    fn bit_flips_in_a_sent_segment_are_caught(bit in any::<usize>(), page_seed in any::<u8>()) {
+        let mut b = SegmentBuilder::new(SegmentId(42), 0);
+        let page: Vec<u8> = (0..4096u32).map(|i| (i as u8).wrapping_mul(page_seed | 1)).collect();
+        b.add(FrameKind::Page, 1, &page);
+        b.add(FrameKind::Node, 0, &sample_node().encode());
+        let sent = b.finish();
+        prop_assert_eq!(check_segment(&sent, SegmentId(42)), Ok(2));
+        prop_assert!(check_segment(&sent, SegmentId(43)).is_err());
+        // From the first frame's header (offset 32) to the end.
+        let span = (sent.len() - 32) * 8;
+        let bit = 32 * 8 + bit % span;
+        let mut bytes = sent.clone();
+        bytes[bit / 8] ^= 1 << (bit % 8);
+        if check_segment(&bytes, SegmentId(42)).is_ok() {
+            let contents = |data: &[u8]| -> Vec<Vec<u8>> {
+                let (_, _, index) = decode_segment_index(data).unwrap();
+                index
+                    .iter()
+                    .map(|e| {
+                        let frame = &data[e.offset as usize..(e.offset + e.len as u64) as usize];
+                        decode_frame(frame, e.kind, e.key).unwrap().0
+                    })
+                    .collect()
+            };
+            prop_assert_eq!(contents(&bytes), contents(&sent), "bit {} changed content unseen", bit);
+        }
     }
 
     #[test]

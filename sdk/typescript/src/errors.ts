@@ -51,6 +51,21 @@ export class BranchNotFoundError extends ScionError {}
 /** `branch_exists` */
 export class BranchExistsError extends ScionError {}
 
+/** `remote_not_found` */
+export class RemoteNotFoundError extends ScionError {}
+
+/** `remote_exists` */
+export class RemoteExistsError extends ScionError {}
+
+/** `not_fast_forward`: the remote's branch holds versions this store does not; pull and merge first */
+export class NotFastForwardError extends ScionError {}
+
+/** `remote_moved` */
+export class RemoteMovedError extends ScionError {}
+
+/** `tracking_branch`: only a pull moves a remote-tracking branch */
+export class TrackingBranchError extends ScionError {}
+
 /** `checkpoint_not_found` */
 export class CheckpointNotFoundError extends ScionError {}
 
@@ -213,6 +228,11 @@ const byCode: Record<string, new (body: ErrorBody, status?: number) => ScionErro
   database_exists: DatabaseExistsError,
   branch_not_found: BranchNotFoundError,
   branch_exists: BranchExistsError,
+  remote_not_found: RemoteNotFoundError,
+  remote_exists: RemoteExistsError,
+  not_fast_forward: NotFastForwardError,
+  remote_moved: RemoteMovedError,
+  tracking_branch: TrackingBranchError,
   checkpoint_not_found: CheckpointNotFoundError,
   checkpoint_exists: CheckpointExistsError,
   reserved_name: ReservedNameError,

@@ -16,6 +16,7 @@ use scion_store::{ETag, PutMode, StoreError};
 use crate::error::{EngineError, EngineResult};
 use crate::format::PageCompression;
 use crate::manifest::{Manifest, MANIFEST_KEY};
+use crate::names::RemoteName;
 use crate::scion::read_manifest;
 use crate::Engine;
 
@@ -80,6 +81,50 @@ impl Engine {
                 Err(e) => return Err(e.into()),
             }
         }
+    }
+
+    /// The other stores this one pushes to and pulls from, by name.
+    pub fn remotes(&self) -> EngineResult<std::collections::BTreeMap<String, String>> {
+        Ok(self.current_manifest()?.0.remotes)
+    }
+
+    /// Where remote `name` lives.
+    pub fn remote_location(&self, name: &RemoteName) -> EngineResult<String> {
+        self.remotes()?
+            .remove(name.as_str())
+            .ok_or_else(|| EngineError::RemoteNotFound {
+                remote: name.to_string(),
+            })
+    }
+
+    /// Add remote `name` at `location` (any store location; a relative path is made
+    /// absolute). Returns the location as recorded.
+    pub fn add_remote(&self, name: &RemoteName, location: &str) -> EngineResult<String> {
+        let recorded = crate::attach::StoreSpec::parse(location)?.location();
+        let mut taken = None;
+        self.change_manifest(|m| match m.remotes.get(name.as_str()) {
+            Some(at) => taken = Some(at.clone()),
+            None => {
+                taken = None;
+                m.remotes.insert(name.to_string(), recorded.clone());
+            }
+        })?;
+        match taken {
+            Some(location) if location != recorded => Err(EngineError::RemoteExists {
+                remote: name.to_string(),
+                location,
+            }),
+            _ => Ok(recorded),
+        }
+    }
+
+    /// Forget remote `name`; returns where it was. Its remote-tracking branches stay
+    /// until destroyed.
+    pub fn remove_remote(&self, name: &RemoteName) -> EngineResult<String> {
+        let removed = self.change_manifest(|m| m.remotes.remove(name.as_str()))?;
+        removed.ok_or_else(|| EngineError::RemoteNotFound {
+            remote: name.to_string(),
+        })
     }
 
     /// Re-read the store's settings, for a process that keeps the store open while

@@ -13,8 +13,10 @@ pub mod lease;
 pub mod lifecycle;
 pub(crate) mod moves;
 pub mod pages;
+pub mod receive;
 pub mod spill;
 pub mod status;
+pub mod transfer;
 pub mod verify;
 pub mod view;
 

@@ -149,6 +149,27 @@ class BranchExists(AlreadyExists):
     """Error code ``branch_exists``."""
 
 
+class RemoteNotFound(NotFound):
+    """Error code ``remote_not_found``."""
+
+
+class RemoteExists(AlreadyExists):
+    """Error code ``remote_exists``."""
+
+
+class NotFastForward(Conflict):
+    """Error code ``not_fast_forward``: the remote's branch holds versions this store does not;
+    pull and merge first."""
+
+
+class RemoteMoved(Conflict):
+    """Error code ``remote_moved``: ``force_with_lease`` found the remote's branch moved."""
+
+
+class TrackingBranch(Refused):
+    """Error code ``tracking_branch``: only a pull moves a remote-tracking branch."""
+
+
 class CheckpointNotFound(NotFound):
     """Error code ``checkpoint_not_found``."""
 
@@ -351,6 +372,11 @@ _BY_CODE: Dict[str, Type[Error]] = {
     "database_exists": DatabaseExists,
     "branch_not_found": BranchNotFound,
     "branch_exists": BranchExists,
+    "remote_not_found": RemoteNotFound,
+    "remote_exists": RemoteExists,
+    "not_fast_forward": NotFastForward,
+    "remote_moved": RemoteMoved,
+    "tracking_branch": TrackingBranch,
     "checkpoint_not_found": CheckpointNotFound,
     "checkpoint_exists": CheckpointExists,
     "reserved_name": ReservedName,
