@@ -18,6 +18,7 @@ pub mod merge;
 pub mod postgres;
 pub mod pytest_suite;
 pub mod refresh;
+pub mod remote;
 pub mod stats;
 pub mod torture;
 pub mod vfs;

@@ -41,6 +41,14 @@ pub enum BenchCommand {
     /// requests and wall time on a local store and, with --s3, an S3 store (its endpoint
     /// from the environment, as for any s3:// store).
     Graph(GraphBenchArgs),
+    /// Push, pull and follow: the first push of 100 MiB and 1 GiB databases to a
+    /// directory (and, with --s3, to S3) beside copying the same segment files; the push of
+    /// a one-row commit and the pull of one, counted at the receiving store; `push
+    /// --follow`'s lag under 100 single-row commits a second.
+    #[command(
+        after_help = "Examples:\n  scion bench remote --quick\n  scion bench remote --s3 s3://bucket/bench --json > remote.json"
+    )]
+    Remote(RemoteBenchArgs),
     /// A pytest suite as an eval harness runs it: --tests tests (default 20) on a seed of
     /// --sizes MiB (default 50), through the pytest plugin's `scion_db` fixture (a fork
     /// per test, a VFS connection) beside a fixture copying the seed file per test. Two
@@ -112,6 +120,15 @@ pub struct GraphBenchArgs {
     #[arg(long)]
     pub versions: Option<usize>,
     /// Also measure on this S3 store (s3://bucket/prefix; the bench writes under it).
+    #[arg(long, value_name = "URL")]
+    pub s3: Option<String>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct RemoteBenchArgs {
+    #[command(flatten)]
+    pub run: BenchRunArgs,
+    /// Also push to this S3 location (s3://bucket/prefix; the bench writes under it).
     #[arg(long, value_name = "URL")]
     pub s3: Option<String>,
 }

@@ -67,6 +67,15 @@ pub struct ServeArgs {
     /// writer mid-transaction would otherwise find the head moved at its commit).
     #[arg(long, default_value = "5m", value_name = "DURATION")]
     pub compact_idle: String,
+    /// Push a branch to a remote as it moves (repeatable): REMOTE:db[@branch], e.g.
+    /// origin:shop@main. The lag of each push is in the metrics
+    /// (scion_follow_lag_seconds); a follow the remote refuses (its branch moved on its
+    /// own) is started again every 10 s until a pull and merge make it a fast-forward.
+    #[arg(long = "follow", value_name = "REMOTE:BRANCH")]
+    pub follow: Vec<String>,
+    /// How often followed branches' heads are read.
+    #[arg(long, default_value = "100ms", value_name = "DURATION")]
+    pub follow_every: String,
 }
 
 #[derive(Debug, Subcommand)]

@@ -64,6 +64,22 @@ pub struct PushArgs {
     /// remote has leased or checked out.
     #[arg(long)]
     pub force: bool,
+    /// Keep pushing the branch as it moves, until stopped (or for --for): one line per
+    /// push with how far the remote lagged. Started again after a crash, it sends what the
+    /// remote missed.
+    #[arg(long)]
+    pub follow: bool,
+    /// With --follow: how often the branch's head is read.
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "100ms",
+        requires = "follow"
+    )]
+    pub interval: String,
+    /// With --follow: stop after this long and print a summary of the lag.
+    #[arg(long = "for", value_name = "DURATION", requires = "follow")]
+    pub duration: Option<String>,
 }
 
 /// Bring a remote branch here, and into the local branch.
@@ -188,6 +204,9 @@ pub fn push(p: &Printer, s: &Scion, args: &PushArgs) -> Result<()> {
     let bar = progress();
     let remote =
         Remote::open(s, &RemoteName::new(&args.remote)?, bar.clone()).map_err(unwrap_error)?;
+    if args.follow {
+        return follow(p, s, &remote, &b, opts, args);
+    }
     let r = scion_remote::push(s, &remote, &b, &opts, bar.0.as_ref()).map_err(unwrap_error)?;
     if p.json {
         p.emit(&r);
@@ -221,6 +240,67 @@ pub fn push(p: &Printer, s: &Scion, args: &PushArgs) -> Result<()> {
         println!(
             "checkpoint {name}: {}",
             serde_json::to_value(how)?.as_str().unwrap_or("")
+        );
+    }
+    Ok(())
+}
+
+/// `scion push --follow`: a line per push, a summary at the end of --for.
+fn follow(
+    p: &Printer,
+    s: &Scion,
+    remote: &Remote,
+    b: &BranchRef,
+    push: PushOptions,
+    args: &PushArgs,
+) -> Result<()> {
+    use scion_core::clock::parse_duration;
+    let opts = scion_remote::FollowOptions {
+        push,
+        interval: parse_duration(&args.interval)?,
+        duration: args.duration.as_deref().map(parse_duration).transpose()?,
+    };
+    if !p.json {
+        eprintln!(
+            "following {b} to {} ({}); reading its head every {}",
+            remote.name, remote.location, args.interval
+        );
+    }
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let summary = scion_remote::follow(
+        s,
+        remote,
+        b,
+        &opts,
+        &stop,
+        |tick| {
+            if p.json {
+                println!("{}", serde_json::to_string(tick).unwrap_or_default());
+            } else {
+                println!(
+                    "pushed {} version {} ({}, {} sent; lag {} ms)",
+                    tick.report.remote_branch,
+                    tick.report.remote_version,
+                    plural(tick.versions, "version"),
+                    bytes(tick.report.transfer.stats.bytes_sent),
+                    tick.lag_ms
+                );
+            }
+        },
+        |e| eprintln!("warning: push failed, trying again: {e}"),
+    )
+    .map_err(unwrap_error)?;
+    if p.json {
+        println!("{}", serde_json::json!({ "summary": summary }));
+    } else {
+        println!(
+            "{}, {} followed; lag per version p50 {} ms, p99 {} ms, max {} ms; {} retried",
+            plural_es(summary.pushes, "push"),
+            plural(summary.versions, "version"),
+            summary.lag_p50_ms,
+            summary.lag_p99_ms,
+            summary.lag_max_ms,
+            plural(summary.retries, "round")
         );
     }
     Ok(())
@@ -305,7 +385,7 @@ pub fn clone(p: &Printer, store: Option<&str>, args: &CloneArgs) -> Result<()> {
         r.location,
         r.store,
         plural(r.databases.len() as u64, "database"),
-        plural(r.branches.len() as u64, "branch")
+        plural_es(r.branches.len() as u64, "branch")
     );
     for b in &r.branches {
         println!(
@@ -347,4 +427,13 @@ fn transfer_line(t: &scion_remote::Transferred) -> String {
         line += &format!("; {} of history", plural(t.ancestors, "version"));
     }
     line
+}
+
+/// `1 push`, `2 pushes`.
+fn plural_es(n: u64, word: &str) -> String {
+    if n == 1 {
+        format!("{n} {word}")
+    } else {
+        format!("{n} {word}es")
+    }
 }

@@ -51,7 +51,17 @@ pub fn serve(cli: &Cli, args: &ServeArgs) -> Result<()> {
                 idle: parse_duration(&args.compact_idle)?,
             }),
         },
+        follow: args
+            .follow
+            .iter()
+            .map(|f| f.parse::<scion_daemon::FollowTarget>())
+            .collect::<Result<_, _>>()?,
+        follow_every: parse_duration(&args.follow_every)?,
     };
+    for f in &config.follow {
+        // A remote that is not there is refused now, not in a log line later.
+        scion.remote_location(&f.remote)?;
+    }
     let token = match &args.token_file {
         Some(f) => Some(
             std::fs::read_to_string(f)

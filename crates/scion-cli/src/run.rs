@@ -289,6 +289,23 @@ fn run_command(cli: &Cli, open: &dyn Fn(&Cli, bool) -> Result<Scion>) -> Result<
             let report = report.map_err(|e| anyhow::anyhow!("{e}"))?;
             p.rendered(&report, &report.render());
         }
+        Command::Bench(BenchCommand::Remote(args)) => {
+            use scion_bench::remote::{run, RemoteBenchOptions};
+            let dir = bench_dir(&args.run.dir);
+            let mut opts = if args.run.quick {
+                RemoteBenchOptions::quick(dir.clone())
+            } else {
+                RemoteBenchOptions::full(dir.clone())
+            };
+            args.run.override_sizes(&mut opts.sizes_mib);
+            opts.runs = args.run.runs.unwrap_or(opts.runs).max(1);
+            opts.s3 = args.s3.clone();
+            let mut progress = |m: &str| eprintln!("bench: {m}");
+            let report = run(&opts, &mut progress);
+            let _ = std::fs::remove_dir_all(&dir);
+            let report = report.map_err(|e| anyhow::anyhow!("{e}"))?;
+            p.rendered(&report, &report.render());
+        }
         Command::Bench(BenchCommand::Pytest(args)) => {
             use scion_bench::pytest_suite::{run, PytestBenchOptions};
             let dir = bench_dir(&args.run.dir);

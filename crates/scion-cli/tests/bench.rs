@@ -527,3 +527,52 @@ fn bench_graph_quick_reads_only_what_lies_between_the_heads_and_the_base() {
     assert!(rows.iter().any(|r| r["store"] == "s3"), "{v}");
     assert!(!dir.exists(), "the bench's files are removed");
 }
+
+/// `scion bench remote --quick` pushes to a directory and to S3, and counts what a
+/// one-row commit costs to push and to pull at the store that receives it: one small
+/// segment and the refs, whatever the database's size.
+#[test]
+fn bench_remote_quick_counts_what_a_one_row_commit_sends() {
+    let bucket = std::env::var("SCION_S3_TEST_BUCKET")
+        .expect("S3 tests need ./scripts/test (it starts moto and sets SCION_S3_TEST_BUCKET)");
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let s3 = format!("s3://{bucket}/bench-remote-{}-{nanos}", std::process::id());
+    let s = Session::new();
+    let (v, dir) = quick(&s, "remote", &["--s3", &s3]);
+    let size = &v["sizes"][0];
+    let store = size["branch_store_bytes"].as_u64().unwrap();
+    for first in ["to_directory", "to_s3"] {
+        // A first push sends the branch's segments: the store's size of it.
+        assert_eq!(
+            size[first]["bytes_sent"].as_u64().unwrap(),
+            store,
+            "{first}: {size}"
+        );
+    }
+    let push = &size["push_one_row"];
+    assert_eq!(push["objects_sent"], 1, "{push}");
+    // The segment and the ref.
+    assert_eq!(push["puts"], 2, "{push}");
+    assert!(
+        push["bytes_written"].as_u64().unwrap() <= 16 * 1024,
+        "{push}"
+    );
+    let pull = &size["pull_one_row"];
+    assert_eq!(pull["objects_sent"], 1, "{pull}");
+    // The segment, the tracking branch and the local branch.
+    assert_eq!(pull["puts"], 3, "{pull}");
+    assert!(
+        pull["bytes_written"].as_u64().unwrap() <= 16 * 1024,
+        "{pull}"
+    );
+    let follow = &v["follow"];
+    assert!(follow["commits"].as_u64().unwrap() > 10, "{follow}");
+    assert!(
+        follow["summary"]["versions"].as_u64().unwrap() > 10,
+        "{follow}"
+    );
+    assert!(!dir.exists(), "the bench's files are removed");
+}

@@ -432,7 +432,8 @@ fn the_openapi_document_is_served_and_names_exactly_the_routes() {
         let concrete = path
             .replace("{db}", "shop")
             .replace("{branch}", "shop@main")
-            .replace("{id}", "s-000000000000");
+            .replace("{id}", "s-000000000000")
+            .replace("{name}", "origin");
         for method in ops.as_object().unwrap().keys() {
             let m = method.to_uppercase();
             if path == "/v1/events" {

@@ -262,6 +262,17 @@ fn kill_9_during_push_and_pull_leaves_each_side_wholly_old_or_new() {
         }
     }
 
+    // A whole pull (a fetch and a fast-forward) sets the span its kills spread over.
+    s.ok(&[
+        "--store",
+        "bucket",
+        "sql",
+        "shop",
+        "UPDATE items SET price = 0 WHERE id = 1",
+    ]);
+    let started = Instant::now();
+    s.ok(&on(LAPTOP, &["pull", "origin", "shop", "--force"]));
+    let pull_span = (started.elapsed() * 2).max(Duration::from_millis(40));
     for round in 0..60 {
         for c in 0..1 + rng.next() % 3 {
             s.ok(&["--store", "bucket", "sql", "shop", &format!("UPDATE items SET price = price * 2 WHERE id % 5 = {}; INSERT INTO items(name, price) VALUES ('q{round}-{c}', {round})", (round + c) % 5)]);
@@ -273,7 +284,7 @@ fn kill_9_during_push_and_pull_leaves_each_side_wholly_old_or_new() {
             &s,
             &on(LAPTOP, &["pull", "origin", "shop", "--force"]),
             &mut rng,
-            span,
+            pull_span,
         ) {
             pull_killed += 1;
         }
@@ -305,8 +316,53 @@ fn kill_9_during_push_and_pull_leaves_each_side_wholly_old_or_new() {
             s.ok(&on(LAPTOP, &["verify"]));
         }
     }
+    // A follower killed at random while commits land; started again each round.
+    let mut heads = std::collections::BTreeSet::from([head(&laptop_dir, "shop", "main")]);
+    let mut follow_killed = 0;
+    for round in 0..24 {
+        let mut follower = s
+            .cmd(&on(
+                LAPTOP,
+                &["push", "origin", "shop", "--follow", "--interval", "20ms"],
+            ))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        for c in 0..1 + rng.next() % 3 {
+            s.ok(&on(
+                LAPTOP,
+                &[
+                    "sql",
+                    "shop",
+                    &format!("INSERT INTO items(name, price) VALUES ('f{round}-{c}', {c})"),
+                ],
+            ));
+            heads.insert(head(&laptop_dir, "shop", "main"));
+            std::thread::sleep(Duration::from_micros(rng.next() % 30_000));
+        }
+        std::thread::sleep(Duration::from_micros(rng.next() % span.as_micros() as u64));
+        let _ = follower.kill();
+        follower.wait().unwrap();
+        follow_killed += 1;
+        let now = head(&bucket_dir, "shop", "main");
+        assert!(
+            heads.contains(&now),
+            "round {round}: the remote's head is no version of the branch"
+        );
+        rounds += 1;
+    }
+    let caught_up = s.ok(&on(
+        LAPTOP,
+        &["push", "origin", "shop", "--follow", "--for", "300ms"],
+    ));
+    assert!(caught_up.contains("lag per version"), "{caught_up}");
+    assert_eq!(
+        head(&bucket_dir, "shop", "main"),
+        head(&laptop_dir, "shop", "main")
+    );
     eprintln!(
-        "{rounds} rounds: {push_killed} pushes and {pull_killed} pulls killed before they finished"
+        "{rounds} rounds: {push_killed} pushes, {pull_killed} pulls and {follow_killed} followers killed before they finished"
     );
     assert!(
         push_killed > 5 && pull_killed > 5,

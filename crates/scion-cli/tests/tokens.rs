@@ -116,7 +116,8 @@ fn routes_outside_the_scope(session_on_main: &str) -> Vec<(String, String, Optio
             let concrete = path
                 .replace("{branch}", "shop@main")
                 .replace("{db}", "crm")
-                .replace("{id}", session_on_main);
+                .replace("{id}", session_on_main)
+                .replace("{name}", "origin");
             let (concrete, body) = match (method.as_str(), path.as_str()) {
                 ("POST", "/v1/databases") => (concrete, Some(json!({"name": "crm"}))),
                 ("POST", "/v1/branches") => (
@@ -148,6 +149,13 @@ fn routes_outside_the_scope(session_on_main: &str) -> Vec<(String, String, Optio
                     (concrete, Some(json!({"db": "shop", "branch": "main"})))
                 }
                 ("POST", "/v1/gc") => (concrete, Some(json!({}))),
+                ("POST", "/v1/branches/{branch}/push" | "/v1/branches/{branch}/pull") => {
+                    (concrete, Some(json!({"remote": "origin"})))
+                }
+                ("POST", "/v1/remotes") => (
+                    concrete,
+                    Some(json!({"name": "origin", "location": "/tmp/never"})),
+                ),
                 _ => (concrete, None),
             };
             out.push((method, concrete, body));

@@ -19,6 +19,35 @@ pub struct Config {
     /// Compact (scattered pages only) branches whose heads many small commits left
     /// fragmented, once idle (`None`: never, the default).
     pub compact_fragmented: Option<scion_core::ops::compact::FragmentationPolicy>,
+    /// Branches pushed to a remote as they move (`scion serve --follow REMOTE:db@branch`).
+    pub follow: Vec<FollowTarget>,
+    /// How often a followed branch's head is read.
+    pub follow_every: Duration,
+}
+
+/// A branch the daemon mirrors to a remote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FollowTarget {
+    pub remote: scion_core::RemoteName,
+    pub branch: scion_core::BranchRef,
+}
+
+impl std::str::FromStr for FollowTarget {
+    type Err = scion_core::EngineError;
+    /// `REMOTE:db[@branch]`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let Some((remote, branch)) = s.split_once(':') else {
+            return Err(scion_core::EngineError::InvalidInput {
+                reason: format!(
+                    "--follow {s:?}: expected REMOTE:db[@branch], e.g. origin:shop@main"
+                ),
+            });
+        };
+        Ok(FollowTarget {
+            remote: remote.parse()?,
+            branch: branch.parse()?,
+        })
+    }
 }
 
 impl Default for Config {
@@ -30,6 +59,8 @@ impl Default for Config {
             gc_every: Some(Duration::from_secs(3600)),
             barrier_frames: None,
             compact_fragmented: None,
+            follow: Vec::new(),
+            follow_every: Duration::from_millis(100),
         }
     }
 }

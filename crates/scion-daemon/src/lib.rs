@@ -11,6 +11,7 @@ mod config;
 pub mod embedded;
 mod error;
 pub mod events;
+mod follow;
 mod idempotency;
 mod janitor;
 pub mod metrics;
@@ -26,7 +27,7 @@ use std::sync::Arc;
 use scion_core::Scion;
 use tokio::sync::watch;
 
-pub use config::Config;
+pub use config::{Config, FollowTarget};
 pub use error::{ApiError, DaemonError, ErrorBody, ErrorEnvelope};
 pub use metrics::{Metrics, StoreObserver};
 
@@ -139,10 +140,13 @@ impl Daemon {
             }));
         }
         tokio::spawn(janitor::run(self.shared.clone(), stop.clone()));
+        let follow_stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let followers = follow::start(&self.shared, follow_stop.clone());
         tracing::info!(socket = %self.listen.socket.display(), store = %self.shared.scion.location(), "serving");
         wait_for_signal().await;
         tracing::info!("stopping: closing sessions");
         let _ = stop_tx.send(true);
+        follow_stop.store(true, std::sync::atomic::Ordering::Relaxed);
         for id in self.shared.sessions.ids() {
             match self
                 .shared
@@ -156,6 +160,9 @@ impl Daemon {
         }
         for s in servers {
             let _ = s.await;
+        }
+        for f in followers {
+            let _ = tokio::task::spawn_blocking(move || f.join()).await;
         }
         let _ = std::fs::remove_file(&self.listen.socket);
         Ok(())

@@ -47,6 +47,11 @@ pub struct Metrics {
     pub gc_reclaimed_bytes: Counter,
     pub refused_requests: Family<ReasonLabels, Counter>,
     pub reconciles: Counter,
+    /// Pushes of followed branches (`scion serve --follow`), the lag each closed, and
+    /// rounds that failed.
+    pub follow_pushes: Counter,
+    pub follow_lag_seconds: Histogram,
+    pub follow_failures: Counter,
     /// The process's page cache ([`scion_core::PageCache`]), read at each scrape.
     page_cache_hits: Counter,
     page_cache_decodes: Counter,
@@ -77,6 +82,9 @@ impl Default for Metrics {
             gc_reclaimed_bytes: Counter::default(),
             refused_requests: Family::default(),
             reconciles: Counter::default(),
+            follow_pushes: Counter::default(),
+            follow_lag_seconds: Histogram::new(exponential_buckets(0.01, 2.0, 14)),
+            follow_failures: Counter::default(),
             page_cache_hits: Counter::default(),
             page_cache_decodes: Counter::default(),
             page_cache_waits: Counter::default(),
@@ -151,6 +159,21 @@ impl Default for Metrics {
                 "reconciles",
                 "Times capture compared a checkout page by page because its cursor could not resume",
                 m.reconciles.clone(),
+            );
+            r.register(
+                "follow_pushes",
+                "Pushes of followed branches to their remotes",
+                m.follow_pushes.clone(),
+            );
+            r.register(
+                "follow_lag_seconds",
+                "Per push of a followed branch: from the oldest version it brought being made to the remote's ref naming it",
+                m.follow_lag_seconds.clone(),
+            );
+            r.register(
+                "follow_failures",
+                "Rounds of a followed branch that failed (tried again)",
+                m.follow_failures.clone(),
             );
             r.register(
                 "page_cache_hits",

@@ -12,6 +12,7 @@
 
 mod clone;
 mod error;
+mod follow;
 mod pull;
 mod push;
 
@@ -26,6 +27,7 @@ use serde::Serialize;
 
 pub use clone::{clone, CloneOptions, CloneReport, ClonedBranch};
 pub use error::{RemoteError, RemoteResult};
+pub use follow::{follow, FollowOptions, FollowPush, FollowSummary};
 pub use pull::{pull, PullOptions, PullOutcome, PullReport};
 use push::Sent;
 pub use push::{push, PushOptions, PushOutcome, PushReport};
@@ -35,6 +37,8 @@ pub struct Remote {
     pub name: RemoteName,
     pub location: String,
     pub store: Scion,
+    /// The requests made to it, and their bytes.
+    pub requests: std::sync::Arc<scion_store::CountingBackend>,
 }
 
 impl Remote {
@@ -64,7 +68,8 @@ impl Remote {
             progress,
             ..Default::default()
         };
-        let store = Scion::attach(&spec, options)?.scion;
+        let attached = Scion::attach(&spec, options)?;
+        let (store, requests) = (attached.scion, attached.counter);
         if store.store_id() == local.store_id() {
             return Err(RemoteError::SameStore {
                 remote: name.to_string(),
@@ -75,6 +80,7 @@ impl Remote {
             name,
             location: location.to_string(),
             store,
+            requests,
         })
     }
 }

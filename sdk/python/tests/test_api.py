@@ -419,3 +419,48 @@ def test_head_history_iterates_and_a_merge_report_has_what_was_published(shop: s
     assert report.published is not None and report.published["version"] == report.version
     dry = shop.merge("hist", dry_run=True)
     assert dry.published is None
+
+
+def test_push_and_pull_between_two_stores(store: scion.Store, shop: scion.Branch, tmp_path: Path) -> None:
+    bucket = scion.open_store(tmp_path / "bucket", create=True)
+    store.add_remote("origin", str(tmp_path / "bucket"))
+    assert store.remotes() == {"origin": str(tmp_path / "bucket")}
+    first = shop.push("origin")
+    assert first.outcome == "created" and first.transfer.objects_sent >= 1
+    assert first.tracking == "shop@origin~main"
+    assert shop.push("origin").outcome == "up_to_date"
+
+    # A commit made at the other store comes back by a pull.
+    theirs = bucket.branch("shop")
+    with theirs.connect() as conn:
+        conn.execute("UPDATE items SET price = 99 WHERE id = 1")
+    theirs.checkpoint("p99")
+    mirror = store.branch("shop@mirror")
+    made = mirror.pull("origin", source="main")
+    assert made.outcome == "created" and made.transfer.objects_sent == 1
+    with pytest.raises(scion.Protected):
+        shop.pull("origin")
+    ff = shop.pull("origin", force=True)
+    assert ff.outcome == "fast_forward" and ff.merge is not None
+    with shop.connect() as conn:
+        assert conn.execute("SELECT price FROM items WHERE id = 1").fetchone() == (99,)
+
+    # Both moved: the push is refused, the pull merges.
+    with theirs.connect() as conn:
+        conn.execute("UPDATE items SET price = 1 WHERE id = 2")
+    theirs.checkpoint("p1")
+    with shop.connect() as conn:
+        conn.execute("UPDATE items SET name = 'here' WHERE id = 3")
+    shop.checkpoint("here")
+    with pytest.raises(scion.NotFastForward):
+        shop.push("origin")
+    merged = shop.pull("origin", force=True)
+    assert merged.outcome == "merged" and merged.merge is not None and not merged.merge.stopped
+    # The other store's main is checked out there (its writes went through that file): a
+    # push onto it is refused unless forced.
+    with pytest.raises(scion.CheckedOut):
+        shop.push("origin")
+    assert shop.push("origin", force=True).outcome == "fast_forward"
+    with pytest.raises(scion.RemoteNotFound):
+        shop.push("nowhere")
+    assert store.remove_remote("origin") == str(tmp_path / "bucket")

@@ -35,6 +35,28 @@ export interface MergeOptions extends CallOptions {
   force?: boolean;
 }
 
+export interface PushOptions extends CallOptions {
+  /** The branch's name at the remote (default: the same). */
+  as?: string;
+  /** Send the branch's checkpoints too. */
+  checkpoints?: boolean;
+  /** Replace a remote head this one does not descend from, only if it is still the version
+   * last seen here (the remote-tracking branch `db@REMOTE~BRANCH`). */
+  forceWithLease?: boolean;
+  /** Needed to replace a protected branch's head at the remote. */
+  force?: boolean;
+}
+
+export interface PullOptions extends CallOptions {
+  /** The remote's branch: a name, or db@branch (default: the branch pulled into). */
+  from?: string;
+  strategy?: "fail" | "ours" | "theirs";
+  /** Only move the remote-tracking branch. */
+  fetchOnly?: boolean;
+  /** Needed to move a protected branch. */
+  force?: boolean;
+}
+
 export interface DiffOptions extends CallOptions {
   table?: string;
   rows?: boolean;
@@ -243,6 +265,48 @@ export class ScionClient {
       base: opts.base,
       force: opts.force ?? false,
     }, opts);
+  }
+
+  /**
+   * Send `ref` to `remote` and move the branch there, fast-forward only: only what the
+   * remote lacks travels. A remote head `ref` does not descend from is refused with
+   * NotFastForwardError (pull and merge first).
+   */
+  push(ref: string, remote: string, opts: PushOptions = {}): Promise<Json> {
+    return this.#json("POST", `/v1/branches/${q(ref)}/push`, {
+      remote,
+      as: opts.as,
+      checkpoints: opts.checkpoints ?? false,
+      force_with_lease: opts.forceWithLease ?? false,
+      force: opts.force ?? false,
+    }, opts);
+  }
+
+  /**
+   * Bring the remote's branch into `ref`: its head into `db@REMOTE~BRANCH`, then `ref` is
+   * made, fast-forwarded or merged (the report's `merge` says how; conflicts publish nothing).
+   */
+  pull(ref: string, remote: string, opts: PullOptions = {}): Promise<Json> {
+    return this.#json("POST", `/v1/branches/${q(ref)}/pull`, {
+      remote,
+      from: opts.from,
+      strategy: opts.strategy,
+      fetch_only: opts.fetchOnly ?? false,
+      force: opts.force ?? false,
+    }, opts);
+  }
+
+  /** The other stores this one pushes to and pulls from: [{remote, location}]. */
+  remotes(opts: CallOptions = {}): Promise<Array<{ remote: string; location: string }>> {
+    return this.#json("GET", "/v1/remotes", undefined, opts);
+  }
+
+  addRemote(name: string, location: string, opts: CallOptions = {}): Promise<Json> {
+    return this.#json("POST", "/v1/remotes", { name, location }, opts);
+  }
+
+  removeRemote(name: string, opts: CallOptions = {}): Promise<Json> {
+    return this.#json("DELETE", `/v1/remotes/${q(name)}`, undefined, opts);
   }
 
   /** Reset the TTL clock; `ttl` sets ("2h") or clears ("") the TTL. */

@@ -3,7 +3,9 @@ import "./helpers.mjs";
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import Database from "better-sqlite3";
-import { ScionClient, ScionError, BranchNotFoundError, ProtectedError, BranchExistsError, InvalidNameError, ERROR_CODES } from "../dist/esm/index.js";
+import { ScionClient, ScionError, BranchNotFoundError, ProtectedError, BranchExistsError, InvalidNameError, RemoteNotFoundError, ERROR_CODES } from "../dist/esm/index.js";
+import { execFileSync } from "node:child_process";
+import { SCION } from "./helpers.mjs";
 import { startDaemon, seed } from "../dist/esm/testkit.js";
 
 let daemon;
@@ -92,6 +94,25 @@ test("merge: two forks into one branch, a conflict reported, then resolved", asy
   assert.equal(done.outcome, "merged");
   assert.equal((await c.history("shop@m-dst", { limit: 1 })).entries[0].op, "merge");
   await assert.rejects(c.merge("shop@main", "m-b"), ProtectedError);
+});
+
+test("remotes: push to another store, pull a commit made there", async () => {
+  const c = daemon.client;
+  const other = `${daemon.store}/../other-store`;
+  execFileSync(SCION, ["--store", other, "init"]);
+  assert.equal((await c.addRemote("origin", other)).remote, "origin");
+  assert.deepEqual((await c.remotes()).map((r) => r.remote), ["origin"]);
+  await c.fork("shop", "travel");
+  const pushed = await c.push("shop@travel", "origin");
+  assert.equal(pushed.outcome, "created");
+  assert.equal(pushed.tracking, "shop@origin~travel");
+  assert.equal((await c.push("shop@travel", "origin")).outcome, "up_to_date");
+  execFileSync(SCION, ["--store", other, "sql", "shop@travel", "UPDATE items SET qty = 0 WHERE id = 1"]);
+  const pulled = await c.pull("shop@travel", "origin");
+  assert.equal(pulled.outcome, "fast_forward");
+  assert.equal(pulled.transfer.objects_sent, 1);
+  await assert.rejects(c.push("shop@travel", "nowhere"), RemoteNotFoundError);
+  await c.removeRemote("origin");
 });
 
 test("errors are typed by code, with the daemon's hint", async () => {

@@ -44,7 +44,7 @@ pub struct MergeBody {
     force: bool,
 }
 
-fn api_error(e: &MergeError) -> ApiError {
+pub(crate) fn api_error(e: &MergeError) -> ApiError {
     let d = e.describe();
     let mut err = ApiError::new(d.exit, d.code, e.to_string(), d.hint);
     err.body.retryable = e.is_retryable();

@@ -4,6 +4,7 @@ mod branches;
 mod events;
 mod history;
 mod merge;
+mod remotes;
 pub mod routes;
 mod sessions;
 
@@ -208,6 +209,10 @@ pub fn router(shared: Arc<Shared>, access: Access, stop: watch::Receiver<bool>) 
         .route("/v1/branches/{branch}/rollback", post(branches::rollback))
         .route("/v1/branches/{branch}/promote", post(branches::promote))
         .route("/v1/branches/{branch}/merge", post(merge::merge))
+        .route("/v1/branches/{branch}/push", post(remotes::push))
+        .route("/v1/branches/{branch}/pull", post(remotes::pull))
+        .route("/v1/remotes", get(remotes::list).post(remotes::add))
+        .route("/v1/remotes/{name}", axum::routing::delete(remotes::remove))
         .route("/v1/branches/{branch}/history", get(history::history))
         .route("/v1/branches/{branch}/undo", post(history::undo))
         .route("/v1/branches/{branch}/restore", post(history::restore))

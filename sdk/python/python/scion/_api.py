@@ -20,6 +20,7 @@ from typing import (
 from urllib.parse import quote, urlencode
 
 from ._merge import MergeReport
+from ._remote import PullReport, PushReport
 from ._types import (
     TTL,
     BranchInfo,
@@ -264,6 +265,53 @@ class Branch:
             body["base"] = base
         return MergeReport.from_json(self._api.call("POST", self._path("/merge"), body))
 
+    def push(
+        self,
+        remote: str,
+        *,
+        as_branch: Optional[str] = None,
+        checkpoints: bool = False,
+        force_with_lease: bool = False,
+        force: bool = False,
+    ) -> PushReport:
+        """Send this branch to ``remote`` (a name from :meth:`Store.remotes`) and move the
+        branch there, fast-forward only: only what the remote lacks travels. A remote head
+        this store does not descend from raises :class:`scion.NotFastForward` (pull and
+        merge first); ``force_with_lease`` replaces it only if it is still the version last
+        seen here (:class:`scion.RemoteMoved` otherwise)."""
+        body: Dict[str, Any] = {
+            "remote": remote,
+            "checkpoints": checkpoints,
+            "force_with_lease": force_with_lease,
+            "force": force,
+        }
+        if as_branch is not None:
+            body["as"] = as_branch
+        return PushReport.from_json(self._api.call("POST", self._path("/push"), body))
+
+    def pull(
+        self,
+        remote: str,
+        *,
+        source: Optional[str] = None,
+        strategy: str = "fail",
+        fetch_only: bool = False,
+        force: bool = False,
+    ) -> PullReport:
+        """Bring ``source`` (the remote's branch; default: this branch's name) into this
+        branch: its head goes into the read-only ``db@REMOTE~BRANCH``, then this branch is
+        made, fast-forwarded or merged (conflicts are data in ``report.merge``; nothing is
+        published). A protected branch needs ``force``."""
+        body: Dict[str, Any] = {
+            "remote": remote,
+            "strategy": strategy,
+            "fetch_only": fetch_only,
+            "force": force,
+        }
+        if source is not None:
+            body["from"] = source
+        return PullReport.from_json(self._api.call("POST", self._path("/pull"), body))
+
     def history(self, *, limit: int = 50) -> HeadHistory:
         """Every move of the head, newest first: commits, rollbacks, promotes, undos,
         restores (and the destroy of a destroyed branch, while its history lasts)."""
@@ -378,6 +426,19 @@ class Api:
 
     def databases(self) -> List[str]:
         return list(self.call("GET", "/v1/databases")["databases"])
+
+    def remotes(self) -> Dict[str, str]:
+        """The other stores this one pushes to and pulls from: name -> location."""
+        return {str(r["remote"]): str(r["location"]) for r in self.call("GET", "/v1/remotes")}
+
+    def add_remote(self, name: str, location: str) -> str:
+        """Record the store at ``location`` (a directory, ``s3://``, ``az://``) as ``name``;
+        returns the location as recorded."""
+        return str(self.call("POST", "/v1/remotes", {"name": name, "location": location})["location"])
+
+    def remove_remote(self, name: str) -> str:
+        """Forget remote ``name``; returns where it was."""
+        return str(self.call("DELETE", f"/v1/remotes/{_segment(name)}")["location"])
 
     def branch(self, target: str) -> Branch:
         return Branch(self, target)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Dict, List, Mapping, Optio
 from . import _api, _client, _errors, _types
 from ._api import KEEP, PathLike
 from ._merge import MergeReport
+from ._remote import PullReport, PushReport
 from ._types import (
     TTL,
     BranchInfo,
@@ -120,6 +121,12 @@ class AsyncBranch:
         src = source.sync if isinstance(source, AsyncBranch) else source
         return await asyncio.to_thread(self.sync.merge, src, **kwargs)
 
+    async def push(self, remote: str, **kwargs: Any) -> PushReport:
+        return await asyncio.to_thread(self.sync.push, remote, **kwargs)
+
+    async def pull(self, remote: str, **kwargs: Any) -> PullReport:
+        return await asyncio.to_thread(self.sync.pull, remote, **kwargs)
+
     async def destroy(self, *, force: bool = False, missing_ok: bool = False) -> None:
         await asyncio.to_thread(self.sync.destroy, force=force, missing_ok=missing_ok)
 
@@ -172,6 +179,15 @@ class _AsyncApi:
 
     async def databases(self) -> List[str]:
         return await asyncio.to_thread(self.sync.databases)
+
+    async def remotes(self) -> Dict[str, str]:
+        return await asyncio.to_thread(self.sync.remotes)
+
+    async def add_remote(self, name: str, location: str) -> str:
+        return await asyncio.to_thread(self.sync.add_remote, name, location)
+
+    async def remove_remote(self, name: str) -> str:
+        return await asyncio.to_thread(self.sync.remove_remote, name)
 
     def branch(self, target: str) -> AsyncBranch:
         return AsyncBranch(self.sync.branch(target))
