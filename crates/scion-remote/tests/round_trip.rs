@@ -485,3 +485,97 @@ fn a_tracking_branch_takes_no_writes() {
         .fork(&b("shop"), &"origin~other".parse().unwrap(), None);
     assert!(taken.is_err());
 }
+
+#[test]
+fn checkpoints_travel_with_push_checkpoints_and_clone() {
+    let tmp = tempfile::tempdir().unwrap();
+    let a = dir_store(tmp.path(), "a");
+    let bucket = dir_store(tmp.path(), "bucket");
+    a.create(tmp.path(), "shop", &items(100));
+    a.fork("shop", "try");
+    a.write("shop@try", "INSERT INTO items VALUES (500, 'v1', 'x')");
+    a.scion
+        .checkpoint(&b("shop@try"), &"first".parse().unwrap())
+        .unwrap();
+    a.write("shop@try", "INSERT INTO items VALUES (501, 'v2', 'x')");
+    let origin = a.remote("origin", &bucket);
+    let opts = PushOptions {
+        checkpoints: true,
+        ..Default::default()
+    };
+    let pushed = push(&a.scion, &origin, &b("shop@try"), &opts, &*silent()).unwrap();
+    assert_eq!(pushed.checkpoints.len(), 1, "{pushed:?}");
+    assert_eq!(bucket.count("shop@try@first", "items"), 101);
+    // Again: the checkpoint is there already, naming the same version.
+    let again = push(&a.scion, &origin, &b("shop@try"), &opts, &*silent()).unwrap();
+    assert_eq!(
+        again.checkpoints[0].1,
+        scion_core::ops::receive::CheckpointReceipt::Same
+    );
+    let (cloned, report) = clone(
+        &bucket.location,
+        &tmp.path().join("c"),
+        &CloneOptions::default(),
+        silent(),
+    )
+    .unwrap();
+    let c = Store {
+        location: cloned.location().to_string(),
+        scion: cloned,
+    };
+    assert_eq!(report.branches.len(), 1, "only try was pushed: {report:?}");
+    assert_eq!(c.count("shop@try@first", "items"), 101);
+    assert_eq!(c.count("shop@try", "items"), 102);
+    assert_eq!(c.root("shop@try"), a.root("shop@try"));
+    c.assert_verifies();
+    // A clone into a directory that holds something is refused, and leaves it alone.
+    let busy = tmp.path().join("busy");
+    std::fs::create_dir(&busy).unwrap();
+    std::fs::write(busy.join("keep.txt"), "mine").unwrap();
+    let refused = clone(&bucket.location, &busy, &CloneOptions::default(), silent());
+    assert!(matches!(
+        refused,
+        Err(RemoteError::CloneTargetExists { .. })
+    ));
+    assert_eq!(
+        std::fs::read_to_string(busy.join("keep.txt")).unwrap(),
+        "mine"
+    );
+}
+
+#[test]
+fn what_an_interrupted_push_left_is_swept_by_the_receivers_gc() {
+    let tmp = tempfile::tempdir().unwrap();
+    let a = dir_store(tmp.path(), "a");
+    let bucket = dir_store(tmp.path(), "bucket");
+    a.create(tmp.path(), "shop", &items(100));
+    for i in 0..6 {
+        a.write(
+            "shop",
+            &format!("INSERT INTO items VALUES ({}, 'x', 'x')", 1000 + i),
+        );
+    }
+    let root = a.scion.read_ref(&b("shop")).unwrap().0.root;
+    let plan = a.scion.plan_transfer(&bucket.scion, &[root], None).unwrap();
+    assert!(plan.missing.len() >= 4, "{plan:?}");
+    // Cut short: the first half of the segments arrived, no ref moved.
+    let partial = scion_core::ops::transfer::TransferPlan {
+        missing: plan.missing[..plan.missing.len() / 2].to_vec(),
+        ..Default::default()
+    };
+    let sent = a
+        .scion
+        .send_segments(&bucket.scion, &partial, &*silent())
+        .unwrap();
+    assert_eq!(sent.objects_sent as usize, partial.missing.len());
+    let segments = |s: &Store| {
+        std::fs::read_dir(std::path::Path::new(&s.location).join("segments"))
+            .map_or(0, |d| d.count())
+    };
+    assert_eq!(segments(&bucket), partial.missing.len());
+    for _ in 0..2 {
+        bucket.scion.gc(std::time::Duration::ZERO, true).unwrap();
+    }
+    assert_eq!(segments(&bucket), 0, "nothing referenced them");
+    bucket.assert_verifies();
+}
