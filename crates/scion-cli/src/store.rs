@@ -52,6 +52,7 @@ fn open_with(
             crate::progress::Bar::default(),
         )),
         observer,
+        segment_cache: true,
     };
     // Local stores' errors already name the directory; a remote one's say only the key.
     match &spec {

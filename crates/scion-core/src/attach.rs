@@ -160,6 +160,7 @@ type Opened = (
 fn remote(
     cloud: CloudBackend,
     observe: impl Fn(Arc<dyn Backend>) -> Arc<dyn Backend>,
+    segment_cache: bool,
 ) -> EngineResult<Opened> {
     let cloud = Arc::new(cloud);
     let counter = Arc::new(CountingBackend::new(observe(cloud.clone())));
@@ -180,6 +181,9 @@ fn remote(
                 remember_probe(&proof, &reading);
             }
         }
+    }
+    if !segment_cache {
+        return Ok((counter.clone(), counter, checkouts, None));
     }
     let cached = SegmentCache::new(counter.clone(), checkouts.join(".segments"), "segments/")?
         .with_limit(CacheLimit::from_env()?);
@@ -268,6 +272,10 @@ pub struct AttachOptions {
     pub progress: crate::progress::ProgressSink,
     /// Told of every store request (operation, outcome, latency).
     pub observer: Option<Arc<dyn RequestObserver>>,
+    /// Keep a local copy of the segments of an S3 or Azure store as they are read and
+    /// written (on by default). Off for a store only transferred to and from (a remote):
+    /// its segments are copied into the other store anyway.
+    pub segment_cache: bool,
 }
 
 impl std::fmt::Debug for AttachOptions {
@@ -288,6 +296,7 @@ impl Default for AttachOptions {
             init: None,
             progress: Default::default(),
             observer: None,
+            segment_cache: true,
         }
     }
 }
@@ -329,11 +338,11 @@ impl Scion {
             }
             StoreSpec::S3(loc) => {
                 let cloud = CloudBackend::connect_s3(loc.clone(), &S3Config::from_env()?)?;
-                remote(cloud, observe)?
+                remote(cloud, observe, options.segment_cache)?
             }
             StoreSpec::Azure(loc) => {
                 let cloud = CloudBackend::connect_azure(loc.clone(), &AzureConfig::from_env()?)?;
-                remote(cloud, observe)?
+                remote(cloud, observe, options.segment_cache)?
             }
         };
         let mut o = ScionOptions::new(checkouts, options.clone_policy);

@@ -196,20 +196,33 @@ pub fn decode_frame_with_base(
 /// delta's content is checked when it is read with its base, which may live in another
 /// segment).
 pub fn check_frame_alone(frame: &[u8], kind: FrameKind, key: u64) -> Result<(), DecodeError> {
-    if is_delta_frame(frame) {
-        let Header {
-            raw_len, payload, ..
-        } = header(frame, kind, key)?;
-        if kind != FrameKind::Page {
-            return err("only pages are stored as deltas");
-        }
-        let out = lz4_decompress(payload, raw_len)?;
-        if out.len() != raw_len as usize {
-            return err("delta length does not match its header");
-        }
-        return Ok(());
+    check_frame_alone_in(frame, kind, key, &mut Vec::new())
+}
+
+/// [`check_frame_alone`], decoding into `scratch` (reused across frames: a segment's
+/// check allocates once, not once per page).
+pub fn check_frame_alone_in(
+    frame: &[u8],
+    kind: FrameKind,
+    key: u64,
+    scratch: &mut Vec<u8>,
+) -> Result<(), DecodeError> {
+    if !is_delta_frame(frame) {
+        let Header { raw_len, .. } = header(frame, kind, key)?;
+        scratch.resize(raw_len as usize, 0);
+        return decode_frame_into(frame, kind, key, scratch).map(|_| ());
     }
-    decode_frame(frame, kind, key).map(|_| ())
+    let Header {
+        raw_len, payload, ..
+    } = header(frame, kind, key)?;
+    if kind != FrameKind::Page {
+        return err("only pages are stored as deltas");
+    }
+    let out = lz4_decompress(payload, raw_len)?;
+    if out.len() != raw_len as usize {
+        return err("delta length does not match its header");
+    }
+    Ok(())
 }
 
 /// lz4 block compression (the reference C implementation's default mode). None only for

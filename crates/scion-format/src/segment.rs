@@ -193,9 +193,10 @@ pub fn check_segment(data: &[u8], id: SegmentId) -> Result<usize, DecodeError> {
     if found != id {
         return err(format!("segment {found} arrived under the id {id}"));
     }
+    let mut scratch = Vec::new();
     for e in &index {
         let frame = &data[e.offset as usize..(e.offset + e.len as u64) as usize];
-        crate::frame::check_frame_alone(frame, e.kind, e.key)
+        crate::frame::check_frame_alone_in(frame, e.kind, e.key, &mut scratch)
             .map_err(|x| DecodeError(format!("frame at offset {}: {}", e.offset, x.0)))?;
     }
     Ok(index.len())

@@ -66,6 +66,7 @@ impl Remote {
         }
         let options = AttachOptions {
             progress,
+            segment_cache: false,
             ..Default::default()
         };
         let attached = Scion::attach(&spec, options)?;

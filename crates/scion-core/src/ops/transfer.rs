@@ -33,8 +33,11 @@ use crate::Engine;
 /// Asking the receiver about more segments than this costs one listing instead of a
 /// request each.
 const LIST_INSTEAD_OVER: usize = 64;
-/// Segments in flight at once: enough to keep an object store's pipe full.
-const SEND_THREADS: usize = 4;
+/// Segments in flight at once to an object store: enough to keep its pipe full.
+const SEND_THREADS_CLOUD: usize = 4;
+/// Segments in flight at once to a directory: each ends in fsyncs, which more writers
+/// than cores only make contend (measured in docs/benchmarks.md).
+const SEND_THREADS_LOCAL: usize = 2;
 
 /// What a transfer sends.
 #[derive(Debug, Clone, Default)]
@@ -294,7 +297,8 @@ impl Engine {
         result.map(|()| stats)
     }
 
-    /// Send `batch` with up to [`SEND_THREADS`] segments in flight.
+    /// Send `batch` with a few segments in flight (more to an object store than to a
+    /// directory).
     fn send_batch(
         &self,
         to: &Engine,
@@ -307,30 +311,43 @@ impl Engine {
         let bytes = AtomicU64::new(0);
         let skipped = AtomicU64::new(0);
         let failure: Mutex<Option<EngineError>> = Mutex::new(None);
-        let worker = || loop {
-            if failure.lock().unwrap().is_some() {
-                return;
-            }
-            let Some(id) = batch.get(next.fetch_add(1, Ordering::Relaxed)) else {
-                return;
-            };
-            match self.send_one(to, *id) {
-                Ok(Some(n)) => {
-                    sent.fetch_add(1, Ordering::Relaxed);
-                    bytes.fetch_add(n, Ordering::Relaxed);
-                }
-                Ok(None) => {
-                    skipped.fetch_add(1, Ordering::Relaxed);
-                }
-                Err(e) => {
-                    failure.lock().unwrap().get_or_insert(e);
+        let worker = || {
+            // One buffer a thread, reused segment after segment: no fresh memory to fault
+            // in for each 64 MiB.
+            let mut buf = Vec::new();
+            loop {
+                if failure.lock().unwrap().is_some() {
                     return;
                 }
+                let Some(id) = batch.get(next.fetch_add(1, Ordering::Relaxed)) else {
+                    return;
+                };
+                match self.send_one(to, *id, &mut buf) {
+                    Ok(Some(n)) => {
+                        sent.fetch_add(1, Ordering::Relaxed);
+                        bytes.fetch_add(n, Ordering::Relaxed);
+                    }
+                    Ok(None) => {
+                        skipped.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(e) => {
+                        failure.lock().unwrap().get_or_insert(e);
+                        return;
+                    }
+                }
+                progress.advance(1);
             }
-            progress.advance(1);
+        };
+        let cloud = ["s3://", "az://"]
+            .iter()
+            .any(|p| to.location.starts_with(p));
+        let threads = if cloud {
+            SEND_THREADS_CLOUD
+        } else {
+            SEND_THREADS_LOCAL
         };
         std::thread::scope(|s| {
-            for _ in 0..SEND_THREADS.min(batch.len()) {
+            for _ in 0..threads.min(batch.len()) {
                 s.spawn(worker);
             }
         });
@@ -344,16 +361,23 @@ impl Engine {
     }
 
     /// Copy one segment; its size when written, `None` when `to` had it already.
-    fn send_one(&self, to: &Engine, id: SegmentId) -> EngineResult<Option<u64>> {
+    fn send_one(
+        &self,
+        to: &Engine,
+        id: SegmentId,
+        data: &mut Vec<u8>,
+    ) -> EngineResult<Option<u64>> {
         let key = id.key();
-        let (data, _) = self.backend.get(&key)?;
-        crate::format::check_segment(&data, id).map_err(|e| {
+        let size = self.backend.head(&key)?.size;
+        self.backend.get_range_into(&key, 0..size, data)?;
+        let data = &data[..];
+        crate::format::check_segment(data, id).map_err(|e| {
             EngineError::corrupt(
                 &key,
                 format!("refused on the way to {}: {}", to.location, e.0),
             )
         })?;
-        match to.backend.put(&key, &data, PutMode::Create) {
+        match to.backend.put(&key, data, PutMode::Create) {
             Ok(_) => Ok(Some(data.len() as u64)),
             Err(StoreError::AlreadyExists { .. }) => Ok(None),
             Err(e) => Err(e.into()),
