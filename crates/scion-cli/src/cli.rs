@@ -272,6 +272,7 @@ pub enum Command {
     Push(crate::cli_remote::PushArgs),
     Pull(crate::cli_remote::PullArgs),
     Clone(crate::cli_remote::CloneArgs),
+    Ui(crate::cli_ui::UiArgs),
 
     /// Every move of a branch's head, newest first: commits, rollbacks, promotes, undos,
     /// restores, and its destroy.

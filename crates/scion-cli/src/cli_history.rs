@@ -139,10 +139,13 @@ fn graph_of(
         // The engine's words for a branch that is not there.
         s.read_ref(&BranchRef::new(db.clone(), b.parse()?))?;
     }
+    if p.json {
+        return Ok(s.branch_tree_json(&db, branch)?);
+    }
     let branches = s.branch_statuses(&db)?;
     let mut trees = crate::graph::build(&branches, branch);
-    // Merges are read for the branches that are drawn (all of them for --json).
-    let mut budget = if p.json || args.all {
+    // Merges are read for the branches that are drawn.
+    let mut budget = if args.all {
         usize::MAX
     } else {
         args.limit.unwrap_or(200)
@@ -154,13 +157,6 @@ fn graph_of(
     };
     for t in &mut trees {
         t.attach_merges(&mut budget, &mut merges_of);
-    }
-    if p.json {
-        return Ok(serde_json::json!({
-            "db": db.as_str(),
-            "branches": branches.len(),
-            "roots": trees,
-        }));
     }
     let options = crate::graph::GraphOptions {
         db: db.to_string(),

@@ -4,12 +4,10 @@
 //! TTL, a live lease or checkout, safety forks. Deep, idle subtrees are folded into one
 //! line so that a thousand-branch tree stays readable; `--all` unfolds everything.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
-
 use anstyle::{AnsiColor, Style};
 use scion_core::ops::graph::MergeOnLine;
 use scion_core::ops::status::BranchStatus;
-use serde::Serialize;
+pub use scion_core::ops::tree::{build, TreeNode};
 
 /// How much of the tree to draw.
 #[derive(Debug, Clone)]
@@ -29,121 +27,15 @@ pub struct GraphOptions {
     pub idle_ms: u64,
 }
 
-/// One branch and the branches forked from it.
-#[derive(Debug, Serialize)]
-pub struct TreeNode<'a> {
-    #[serde(flatten)]
-    pub status: &'a BranchStatus,
-    /// The merges on this branch's own line since its fork point, newest first: where
-    /// another line joins this one.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub merges: Vec<MergeOnLine>,
-    pub children: Vec<TreeNode<'a>>,
-}
-
-/// The branches as trees: a branch whose parent is gone (or that is the root asked for)
-/// starts a tree of its own.
-pub fn build<'a>(branches: &'a [BranchStatus], root: Option<&str>) -> Vec<TreeNode<'a>> {
-    let by_name: HashMap<&str, usize> = branches
-        .iter()
-        .enumerate()
-        .map(|(i, b)| (b.branch.as_str(), i))
-        .collect();
-    let mut children: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
-    let mut roots = Vec::new();
-    for (i, b) in branches.iter().enumerate() {
-        let parent = b
-            .forked_from
-            .as_ref()
-            .and_then(|p| by_name.get(p.branch.as_str()))
-            .filter(|&&p| p != i);
-        match parent {
-            Some(&p) => children.entry(p).or_default().push(i),
-            None => roots.push(i),
-        }
-    }
-    let order = |v: &mut Vec<usize>| {
-        v.sort_by_key(|&i| (branches[i].created_at, branches[i].branch.clone()))
-    };
-    for v in children.values_mut() {
-        order(v);
-    }
-    order(&mut roots);
-    // A parent recorded by name may be a later branch of that name, so lineage can loop;
-    // what no root reaches starts a tree of its own (`grow` skips what was drawn).
-    let starts: Vec<usize> = match root {
-        Some(r) => by_name.get(r).copied().into_iter().collect(),
-        None => roots.into_iter().chain(0..branches.len()).collect(),
-    };
-    let mut seen = HashSet::new();
-    let trees: Vec<TreeNode<'a>> = starts
-        .into_iter()
-        .filter_map(|i| grow(i, branches, &children, &mut seen))
-        .collect();
-    trees
-}
-
-fn grow<'a>(
-    i: usize,
-    branches: &'a [BranchStatus],
-    children: &BTreeMap<usize, Vec<usize>>,
-    seen: &mut HashSet<usize>,
-) -> Option<TreeNode<'a>> {
-    if !seen.insert(i) {
-        return None;
-    }
-    let kids = children.get(&i).map(Vec::as_slice).unwrap_or_default();
-    Some(TreeNode {
-        status: &branches[i],
-        merges: Vec::new(),
-        children: kids
-            .iter()
-            .filter_map(|&c| grow(c, branches, children, seen))
-            .collect(),
-    })
-}
-
-impl TreeNode<'_> {
-    /// Fill in the merges of the first `budget` branches in drawing order (each costs a
-    /// read of its ref and of the root records on its line).
-    pub fn attach_merges(
-        &mut self,
-        budget: &mut usize,
-        merges_of: &mut impl FnMut(&BranchStatus) -> Vec<MergeOnLine>,
-    ) {
-        if *budget == 0 {
-            return;
-        }
-        *budget -= 1;
-        self.merges = merges_of(self.status);
-        for c in &mut self.children {
-            c.attach_merges(budget, merges_of);
-        }
-    }
-
-    /// How many branches this subtree holds, itself included.
-    pub fn size(&self) -> usize {
-        1 + self.children.iter().map(TreeNode::size).sum::<usize>()
-    }
-
-    fn height(&self) -> usize {
-        self.children
-            .iter()
-            .map(|c| c.height() + 1)
-            .max()
-            .unwrap_or(0)
-    }
-
-    /// Whether anything in this subtree is in use: a live lease, a writable checkout, a
-    /// commit or touch less than `o.idle_ms` ago.
-    fn active(&self, o: &GraphOptions) -> bool {
-        let b = self.status;
-        let touched = scion_core::clock::unix_ms(b.touched_at.as_system_time());
-        b.lease.as_ref().is_some_and(|l| l.live)
-            || !b.checked_out.is_empty()
-            || o.now_unix_ms.saturating_sub(touched) < o.idle_ms
-            || self.children.iter().any(|c| c.active(o))
-    }
+/// Whether anything in `t`'s subtree is in use: a live lease, a writable checkout, a
+/// commit or touch less than `o.idle_ms` ago.
+fn active(t: &TreeNode<'_>, o: &GraphOptions) -> bool {
+    let b = t.status;
+    let touched = scion_core::clock::unix_ms(b.touched_at.as_system_time());
+    b.lease.as_ref().is_some_and(|l| l.live)
+        || !b.checked_out.is_empty()
+        || o.now_unix_ms.saturating_sub(touched) < o.idle_ms
+        || t.children.iter().any(|c| active(c, o))
 }
 
 /// The lines of the drawing, styled (the caller's stream drops the styles where colour
@@ -205,7 +97,7 @@ impl Renderer<'_> {
         }
         let fold = !self.o.all && depth >= self.o.depth;
         let (open, folded): (Vec<_>, Vec<_>) =
-            t.children.iter().partition(|c| !fold || c.active(self.o));
+            t.children.iter().partition(|c| !fold || active(c, self.o));
         let count = open.len() + usize::from(!folded.is_empty());
         for (k, c) in open.iter().enumerate() {
             let last = k + 1 == count;

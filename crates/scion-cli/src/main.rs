@@ -7,6 +7,7 @@ mod cli_daemon;
 mod cli_history;
 mod cli_merge;
 mod cli_remote;
+mod cli_ui;
 mod cli_vfs;
 mod config;
 mod daemon;
@@ -18,6 +19,7 @@ mod progress;
 mod run;
 mod store;
 mod tokens;
+mod ui;
 
 use std::process::ExitCode;
 

@@ -222,6 +222,7 @@ fn run_command(cli: &Cli, open: &dyn Fn(&Cli, bool) -> Result<Scion>) -> Result<
         Command::Push(args) => crate::cli_remote::push(&p, &open(cli, false)?, args)?,
         Command::Pull(args) => crate::cli_remote::pull(&p, &open(cli, false)?, args)?,
         Command::Clone(args) => crate::cli_remote::clone(&p, cli.store.as_deref(), args)?,
+        Command::Ui(args) => crate::ui::ui(cli, args)?,
         Command::Log(args) => crate::cli_history::log(&p, &open(cli, false)?, args)?,
         Command::Undo(args) => crate::cli_history::undo(&p, &open(cli, false)?, args)?,
         Command::Restore(args) => crate::cli_history::restore(&p, &open(cli, false)?, args)?,

@@ -148,12 +148,25 @@ fn named_actor(req: &Request) -> Option<String> {
 }
 
 /// Who presented which bearer token: the daemon's own, a scoped one, or none that holds.
+/// The token a browser puts in the explorer page's address (`/ui?token=...`): a page load
+/// carries no header. Only that page takes it; the API wants the header.
+fn page_token(req: &Request) -> Option<&str> {
+    if req.uri().path() != "/ui" {
+        return None;
+    }
+    req.uri()
+        .query()?
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("token="))
+}
+
 fn bearer(access: &Access, req: &Request) -> Result<Caller, Unauthorized> {
     let given = req
         .headers()
         .get("authorization")
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .or_else(|| page_token(req));
     let Some(given) = given else {
         return Err(unauthorized(
             "missing_token",

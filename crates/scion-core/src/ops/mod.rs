@@ -17,6 +17,7 @@ pub mod receive;
 pub mod spill;
 pub mod status;
 pub mod transfer;
+pub mod tree;
 pub mod verify;
 pub mod view;
 

@@ -7,6 +7,7 @@ mod merge;
 mod remotes;
 pub mod routes;
 mod sessions;
+mod ui;
 
 use std::sync::Arc;
 
@@ -193,6 +194,8 @@ pub fn router(shared: Arc<Shared>, access: Access, stop: watch::Receiver<bool>) 
             get(branches::databases).post(branches::create),
         )
         .route("/v1/databases/{db}/branches", get(branches::branches))
+        .route("/v1/databases/{db}/graph", get(ui::graph))
+        .route("/ui", get(ui::page))
         .route("/v1/branches", post(branches::fork))
         .route(
             "/v1/branches/{branch}",

@@ -65,6 +65,8 @@ pub const ROUTES: &[Route] = &[
     route("GET", "/v1/databases", AnyToken),
     route("POST", "/v1/databases", Everything(Admin)),
     route("GET", "/v1/databases/{db}/branches", Database(Read)),
+    route("GET", "/v1/databases/{db}/graph", Database(Read)),
+    route("GET", "/ui", AnyToken),
     route("POST", "/v1/branches", Need::Fork),
     route("GET", "/v1/branches/{branch}", Branch(Read)),
     route("DELETE", "/v1/branches/{branch}", Destroy),

@@ -1,0 +1,23 @@
+//! The syntax of `scion ui` (what it does is in `ui.rs`).
+
+/// Explore the store's branches in a browser.
+///
+/// Runs the daemon (as `scion serve` does, with its defaults) and a listener on 127.0.0.1
+/// only, with a token made for this run: the printed URL carries it, and every page and API
+/// call without it is refused. The browser opens unless --no-browser (or BROWSER=true).
+/// Stop it with Ctrl-C. While `scion serve` runs on this store's socket, stop it first.
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  scion ui\n  scion ui --no-browser --port 8765\n  scion --store s3://bucket/scion ui --db shop"
+)]
+pub struct UiArgs {
+    /// Print the URL only; do not open a browser.
+    #[arg(long)]
+    pub no_browser: bool,
+    /// The loopback port (default: any free one).
+    #[arg(long, value_name = "PORT")]
+    pub port: Option<u16>,
+    /// The database shown first.
+    #[arg(long, value_name = "NAME")]
+    pub db: Option<String>,
+}

@@ -1,0 +1,95 @@
+//! `scion ui`: the branch explorer in a browser. It runs the daemon with a listener on the
+//! loopback interface and a token made for this run, prints the one URL that carries the
+//! token (as Jupyter does), and opens it.
+
+use std::net::{Ipv4Addr, SocketAddr, TcpListener};
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use scion_daemon::{Config, Daemon, Listen, Metrics};
+
+use crate::cli::Cli;
+use crate::cli_ui::UiArgs;
+
+pub fn ui(cli: &Cli, args: &UiArgs) -> Result<()> {
+    let metrics = Arc::new(Metrics::default());
+    let observer = Arc::new(scion_daemon::StoreObserver(metrics.clone()));
+    let scion = Arc::new(crate::store::open_store_observed(cli, observer)?.scion);
+    if let Some(db) = &args.db {
+        scion.read_ref(&db.parse()?)?;
+    }
+    let socket = scion_daemon::transport::default_socket(scion.location());
+    if scion_daemon::client::DaemonClient::new(&socket)
+        .raw("GET", "/healthz", None, &[])
+        .is_ok()
+    {
+        anyhow::bail!(
+            "scion serve already runs for this store (socket {}): stop it first; `scion ui` runs a daemon of its own",
+            socket.display()
+        );
+    }
+    // A port the kernel says is free now; the daemon binds it a moment later.
+    let port = match args.port {
+        Some(p) => p,
+        None => TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+            .and_then(|l| l.local_addr())
+            .context("finding a free loopback port")?
+            .port(),
+    };
+    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    let token = random_token();
+    let mut url = format!("http://{addr}/ui?token={token}");
+    if let Some(db) = &args.db {
+        url += &format!("&db={db}");
+    }
+    let listen = Listen {
+        socket: socket.clone(),
+        tcp: Some(addr),
+        token: Some(token),
+        allow_remote: false,
+        tokens: None,
+        socket_tokens: false,
+    };
+    let daemon = Daemon::new(scion.clone(), Config::default(), metrics, listen)?;
+    eprintln!(
+        "scion ui: store {}, the explorer at http://{addr}/ui (Ctrl-C stops it)",
+        scion.location()
+    );
+    println!("{url}");
+    let browser = std::env::var("BROWSER").unwrap_or_default();
+    if !args.no_browser && browser != "true" {
+        std::thread::spawn(move || open_when_up(addr, &url, &browser));
+    }
+    daemon.serve()?;
+    eprintln!("scion ui: stopped");
+    Ok(())
+}
+
+/// 32 random bytes, hex: the token of this run.
+fn random_token() -> String {
+    let mut b = [0u8; 32];
+    getrandom::fill(&mut b).expect("the OS random source is available");
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// Open `url` in `browser` (or the desktop's default) once the listener answers; a
+/// machine without a browser keeps the printed URL.
+fn open_when_up(addr: SocketAddr, url: &str, browser: &str) {
+    for _ in 0..100 {
+        if std::net::TcpStream::connect(addr).is_ok() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let program = if browser.is_empty() {
+        "xdg-open"
+    } else {
+        browser
+    };
+    let _ = std::process::Command::new(program)
+        .arg(url)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn();
+}

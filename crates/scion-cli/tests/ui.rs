@@ -1,0 +1,314 @@
+//! `scion ui` in a real browser: Debian's Chromium driven by playwright-core (both installed
+//! by ./scripts/test) loads the explorer from a real `scion ui`, and what it draws is held
+//! to `scion log --graph --json`; no request leaves the page's origin; every route refuses
+//! a missing or wrong token; the token is never written to the log. Screenshots go to
+//! target/ui/.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use common::*;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Where ./scripts/test installed playwright-core; the test cannot run without it or
+/// Chromium, and says so instead of passing.
+fn driver() -> (PathBuf, PathBuf) {
+    let modules = repo().join("target/ui-test/node_modules");
+    assert!(
+        modules.join("playwright-core").exists(),
+        "the browser tests need playwright-core in {}: ./scripts/test installs it (npm install --prefix target/ui-test playwright-core)",
+        modules.display()
+    );
+    let chromium = PathBuf::from(
+        std::env::var("SCION_CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into()),
+    );
+    assert!(
+        chromium.exists(),
+        "the browser tests need Chromium at {}: ./scripts/test installs Debian's (apt-get install chromium)",
+        chromium.display()
+    );
+    (modules, chromium)
+}
+
+/// A running `scion ui` and the URL it printed.
+struct Ui {
+    child: Child,
+    url: String,
+    log: PathBuf,
+}
+
+impl Ui {
+    fn start(s: &Session, store: &str) -> Ui {
+        let log = s.path(&format!("ui-{}.log", store.replace('/', "_")));
+        let mut child = s
+            .cmd(&["--store", store, "ui", "--no-browser"])
+            .env("SCION_LOG", "info")
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let url = line.trim().to_string();
+        assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+        Ui { child, url, log }
+    }
+
+    fn base(&self) -> &str {
+        self.url.split("/ui").next().unwrap()
+    }
+
+    fn token(&self) -> &str {
+        self.url.split("token=").nth(1).unwrap()
+    }
+
+    /// The HTTP status of GET `path` with the `Authorization` header `auth`.
+    fn status(&self, path: &str, auth: Option<&str>) -> u16 {
+        let mut c = Command::new("curl");
+        c.args(["-s", "-o", "/dev/null", "-w", "%{http_code}"]);
+        if let Some(a) = auth {
+            c.args(["-H", &format!("Authorization: Bearer {a}")]);
+        }
+        let out = c.arg(format!("{}{path}", self.base())).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).parse().unwrap()
+    }
+
+    /// Load the page in Chromium; what it drew.
+    fn explore(&self, shot: &Path, search: &str) -> serde_json::Value {
+        let (modules, chromium) = driver();
+        let out = Command::new("node")
+            .arg(repo().join("crates/scion-cli/tests/ui/explore.mjs"))
+            .arg(&self.url)
+            .arg(shot)
+            .arg(search)
+            .env("NODE_PATH", &modules)
+            .env("SCION_CHROMIUM", chromium)
+            .current_dir(modules.parent().unwrap())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "the browser run failed:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+}
+
+impl Drop for Ui {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The nodes and edges `scion log --graph --json` describes: fork edges parent to child,
+/// merge edges from the branch merged in to the branch it joined.
+fn graph_of(s: &Session, store: &str, db: &str) -> (Vec<String>, Vec<(String, String, String)>) {
+    let v = s.json(&["--store", store, "log", "--graph", db]);
+    let (mut nodes, mut edges) = (Vec::new(), Vec::new());
+    fn walk(
+        n: &serde_json::Value,
+        nodes: &mut Vec<String>,
+        edges: &mut Vec<(String, String, String)>,
+    ) {
+        let name = n["branch"].as_str().unwrap().to_string();
+        for m in n["merges"].as_array().into_iter().flatten() {
+            if let Some(from) = m["from_branch"].as_str() {
+                edges.push((from.to_string(), name.clone(), "merge".into()));
+            }
+        }
+        for c in n["children"].as_array().unwrap() {
+            edges.push((
+                name.clone(),
+                c["branch"].as_str().unwrap().to_string(),
+                "fork".into(),
+            ));
+            walk(c, nodes, edges);
+        }
+        nodes.push(name);
+    }
+    for r in v["roots"].as_array().unwrap() {
+        walk(r, &mut nodes, &mut edges);
+    }
+    nodes.sort();
+    edges.sort();
+    (nodes, edges)
+}
+
+fn shots() -> PathBuf {
+    let dir = repo().join("target/ui");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn the_explorer_draws_the_tree_scion_log_graph_describes() {
+    let s = Session::new();
+    seed(&s.path("shop.db"), 200);
+    let st = "store";
+    let on = |args: &[&str]| {
+        let mut all = vec!["--store", st];
+        all.extend_from_slice(args);
+        s.ok(&all)
+    };
+    on(&["init"]);
+    on(&["create", "shop", "--from", "shop.db"]);
+    for b in ["agent-1", "agent-2", "eval"] {
+        on(&["fork", "shop", b]);
+    }
+    on(&["fork", "shop@agent-1", "agent-1-retry"]);
+    // Both sides move before each merge, so each is a version with two parents.
+    on(&[
+        "sql",
+        "shop@agent-2",
+        "UPDATE items SET price = 1 WHERE id = 3",
+    ]);
+    on(&["sql", "shop", "UPDATE items SET price = 5 WHERE id = 9"]);
+    on(&["merge", "shop@agent-2", "--into", "main", "--force"]);
+    on(&[
+        "sql",
+        "shop@agent-1-retry",
+        "UPDATE items SET price = 2 WHERE id = 4",
+    ]);
+    on(&[
+        "sql",
+        "shop@agent-1",
+        "UPDATE items SET price = 6 WHERE id = 8",
+    ]);
+    on(&["merge", "shop@agent-1-retry", "--into", "agent-1"]);
+
+    let ui = Ui::start(&s, st);
+    let drawn = ui.explore(&shots().join("tree.png"), "retry");
+    assert_eq!(drawn["ready"], "1", "{drawn}");
+    let mut nodes: Vec<String> = drawn["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap().to_string())
+        .collect();
+    nodes.sort();
+    let mut edges: Vec<(String, String, String)> = drawn["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["from"].as_str().unwrap().to_string(),
+                e["to"].as_str().unwrap().to_string(),
+                e["kind"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    edges.sort();
+    let (want_nodes, want_edges) = graph_of(&s, st, "shop");
+    assert_eq!(nodes, want_nodes);
+    assert_eq!(edges, want_edges);
+    assert!(
+        edges.iter().filter(|e| e.2 == "merge").count() >= 2,
+        "{edges:?}"
+    );
+    assert_eq!(drawn["searchHits"], 1, "{drawn}");
+    assert_eq!(drawn["searchFaded"], 4, "{drawn}");
+    assert_eq!(
+        drawn["foreign"],
+        serde_json::json!([]),
+        "requests to another origin"
+    );
+    assert_eq!(drawn["pageErrors"], serde_json::json!([]));
+    // The token left the address once the page had it.
+    assert!(
+        !drawn["address"].as_str().unwrap().contains("token"),
+        "{drawn}"
+    );
+    eprintln!(
+        "the explorer drew {} branches in {} ms",
+        nodes.len(),
+        drawn["renderMs"]
+    );
+
+    // Without the token, or with a wrong one, nothing is served.
+    for path in [
+        "/ui",
+        "/v1/databases",
+        "/v1/databases/shop/graph",
+        "/v1/status",
+    ] {
+        assert_eq!(ui.status(path, None), 401, "{path}");
+        assert_eq!(ui.status(path, Some("wrong")), 401, "{path}");
+        assert_eq!(ui.status(path, Some(ui.token())), 200, "{path}");
+    }
+    assert_eq!(ui.status("/ui?token=wrong", None), 401);
+    // The token in an address serves the page only, never the API.
+    let api_by_query = format!("/v1/status?token={}", ui.token());
+    assert_eq!(ui.status(&api_by_query, None), 401);
+    let log = std::fs::read_to_string(&ui.log).unwrap();
+    assert!(log.contains("serving"), "{log}");
+    assert!(!log.contains(ui.token()), "the token was logged:\n{log}");
+}
+
+/// A thousand branches shaped as a search tree (each node forked from one of the 20 before
+/// it, 25 deep at most) render completely; the time is printed, not asserted.
+#[test]
+fn a_thousand_branch_tree_renders_completely() {
+    let s = Session::new();
+    seed(&s.path("shop.db"), 50);
+    s.ok(&["--store", "store", "init"]);
+    s.ok(&["--store", "store", "create", "mcts", "--from", "shop.db"]);
+    // Forked in process: a thousand `scion fork` processes would be most of the test.
+    let scion = scion_core::Scion::attach(
+        &scion_core::attach::StoreSpec::parse(s.path("store").to_str().unwrap()).unwrap(),
+        Default::default(),
+    )
+    .unwrap()
+    .scion;
+    let mut names = vec![("main".to_string(), 0usize)];
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    for i in 0..999 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let candidates: Vec<&(String, usize)> = names
+            .iter()
+            .rev()
+            .take(20)
+            .filter(|(_, d)| *d < 25)
+            .collect();
+        let (parent, depth) = match candidates.len() {
+            0 => ("main".to_string(), 0),
+            n => candidates[(x % n as u64) as usize].clone(),
+        };
+        let name = format!("n{i}");
+        scion
+            .fork(
+                &format!("mcts@{parent}").parse().unwrap(),
+                &name.parse().unwrap(),
+                None,
+            )
+            .unwrap();
+        names.push((name, depth + 1));
+    }
+    let ui = Ui::start(&s, "store");
+    let drawn = ui.explore(&shots().join("tree-1000.png"), "n998");
+    assert_eq!(drawn["ready"], "1", "{}", drawn["error"]);
+    assert_eq!(drawn["nodes"].as_array().unwrap().len(), 1000);
+    assert_eq!(
+        drawn["edges"].as_array().unwrap().len(),
+        999,
+        "one fork edge per branch but the root"
+    );
+    assert_eq!(drawn["searchHits"], 1, "n998 alone");
+    eprintln!(
+        "1,000-branch tree (depth up to 25) drawn in {} ms",
+        drawn["renderMs"]
+    );
+}

@@ -1,0 +1,54 @@
+// Drives the branch explorer in Debian's Chromium with playwright-core: loads the URL
+// `scion ui` printed, waits for the tree, and prints what it drew as JSON (nodes, edges,
+// render time, every request to another origin), saving a screenshot.
+//
+//   node explore.mjs URL SCREENSHOT.png [SEARCH]
+import { createRequire } from "node:module";
+
+// playwright-core lives where ./scripts/test installed it (NODE_PATH), not beside this file.
+const require = createRequire(`${process.env.NODE_PATH}/`);
+const { chromium } = require("playwright-core");
+
+const [url, shot, term] = process.argv.slice(2);
+const browser = await chromium.launch({
+  executablePath: process.env.SCION_CHROMIUM || "/usr/bin/chromium",
+  args: [
+    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+  ],
+});
+try {
+  const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+  const origin = new URL(url).origin;
+  const foreign = [];
+  page.on("request", (r) => {
+    if (!r.url().startsWith(origin) && !r.url().startsWith("data:")) foreign.push(r.url());
+  });
+  const failures = [];
+  page.on("pageerror", (e) => failures.push(String(e)));
+  await page.goto(url);
+  await page.waitForFunction(() => document.body.dataset.ready === "1" || document.body.dataset.ready === "error", null, { timeout: 60000 });
+  const drawn = await page.evaluate(() => ({
+    ready: document.body.dataset.ready,
+    error: document.getElementById("error").textContent,
+    renderMs: Number(document.body.dataset.renderMs),
+    address: location.href,
+    nodes: [...document.querySelectorAll("#nodes .node")].map((g) => g.dataset.branch),
+    edges: [...document.querySelectorAll("#edges .edge")].map((e) => ({
+      from: e.dataset.from, to: e.dataset.to, kind: e.classList.contains("merge") ? "merge" : "fork",
+    })),
+  }));
+  // Search marks the branches whose names hold the term and fades the rest.
+  if (term) {
+    await page.fill("#search", term);
+    drawn.searchHits = await page.evaluate(() => document.querySelectorAll(".node.hit").length);
+    drawn.searchFaded = await page.evaluate(() => document.querySelectorAll(".node.dim").length);
+    await page.fill("#search", "");
+  }
+  await page.screenshot({ path: shot, fullPage: false });
+  drawn.foreign = foreign;
+  drawn.pageErrors = failures;
+  console.log(JSON.stringify(drawn));
+} finally {
+  await browser.close();
+}
