@@ -81,12 +81,25 @@ impl Ui {
         String::from_utf8_lossy(&out.stdout).parse().unwrap()
     }
 
-    /// Load the page in Chromium; what it drew.
-    fn explore(&self, shot: &Path, search: &str) -> serde_json::Value {
+    /// Load the page (at `url`, else the one printed) in Chromium, search it for `search`,
+    /// run `live` (argv, and the branch it makes) once the page drew the tree and wait for
+    /// that branch to appear in it; what it drew.
+    fn explore_live(
+        &self,
+        url: Option<&str>,
+        shot: &Path,
+        search: &str,
+        live: Option<(Vec<String>, &str)>,
+    ) -> serde_json::Value {
         let (modules, chromium) = driver();
-        let out = Command::new("node")
+        let mut node = Command::new("node");
+        if let Some((argv, expect)) = &live {
+            node.env("SCION_UI_LIVE", serde_json::to_string(argv).unwrap())
+                .env("SCION_UI_EXPECT", expect);
+        }
+        let out = node
             .arg(repo().join("crates/scion-cli/tests/ui/explore.mjs"))
-            .arg(&self.url)
+            .arg(url.unwrap_or(&self.url))
             .arg(shot)
             .arg(search)
             .env("NODE_PATH", &modules)
@@ -188,7 +201,24 @@ fn the_explorer_draws_the_tree_scion_log_graph_describes() {
     on(&["merge", "shop@agent-1-retry", "--into", "agent-1"]);
 
     let ui = Ui::start(&s, st);
-    let drawn = ui.explore(&shots().join("tree.png"), "retry");
+    // A fork made by another process (the CLI, writing the store directly) appears live.
+    let fork = vec![
+        bin().display().to_string(),
+        "--store".into(),
+        s.path(st).display().to_string(),
+        "fork".into(),
+        "shop@eval".into(),
+        "eval-live".into(),
+    ];
+    let drawn = ui.explore_live(
+        None,
+        &shots().join("tree.png"),
+        "retry",
+        Some((fork, "eval-live")),
+    );
+    assert_eq!(drawn["liveNodes"], 6, "{drawn}");
+    assert_eq!(drawn["reloaded"], false, "{drawn}");
+    eprintln!("a fork made by the CLI appeared in {} ms", drawn["liveMs"]);
     assert_eq!(drawn["ready"], "1", "{drawn}");
     let mut nodes: Vec<String> = drawn["nodes"]
         .as_array()
@@ -298,12 +328,36 @@ fn a_thousand_branch_tree_renders_completely() {
         names.push((name, depth + 1));
     }
     let ui = Ui::start(&s, "store");
-    let drawn = ui.explore(&shots().join("tree-1000.png"), "n998");
+    // With the periodic reading off, a fork made through the daemon's API reaches the page
+    // by its event alone.
+    let fork = vec![
+        "curl".to_string(),
+        "-sf".into(),
+        "-X".into(),
+        "POST".into(),
+        "-H".into(),
+        format!("Authorization: Bearer {}", ui.token()),
+        "-H".into(),
+        "Content-Type: application/json".into(),
+        "-d".into(),
+        r#"{"source": "mcts@n998", "name": "n999"}"#.into(),
+        format!("{}/v1/branches", ui.base()),
+    ];
+    let drawn = ui.explore_live(
+        Some(&format!("{}&poll=0", ui.url)),
+        &shots().join("tree-1000.png"),
+        "n998",
+        Some((fork, "n999")),
+    );
+    assert_eq!(
+        drawn["liveNodes"], 1001,
+        "the API's fork arrived by its event"
+    );
     assert_eq!(drawn["ready"], "1", "{}", drawn["error"]);
-    assert_eq!(drawn["nodes"].as_array().unwrap().len(), 1000);
+    assert_eq!(drawn["nodes"].as_array().unwrap().len(), 1001);
     assert_eq!(
         drawn["edges"].as_array().unwrap().len(),
-        999,
+        1000,
         "one fork edge per branch but the root"
     );
     assert_eq!(drawn["searchHits"], 1, "n998 alone");

@@ -4,6 +4,7 @@
 //
 //   node explore.mjs URL SCREENSHOT.png [SEARCH]
 import { createRequire } from "node:module";
+import { execFileSync } from "node:child_process";
 
 // playwright-core lives where ./scripts/test installed it (NODE_PATH), not beside this file.
 const require = createRequire(`${process.env.NODE_PATH}/`);
@@ -28,7 +29,7 @@ try {
   page.on("pageerror", (e) => failures.push(String(e)));
   await page.goto(url);
   await page.waitForFunction(() => document.body.dataset.ready === "1" || document.body.dataset.ready === "error", null, { timeout: 60000 });
-  const drawn = await page.evaluate(() => ({
+  const extract = () => page.evaluate(() => ({
     ready: document.body.dataset.ready,
     error: document.getElementById("error").textContent,
     renderMs: Number(document.body.dataset.renderMs),
@@ -38,12 +39,26 @@ try {
       from: e.dataset.from, to: e.dataset.to, kind: e.classList.contains("merge") ? "merge" : "fork",
     })),
   }));
+  let drawn = await extract();
   // Search marks the branches whose names hold the term and fades the rest.
   if (term) {
     await page.fill("#search", term);
     drawn.searchHits = await page.evaluate(() => document.querySelectorAll(".node.hit").length);
     drawn.searchFaded = await page.evaluate(() => document.querySelectorAll(".node.dim").length);
     await page.fill("#search", "");
+  }
+  // Live: a command run outside the page (SCION_UI_LIVE, a JSON argv) makes the branch
+  // SCION_UI_EXPECT, which must appear without a reload.
+  if (process.env.SCION_UI_LIVE) {
+    const [cmd, ...args] = JSON.parse(process.env.SCION_UI_LIVE);
+    const before = Date.now();
+    execFileSync(cmd, args, { stdio: "ignore" });
+    const want = process.env.SCION_UI_EXPECT;
+    await page.waitForSelector(`#nodes .node[data-branch="${want}"]`, { timeout: 30000 });
+    const liveMs = Date.now() - before;
+    const reloaded = await page.evaluate(() => performance.getEntriesByType("navigation").length !== 1);
+    drawn = { ...drawn, ...(await extract()), liveMs, reloaded, liveNodes: 0 };
+    drawn.liveNodes = drawn.nodes.length;
   }
   await page.screenshot({ path: shot, fullPage: false });
   drawn.foreign = foreign;
