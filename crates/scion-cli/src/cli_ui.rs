@@ -4,7 +4,7 @@
 ///
 /// Runs the daemon (as `scion serve` does, with its defaults) and a listener on 127.0.0.1
 /// only, with a token made for this run: the printed URL carries it, and every page and API
-/// call without it is refused. The browser opens unless --no-browser (or BROWSER=true).
+/// call without it is refused. The page reads only, unless --writable. The browser opens unless --no-browser (or BROWSER=true).
 /// Stop it with Ctrl-C. While `scion serve` runs on this store's socket, stop it first.
 #[derive(Debug, clap::Args)]
 #[command(
@@ -20,4 +20,9 @@ pub struct UiArgs {
     /// The database shown first.
     #[arg(long, value_name = "NAME")]
     pub db: Option<String>,
+    /// Offer actions on branches from the page (fork, checkpoint, rollback, a merge's dry
+    /// run, destroy), under the same protection rules as the CLI. Without it the daemon
+    /// answers the page's reads only.
+    #[arg(long)]
+    pub writable: bool,
 }

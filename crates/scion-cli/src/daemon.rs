@@ -57,6 +57,7 @@ pub fn serve(cli: &Cli, args: &ServeArgs) -> Result<()> {
             .map(|f| f.parse::<scion_daemon::FollowTarget>())
             .collect::<Result<_, _>>()?,
         follow_every: parse_duration(&args.follow_every)?,
+        tcp_read_only: false,
     };
     for f in &config.follow {
         // A remote that is not there is refused now, not in a log line later.

@@ -50,7 +50,11 @@ pub fn ui(cli: &Cli, args: &UiArgs) -> Result<()> {
         tokens: None,
         socket_tokens: false,
     };
-    let daemon = Daemon::new(scion.clone(), Config::default(), metrics, listen)?;
+    let config = Config {
+        tcp_read_only: !args.writable,
+        ..Config::default()
+    };
+    let daemon = Daemon::new(scion.clone(), config, metrics, listen)?;
     eprintln!(
         "scion ui: store {}, the explorer at http://{addr}/ui (Ctrl-C stops it)",
         scion.location()

@@ -41,13 +41,21 @@ struct Ui {
     child: Child,
     url: String,
     log: PathBuf,
+    /// Steps on the page for the next run (see explore.mjs), as JSON.
+    steps: String,
 }
 
 impl Ui {
     fn start(s: &Session, store: &str) -> Ui {
+        Ui::start_with(s, store, &[])
+    }
+
+    fn start_with(s: &Session, store: &str, extra: &[&str]) -> Ui {
         let log = s.path(&format!("ui-{}.log", store.replace('/', "_")));
+        let mut args = vec!["--store", store, "ui", "--no-browser"];
+        args.extend_from_slice(extra);
         let mut child = s
-            .cmd(&["--store", store, "ui", "--no-browser"])
+            .cmd(&args)
             .env("SCION_LOG", "info")
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&log).unwrap())
@@ -59,7 +67,12 @@ impl Ui {
             .unwrap();
         let url = line.trim().to_string();
         assert!(url.starts_with("http://127.0.0.1:"), "{url}");
-        Ui { child, url, log }
+        Ui {
+            child,
+            url,
+            log,
+            steps: "[]".into(),
+        }
     }
 
     fn base(&self) -> &str {
@@ -93,6 +106,7 @@ impl Ui {
     ) -> serde_json::Value {
         let (modules, chromium) = driver();
         let mut node = Command::new("node");
+        node.env("SCION_UI_STEPS", &self.steps);
         if let Some((argv, expect)) = &live {
             node.env("SCION_UI_LIVE", serde_json::to_string(argv).unwrap())
                 .env("SCION_UI_EXPECT", expect);
@@ -327,7 +341,7 @@ fn a_thousand_branch_tree_renders_completely() {
             .unwrap();
         names.push((name, depth + 1));
     }
-    let ui = Ui::start(&s, "store");
+    let ui = Ui::start_with(&s, "store", &["--writable"]);
     // With the periodic reading off, a fork made through the daemon's API reaches the page
     // by its event alone.
     let fork = vec![
@@ -365,4 +379,85 @@ fn a_thousand_branch_tree_renders_completely() {
         "1,000-branch tree (depth up to 25) drawn in {} ms",
         drawn["renderMs"]
     );
+}
+
+/// A branch's page: its checkpoints and head history (an undo among them); actions only
+/// when `scion ui --writable`, and then a fork and a merge's dry run made from the page.
+#[test]
+fn a_branch_page_shows_its_history_and_acts_only_when_writable() {
+    let s = Session::new();
+    seed(&s.path("shop.db"), 100);
+    let on = |args: &[&str]| {
+        let mut all = vec!["--store", "store"];
+        all.extend_from_slice(args);
+        s.ok(&all)
+    };
+    on(&["init"]);
+    on(&["create", "shop", "--from", "shop.db"]);
+    on(&["fork", "shop", "try"]);
+    on(&["sql", "shop@try", "UPDATE items SET price = 1 WHERE id = 1"]);
+    on(&["checkpoint", "shop@try", "first"]);
+    on(&["sql", "shop@try", "UPDATE items SET price = 2 WHERE id = 1"]);
+    on(&["undo", "shop@try"]);
+
+    let mut ui = Ui::start(&s, "store");
+    ui.steps = r#"[{"open": "try"}]"#.into();
+    let drawn = ui.explore_live(None, &shots().join("branch-read-only.png"), "", None);
+    let page = &drawn["steps"][0];
+    assert_eq!(page["panel"], "shop@try", "{drawn}");
+    assert_eq!(page["checkpoints"], serde_json::json!(["first"]), "{drawn}");
+    assert_eq!(
+        page["history"],
+        serde_json::json!(["undo", "commit", "commit"]),
+        "{drawn}"
+    );
+    assert_eq!(
+        page["actions"],
+        serde_json::json!([]),
+        "read-only: no actions"
+    );
+    // Read-only is the daemon's rule, not the page's: a write with the token is refused.
+    let out = Command::new("curl")
+        .args(["-s", "-X", "POST", "-H"])
+        .arg(format!("Authorization: Bearer {}", ui.token()))
+        .args(["-H", "Content-Type: application/json", "-d"])
+        .arg(r#"{"source": "shop@try", "name": "sneaky"}"#)
+        .arg(format!("{}/v1/branches", ui.base()))
+        .output()
+        .unwrap();
+    let answer = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        answer.contains("forbidden") && answer.contains("reads only"),
+        "{answer}"
+    );
+    drop(ui);
+
+    let mut ui = Ui::start_with(&s, "store", &["--writable"]);
+    ui.steps = r#"[
+        {"open": "try"},
+        {"act": "fork", "answer": "try-2"},
+        {"expect": "try-2"},
+        {"open": "try"},
+        {"act": "merge dry run", "answer": "main"},
+        {"act": "rollback", "answer": "nowhere"}
+    ]"#
+    .into();
+    let drawn = ui.explore_live(None, &shots().join("branch.png"), "", None);
+    let steps = &drawn["steps"];
+    assert_eq!(
+        steps[0]["actions"],
+        serde_json::json!(["fork", "checkpoint", "rollback", "merge dry run", "destroy"])
+    );
+    assert_eq!(steps[1]["said"], "forked shop@try as try-2", "{drawn}");
+    assert_eq!(steps[2]["appeared"], "try-2");
+    let dry = steps[4]["said"].as_str().unwrap();
+    assert!(dry.starts_with("dry run into main: fast_forward"), "{dry}");
+    // A refusal of the API is shown, with its hint, and nothing changes.
+    assert_eq!(steps[5]["bad"], true, "{drawn}");
+    assert!(
+        steps[5]["said"].as_str().unwrap().contains("nowhere"),
+        "{drawn}"
+    );
+    let branches = on(&["branches", "shop"]);
+    assert!(branches.contains("try-2"), "{branches}");
 }

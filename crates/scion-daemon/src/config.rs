@@ -23,6 +23,9 @@ pub struct Config {
     pub follow: Vec<FollowTarget>,
     /// How often a followed branch's head is read.
     pub follow_every: Duration,
+    /// Over TCP, answer reads only (`scion ui` unless `--writable`): every request but a
+    /// GET is refused, so a page opened in a browser can look and not change.
+    pub tcp_read_only: bool,
 }
 
 /// A branch the daemon mirrors to a remote.
@@ -61,6 +64,7 @@ impl Default for Config {
             compact_fragmented: None,
             follow: Vec::new(),
             follow_every: Duration::from_millis(100),
+            tcp_read_only: false,
         }
     }
 }

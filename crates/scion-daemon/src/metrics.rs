@@ -279,13 +279,14 @@ impl Metrics {
 
 /// Why a request is refused before it reaches the API, as `scion_refused_requests_total`
 /// labels them.
-pub const REFUSAL_REASONS: [&str; 6] = [
+pub const REFUSAL_REASONS: [&str; 7] = [
     "other_uid",
     "missing_token",
     "wrong_token",
     "token_expired",
     "token_file",
     "missing_grant",
+    "read_only",
 ];
 
 /// Store requests, observed on the way to the store.

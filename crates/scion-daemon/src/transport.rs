@@ -240,6 +240,18 @@ pub async fn guard(
             }
         }
         Peer::Tcp(_) => match bearer(&access, &req) {
+            Ok(c) if shared.config.tcp_read_only && req.method() != axum::http::Method::GET => {
+                drop(c);
+                shared.metrics.refuse("read_only");
+                return ApiError::new(
+                    Exit::Refused,
+                    "forbidden",
+                    "this daemon answers reads only over TCP",
+                    Some("start `scion ui --writable` to act on branches from the page".into()),
+                )
+                .with_status(axum::http::StatusCode::FORBIDDEN)
+                .into_response();
+            }
             Ok(c) => c,
             Err(u) => return u.answer(&shared),
         },

@@ -60,6 +60,32 @@ try {
     drawn = { ...drawn, ...(await extract()), liveMs, reloaded, liveNodes: 0 };
     drawn.liveNodes = drawn.nodes.length;
   }
+  // Steps on the page (SCION_UI_STEPS, JSON): open a branch's page, use one of its
+  // actions (answering its prompt), wait for a branch to appear.
+  drawn.steps = [];
+  for (const step of JSON.parse(process.env.SCION_UI_STEPS || "[]")) {
+    if (step.open) {
+      await page.click(`#nodes .node[data-branch="${step.open}"] rect`);
+      await page.waitForSelector(`#panel.shown[data-branch="${step.open}"]`, { timeout: 30000 });
+      drawn.steps.push(await page.evaluate(() => ({
+        panel: document.querySelector("#panel h2").textContent,
+        history: [...document.querySelectorAll("#history tr")].map((r) => r.dataset.op),
+        checkpoints: [...document.querySelectorAll("#checkpoints tr td:first-child")].map((t) => t.textContent),
+        actions: [...document.querySelectorAll("#panel [data-action]")].map((b) => b.dataset.action),
+      })));
+    } else if (step.act) {
+      page.once("dialog", (d) => d.accept(step.answer));
+      await page.click(`#panel button[data-action="${step.act}"]`);
+      await page.waitForSelector(`#said[data-action="${step.act}"]`, { timeout: 30000 });
+      drawn.steps.push(await page.evaluate(() => {
+        const said = document.getElementById("said");
+        return { said: said.textContent, bad: said.classList.contains("bad") };
+      }));
+    } else if (step.expect) {
+      await page.waitForSelector(`#nodes .node[data-branch="${step.expect}"]`, { timeout: 30000 });
+      drawn.steps.push({ appeared: step.expect });
+    }
+  }
   await page.screenshot({ path: shot, fullPage: false });
   drawn.foreign = foreign;
   drawn.pageErrors = failures;

@@ -24,7 +24,14 @@ const POLICY: &str = "default-src 'none'; script-src 'unsafe-inline'; style-src 
                       connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; \
                       frame-ancestors 'none'";
 
-pub async fn page() -> Response {
+/// The page, told whether it may offer actions (the daemon refuses them over TCP when it
+/// answers reads only, whatever a page shows).
+pub async fn page(State(shared): State<Arc<Shared>>) -> Response {
+    let writable = if shared.config.tcp_read_only {
+        "0"
+    } else {
+        "1"
+    };
     (
         [
             (header::CONTENT_TYPE, "text/html; charset=utf-8"),
@@ -32,7 +39,11 @@ pub async fn page() -> Response {
             (header::CACHE_CONTROL, "no-store"),
             (header::REFERRER_POLICY, "no-referrer"),
         ],
-        PAGE,
+        PAGE.replacen(
+            "data-writable=\"0\"",
+            &format!("data-writable=\"{writable}\""),
+            1,
+        ),
     )
         .into_response()
 }
