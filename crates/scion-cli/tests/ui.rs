@@ -399,18 +399,68 @@ fn a_branch_page_shows_its_history_and_acts_only_when_writable() {
     on(&["checkpoint", "shop@try", "first"]);
     on(&["sql", "shop@try", "UPDATE items SET price = 2 WHERE id = 1"]);
     on(&["undo", "shop@try"]);
+    on(&[
+        "sql",
+        "shop@try",
+        "INSERT INTO items(name, price) VALUES ('new', 3)",
+    ]);
+    // main changes the cell try changed: a merge of try into main conflicts there.
+    on(&["sql", "shop", "UPDATE items SET price = 9 WHERE id = 1"]);
 
     let mut ui = Ui::start(&s, "store");
-    ui.steps = r#"[{"open": "try"}]"#.into();
+    ui.steps = r#"[
+        {"open": "try"},
+        {"diff": "shop@try@fork"},
+        {"sql": "SELECT id, price FROM items WHERE id IN (1, 101) ORDER BY id"},
+        {"sql": "DELETE FROM items"}
+    ]"#
+    .into();
     let drawn = ui.explore_live(None, &shots().join("branch-read-only.png"), "", None);
     let page = &drawn["steps"][0];
     assert_eq!(page["panel"], "shop@try", "{drawn}");
     assert_eq!(page["checkpoints"], serde_json::json!(["first"]), "{drawn}");
     assert_eq!(
         page["history"],
-        serde_json::json!(["undo", "commit", "commit"]),
+        serde_json::json!(["commit", "undo", "commit", "commit"]),
         "{drawn}"
     );
+    // The diff against the fork point: one row changed (its price cell marked), one added.
+    let diff = &drawn["steps"][1];
+    assert_eq!(
+        diff["tables"],
+        serde_json::json!(["items: +1 −0 ~1"]),
+        "{drawn}"
+    );
+    assert_eq!(
+        diff["changedCells"],
+        serde_json::json!(["price"]),
+        "{drawn}"
+    );
+    assert_eq!(
+        (diff["added"].as_u64(), diff["removed"].as_u64()),
+        (Some(1), Some(0))
+    );
+    // The SQL box reads the version, and only reads.
+    let read = &drawn["steps"][2];
+    assert_eq!(
+        read["columns"],
+        serde_json::json!(["id", "price"]),
+        "{drawn}"
+    );
+    assert_eq!(
+        read["rows"],
+        serde_json::json!([["1", "1"], ["101", "3"]]),
+        "{drawn}"
+    );
+    let write = &drawn["steps"][3];
+    assert!(
+        write["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("only reads"),
+        "{drawn}"
+    );
+    assert!(on(&["sql", "shop@try", "SELECT count(*) FROM items"]).contains("101"));
     assert_eq!(
         page["actions"],
         serde_json::json!([]),
@@ -451,7 +501,12 @@ fn a_branch_page_shows_its_history_and_acts_only_when_writable() {
     assert_eq!(steps[1]["said"], "forked shop@try as try-2", "{drawn}");
     assert_eq!(steps[2]["appeared"], "try-2");
     let dry = steps[4]["said"].as_str().unwrap();
-    assert!(dry.starts_with("dry run into main: fast_forward"), "{dry}");
+    assert!(dry.starts_with("dry run into main: conflicts"), "{dry}");
+    assert_eq!(
+        steps[4]["conflicts"],
+        serde_json::json!(["items:1:price"]),
+        "{drawn}"
+    );
     // A refusal of the API is shown, with its hint, and nothing changes.
     assert_eq!(steps[5]["bad"], true, "{drawn}");
     assert!(

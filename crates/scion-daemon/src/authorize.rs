@@ -253,6 +253,11 @@ impl Check<'_> {
                 let (db, branch) = split(body["target"].as_str().unwrap_or_default());
                 self.branch(Verb::Read, &db, &branch).await.map(|_| false)
             }
+            Need::Query => {
+                let (db, branch) =
+                    split(query.get("target").map(String::as_str).unwrap_or_default());
+                self.branch(Verb::Read, &db, &branch).await.map(|_| false)
+            }
         }
     }
 

@@ -12,7 +12,8 @@ pub mod access;
 pub mod api;
 mod args;
 mod history_tools;
-pub mod query;
+/// Read-only SQL with limits: the daemon's, shared with the explorer's SQL box.
+pub use scion_daemon::query;
 mod session_tools;
 mod shapes;
 

@@ -79,8 +79,33 @@ try {
       await page.waitForSelector(`#said[data-action="${step.act}"]`, { timeout: 30000 });
       drawn.steps.push(await page.evaluate(() => {
         const said = document.getElementById("said");
-        return { said: said.textContent, bad: said.classList.contains("bad") };
+        return {
+          said: said.textContent,
+          bad: said.classList.contains("bad"),
+          conflicts: [...new Set([...document.querySelectorAll("#diff tr[data-conflict]")].map((r) => r.dataset.conflict))],
+        };
       }));
+    } else if (step.sql) {
+      const before = await page.evaluate(() => Number(document.getElementById("sql-out").dataset.ran || 0));
+      await page.fill("#sql", step.sql);
+      await page.click("#sql-go");
+      await page.waitForFunction((n) => Number(document.getElementById("sql-out").dataset.ran || 0) > n, before, { timeout: 30000 });
+      drawn.steps.push(await page.evaluate(() => ({
+        columns: [...document.querySelectorAll("#sql-out th")].map((t) => t.textContent),
+        rows: [...document.querySelectorAll("#sql-out tr")].slice(1).map((r) => [...r.children].map((c) => c.textContent)),
+        error: (document.querySelector("#sql-out .bad") || {}).textContent || null,
+      })));
+    } else if (step.diff) {
+      await page.fill("#diff-from", step.diff);
+      await page.click("#diff-go");
+      await page.waitForSelector("#diff[data-shown]", { timeout: 30000 });
+      drawn.steps.push(await page.evaluate(() => ({
+        shown: document.getElementById("diff").dataset.shown,
+        tables: [...document.querySelectorAll("#diff h4")].map((h) => h.textContent),
+        changedCells: [...document.querySelectorAll("#diff td.changed")].map((td) => td.dataset.column),
+        added: document.querySelectorAll("#diff tr.added").length,
+        removed: document.querySelectorAll("#diff tr.removed").length,
+      })));
     } else if (step.expect) {
       await page.waitForSelector(`#nodes .node[data-branch="${step.expect}"]`, { timeout: 30000 });
       drawn.steps.push({ appeared: step.expect });

@@ -196,6 +196,7 @@ pub fn router(shared: Arc<Shared>, access: Access, stop: watch::Receiver<bool>) 
         .route("/v1/databases/{db}/branches", get(branches::branches))
         .route("/v1/databases/{db}/graph", get(ui::graph))
         .route("/ui", get(ui::page))
+        .route("/v1/query", get(ui::query))
         .route("/v1/branches", post(branches::fork))
         .route(
             "/v1/branches/{branch}",

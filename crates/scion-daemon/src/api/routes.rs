@@ -36,6 +36,8 @@ pub enum Need {
     Diff,
     /// `read` on the body's `target`.
     Export,
+    /// `read` on the query's `target`.
+    Query,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -67,6 +69,7 @@ pub const ROUTES: &[Route] = &[
     route("GET", "/v1/databases/{db}/branches", Database(Read)),
     route("GET", "/v1/databases/{db}/graph", Database(Read)),
     route("GET", "/ui", AnyToken),
+    route("GET", "/v1/query", Need::Query),
     route("POST", "/v1/branches", Need::Fork),
     route("GET", "/v1/branches/{branch}", Branch(Read)),
     route("DELETE", "/v1/branches/{branch}", Destroy),

@@ -59,3 +59,61 @@ pub async fn graph(
     .await?;
     Ok(json(&tree))
 }
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueryParams {
+    /// `db@branch` or `db@branch@checkpoint`.
+    target: String,
+    sql: String,
+    #[serde(default = "default_rows")]
+    max_rows: usize,
+}
+
+fn default_rows() -> usize {
+    500
+}
+
+/// The time a query may run, as the MCP tool's.
+const QUERY_TIME: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// `GET /v1/query?target=&sql=`: read-only SQL on a version, from its read-only checkout,
+/// with the MCP query tool's limits (5 s, the rows asked for up to 10,000, 16 MiB). A
+/// statement that would write is refused by SQLite's authorizer, not by reading the SQL.
+pub async fn query(
+    State(shared): State<Arc<Shared>>,
+    axum::extract::Query(q): axum::extract::Query<QueryParams>,
+) -> ApiResult<Response> {
+    let target: scion_core::Target = parse(&q.target)?;
+    let name = q.target.clone();
+    let checkout = blocking(&shared, Context::Other, move |s| {
+        s.checkout_read_only(&target)
+    })
+    .await?;
+    let limits = crate::query::Limits {
+        max_rows: q.max_rows.clamp(1, 10_000),
+        max_bytes: 16 << 20,
+        time: QUERY_TIME,
+    };
+    let path = checkout.path.clone();
+    let (columns, rows) = tokio::task::spawn_blocking(move || {
+        crate::query::run(&path, &[], &name, &q.sql, &[], limits)
+    })
+    .await
+    .map_err(|e| {
+        crate::error::ApiError::new(
+            scion_core::described::Exit::Failure,
+            "internal",
+            e.to_string(),
+            None,
+        )
+    })?;
+    Ok(json(&serde_json::json!({
+        "columns": columns,
+        "rows": rows.rows,
+        "row_count": rows.row_count,
+        "truncated": rows.truncated,
+        "error": rows.error,
+        "read_only_refused": rows.wrote,
+    })))
+}

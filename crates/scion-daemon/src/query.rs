@@ -1,6 +1,6 @@
-//! `scion_query`: read-only SQL on one or more versions, each opened from its read-only
-//! checkout (immutable, `query_only`, an authorizer that allows reading and nothing else),
-//! with a time limit and row and byte caps.
+//! Read-only SQL on a version (the MCP tool `scion_query`, the explorer's SQL box), opened
+//! from its read-only checkout (immutable, `query_only`, an authorizer that allows reading
+//! and nothing else), with a time limit and row and byte caps.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
