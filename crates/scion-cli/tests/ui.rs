@@ -85,8 +85,12 @@ impl Ui {
 
     /// The HTTP status of GET `path` with the `Authorization` header `auth`.
     fn status(&self, path: &str, auth: Option<&str>) -> u16 {
+        self.status_of("GET", path, auth)
+    }
+
+    fn status_of(&self, method: &str, path: &str, auth: Option<&str>) -> u16 {
         let mut c = Command::new("curl");
-        c.args(["-s", "-o", "/dev/null", "-w", "%{http_code}"]);
+        c.args(["-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", method]);
         if let Some(a) = auth {
             c.args(["-H", &format!("Authorization: Bearer {a}")]);
         }
@@ -280,7 +284,25 @@ fn the_explorer_draws_the_tree_scion_log_graph_describes() {
         drawn["renderMs"]
     );
 
-    // Without the token, or with a wrong one, nothing is served.
+    // Without the token, or with a wrong one, no route of the API answers.
+    let doc: serde_json::Value =
+        serde_json::from_str(include_str!("../../../docs/openapi.json")).unwrap();
+    for (path, ops) in doc["paths"].as_object().unwrap() {
+        let concrete = path
+            .replace("{db}", "shop")
+            .replace("{branch}", "shop@main")
+            .replace("{id}", "s-000000000000")
+            .replace("{name}", "origin");
+        for method in ops.as_object().unwrap().keys() {
+            let m = method.to_uppercase();
+            assert_eq!(ui.status_of(&m, &concrete, None), 401, "{m} {path}");
+            assert_eq!(
+                ui.status_of(&m, &concrete, Some("wrong")),
+                401,
+                "{m} {path}"
+            );
+        }
+    }
     for path in [
         "/ui",
         "/v1/databases",
@@ -378,6 +400,30 @@ fn a_thousand_branch_tree_renders_completely() {
     eprintln!(
         "1,000-branch tree (depth up to 25) drawn in {} ms",
         drawn["renderMs"]
+    );
+
+    // Counted as idle (`idle=0`), the subtrees more than four forks deep fold, and a click
+    // unfolds one.
+    let mut ui = ui;
+    ui.steps = r#"[{"unfold": true}]"#.into();
+    let folded = ui.explore_live(
+        Some(&format!("{}&poll=0&idle=0", ui.url)),
+        &shots().join("tree-1000-folded.png"),
+        "",
+        None,
+    );
+    let shown = folded["nodes"].as_array().unwrap().len();
+    assert!(
+        shown < 1001,
+        "deep idle subtrees fold: {shown} of 1001 drawn"
+    );
+    let unfold = &folded["steps"][0];
+    assert!(unfold["foldedBefore"].as_u64().unwrap() > 0);
+    assert!(unfold["after"].as_u64() > unfold["before"].as_u64());
+    eprintln!(
+        "folded: {shown} of 1,001 branches drawn, {} folded subtrees; one click drew {} more",
+        unfold["foldedBefore"],
+        unfold["after"].as_u64().unwrap() - unfold["before"].as_u64().unwrap()
     );
 }
 

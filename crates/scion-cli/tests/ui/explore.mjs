@@ -106,6 +106,12 @@ try {
         added: document.querySelectorAll("#diff tr.added").length,
         removed: document.querySelectorAll("#diff tr.removed").length,
       })));
+    } else if (step.unfold) {
+      const before = await page.evaluate(() => document.querySelectorAll("#nodes .node").length);
+      const hidden = await page.evaluate(() => document.querySelectorAll("#nodes .node.folded").length);
+      await page.click("#nodes .node.folded rect");
+      await page.waitForFunction((n) => document.querySelectorAll("#nodes .node").length > n, before, { timeout: 30000 });
+      drawn.steps.push({ before, foldedBefore: hidden, after: await page.evaluate(() => document.querySelectorAll("#nodes .node").length) });
     } else if (step.expect) {
       await page.waitForSelector(`#nodes .node[data-branch="${step.expect}"]`, { timeout: 30000 });
       drawn.steps.push({ appeared: step.expect });
