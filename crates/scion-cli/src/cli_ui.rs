@@ -5,7 +5,8 @@
 /// Runs the daemon (as `scion serve` does, with its defaults) and a listener on 127.0.0.1
 /// only, with a token made for this run: the printed URL carries it, and every page and API
 /// call without it is refused. The page reads only, unless --writable. The browser opens unless --no-browser (or BROWSER=true).
-/// Stop it with Ctrl-C. While `scion serve` runs on this store's socket, stop it first.
+/// Stop it with Ctrl-C. When `scion serve` already runs on this store's socket, it is
+/// reused: the explorer's listener forwards to it (and Ctrl-C stops the explorer only).
 #[derive(Debug, clap::Args)]
 #[command(
     after_help = "Examples:\n  scion ui\n  scion ui --no-browser --port 8765\n  scion --store s3://bucket/scion ui --db shop"

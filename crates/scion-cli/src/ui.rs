@@ -19,15 +19,9 @@ pub fn ui(cli: &Cli, args: &UiArgs) -> Result<()> {
         scion.read_ref(&db.parse()?)?;
     }
     let socket = scion_daemon::transport::default_socket(scion.location());
-    if scion_daemon::client::DaemonClient::new(&socket)
+    let running = scion_daemon::client::DaemonClient::new(&socket)
         .raw("GET", "/healthz", None, &[])
-        .is_ok()
-    {
-        anyhow::bail!(
-            "scion serve already runs for this store (socket {}): stop it first; `scion ui` runs a daemon of its own",
-            socket.display()
-        );
-    }
+        .is_ok();
     // A port the kernel says is free now; the daemon binds it a moment later.
     let port = match args.port {
         Some(p) => p,
@@ -41,6 +35,21 @@ pub fn ui(cli: &Cli, args: &UiArgs) -> Result<()> {
     let mut url = format!("http://{addr}/ui?token={token}");
     if let Some(db) = &args.db {
         url += &format!("&db={db}");
+    }
+    let browser = std::env::var("BROWSER").unwrap_or_default();
+    if running {
+        // The daemon already serving the store is reused: the explorer's listener forwards
+        // to its socket.
+        eprintln!(
+            "scion ui: reusing the daemon on {}, the explorer at http://{addr}/ui (Ctrl-C stops the explorer, not the daemon)",
+            socket.display()
+        );
+        println!("{url}");
+        if !args.no_browser && browser != "true" {
+            std::thread::spawn(move || open_when_up(addr, &url, &browser));
+        }
+        scion_daemon::proxy::serve(socket, addr, token, args.writable)?;
+        return Ok(());
     }
     let listen = Listen {
         socket: socket.clone(),
@@ -60,7 +69,6 @@ pub fn ui(cli: &Cli, args: &UiArgs) -> Result<()> {
         scion.location()
     );
     println!("{url}");
-    let browser = std::env::var("BROWSER").unwrap_or_default();
     if !args.no_browser && browser != "true" {
         std::thread::spawn(move || open_when_up(addr, &url, &browser));
     }

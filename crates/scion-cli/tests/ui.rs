@@ -562,3 +562,61 @@ fn a_branch_page_shows_its_history_and_acts_only_when_writable() {
     let branches = on(&["branches", "shop"]);
     assert!(branches.contains("try-2"), "{branches}");
 }
+
+/// With `scion serve` already running on the store, `scion ui` reuses it: its listener
+/// takes the token and forwards to the daemon's socket, the event stream included, and
+/// answers reads only unless --writable.
+#[test]
+fn the_explorer_reuses_a_running_daemon() {
+    let s = Session::new();
+    seed(&s.path("shop.db"), 50);
+    s.ok(&["--store", "store", "init"]);
+    s.ok(&["--store", "store", "create", "shop", "--from", "shop.db"]);
+    s.ok(&["--store", "store", "fork", "shop", "one"]);
+    let mut serve = s
+        .cmd(&["--store", "store", "serve"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // The daemon answers on its socket once it is up; waiting asserts nothing about time.
+    let answers = || s.run(&["--store", "store", "session", "list"]).code == 0;
+    let mut up = false;
+    for _ in 0..500 {
+        if answers() {
+            up = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(up, "scion serve never answered");
+
+    let mut ui = Ui::start(&s, "store");
+    let log = std::fs::read_to_string(&ui.log).unwrap_or_default();
+    ui.steps = r#"[{"open": "one"}]"#.into();
+    let fork = vec![
+        bin().display().to_string(),
+        "--store".into(),
+        s.path("store").display().to_string(),
+        "fork".into(),
+        "shop".into(),
+        "two".into(),
+    ];
+    let drawn = ui.explore_live(None, &shots().join("reused.png"), "", Some((fork, "two")));
+    assert_eq!(drawn["ready"], "1", "{drawn}");
+    assert_eq!(drawn["liveNodes"], 3, "{drawn}");
+    assert_eq!(
+        drawn["steps"][0]["actions"],
+        serde_json::json!([]),
+        "{drawn}"
+    );
+    assert_eq!(ui.status("/v1/status", None), 401);
+    assert_eq!(ui.status("/v1/status", Some(ui.token())), 200);
+    assert_eq!(ui.status_of("POST", "/v1/gc", Some(ui.token())), 403);
+    drop(ui);
+    // The explorer stopped; the daemon it reused did not.
+    assert!(answers(), "{log}");
+    assert!(log.contains("reusing the daemon"), "{log}");
+    let _ = serve.kill();
+    let _ = serve.wait();
+}

@@ -15,6 +15,7 @@ mod follow;
 mod idempotency;
 mod janitor;
 pub mod metrics;
+pub mod proxy;
 pub mod query;
 pub mod sessions;
 mod state;

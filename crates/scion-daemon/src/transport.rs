@@ -147,7 +147,6 @@ fn named_actor(req: &Request) -> Option<String> {
     scion_core::Owner::new(v).ok().map(|o| o.to_string())
 }
 
-/// Who presented which bearer token: the daemon's own, a scoped one, or none that holds.
 /// The token a browser puts in the explorer page's address (`/ui?token=...`): a page load
 /// carries no header. Only that page takes it; the API wants the header.
 fn page_token(req: &Request) -> Option<&str> {
@@ -160,6 +159,7 @@ fn page_token(req: &Request) -> Option<&str> {
         .find_map(|pair| pair.strip_prefix("token="))
 }
 
+/// Who presented which bearer token: the daemon's own, a scoped one, or none that holds.
 fn bearer(access: &Access, req: &Request) -> Result<Caller, Unauthorized> {
     let given = req
         .headers()

@@ -26,12 +26,11 @@ const POLICY: &str = "default-src 'none'; script-src 'unsafe-inline'; style-src 
 
 /// The page, told whether it may offer actions (the daemon refuses them over TCP when it
 /// answers reads only, whatever a page shows).
-pub async fn page(State(shared): State<Arc<Shared>>) -> Response {
-    let writable = if shared.config.tcp_read_only {
-        "0"
-    } else {
-        "1"
-    };
+pub async fn page(State(shared): State<Arc<Shared>>, headers: axum::http::HeaderMap) -> Response {
+    // `scion ui` in front of a running daemon says so on the socket, whose peer is trusted.
+    let read_only =
+        shared.config.tcp_read_only || headers.contains_key(crate::proxy::READ_ONLY_HEADER);
+    let writable = if read_only { "0" } else { "1" };
     (
         [
             (header::CONTENT_TYPE, "text/html; charset=utf-8"),
