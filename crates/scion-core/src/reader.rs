@@ -141,6 +141,25 @@ impl FrameReader {
         }
     }
 
+    /// The content hash a page frame records in its header (the page's hash, for a full
+    /// frame and a delta alike): 24 bytes read instead of the page, for a commit's
+    /// whole-database checksum. A header that is not this page's is read in full, so a
+    /// damaged frame is reported as such.
+    pub fn page_hash_at(&self, slot: &Slot, pgno: u32) -> EngineResult<u64> {
+        let len = (crate::format::FRAME_HEADER_LEN as u64).min(slot.loc.len as u64);
+        let h = self.fetch(&slot.loc, len)?;
+        let field = |at: usize| {
+            h.get(at..at + 8)
+                .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+        };
+        if h.first() == Some(&(FrameKind::Page as u8)) && field(8) == Some(pgno as u64) {
+            if let Some(hash) = field(16) {
+                return Ok(hash);
+            }
+        }
+        Ok(self.page(slot, pgno)?.1)
+    }
+
     pub fn root(&self, loc: &Locator) -> EngineResult<RootRecord> {
         if let Some(r) = self.roots.lock().unwrap().get(loc) {
             return Ok(*r);

@@ -247,7 +247,18 @@ impl Engine {
             PageWriter::Checkout => Ok(()),
         };
         admit(base)?;
-        let old_hash = |pgno: u32| known_hash.and_then(|f| f(pgno));
+        // A page's old hash, for the whole-database checksum, is the one its frame
+        // records: a caller's table (a capturer keeps one) is only a cross-check, since a
+        // table out of step with `base` would leave a checksum no read can match.
+        let old_hash = |slot: &Slot, pgno: u32| -> EngineResult<u64> {
+            let stored = self.reader.page_hash_at(slot, pgno)?;
+            if let Some(known) = known_hash.and_then(|f| f(pgno)) {
+                if known != stored {
+                    tracing::warn!(branch = %b, pgno, "the writer's page-hash table was out of step with the head; the stored hash is used");
+                }
+            }
+            Ok(stored)
+        };
         let old = self.reader.root(&base.root)?;
         if changes.page_size != old.page_size && old.page_count > 0 {
             return Err(EngineError::InvalidInput {
@@ -290,14 +301,9 @@ impl Engine {
                     None
                 };
                 let mut base_frame = None;
-                let previous = match slot {
-                    None => Some(zero),
-                    Some(_) => old_hash(pgno),
-                };
-                let previous = match (previous, slot) {
-                    (Some(h), _) => h,
-                    (None, Some(s)) => self.reader.page(&s, pgno)?.1,
-                    (None, None) => zero,
+                let previous = match &slot {
+                    None => zero,
+                    Some(s) => old_hash(s, pgno)?,
                 };
                 if previous == hash {
                     continue;
@@ -330,10 +336,7 @@ impl Engine {
                 else {
                     continue;
                 };
-                let previous = match old_hash(pgno) {
-                    Some(h) => h,
-                    None => self.reader.page(&slot, pgno)?.1,
-                };
+                let previous = old_hash(&slot, pgno)?;
                 checksum = checksum.wrapping_sub(page_contribution(pgno, previous, zero));
             }
             let update = TreeUpdate {
