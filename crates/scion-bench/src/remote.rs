@@ -138,6 +138,21 @@ fn remote(local: &Scion, location: &str) -> BenchResult<Remote> {
     .map_err(err)
 }
 
+/// A first push of `main` to `r`: how long it took, and the bytes and segments it sent.
+fn timed_push(laptop: &Scion, r: &Remote, main: &BranchRef) -> BenchResult<(Duration, (u64, u64))> {
+    let t = Instant::now();
+    let rep = scion_remote::push(
+        laptop,
+        r,
+        main,
+        &PushOptions::default(),
+        &*ProgressSink::default(),
+    )
+    .map_err(err)?;
+    let sent = &rep.transfer.stats;
+    Ok((t.elapsed(), (sent.bytes_sent, sent.objects_sent)))
+}
+
 /// One row changed on `target` through the VFS (one commit).
 fn change_row(location: &str, target: &str, id: i64) -> BenchResult<()> {
     let c = Connection::open(scion_vfs::uri(target, location, false))?;
@@ -244,20 +259,9 @@ pub fn run(opts: &RemoteBenchOptions, progress: Progress<'_>) -> BenchResult<Rem
             new_store(&at.display().to_string())?;
             let r = remote(&laptop, &at.display().to_string())?;
             crate::stats::settle_disk();
-            let t = Instant::now();
-            let rep = scion_remote::push(
-                &laptop,
-                &r,
-                &main,
-                &PushOptions::default(),
-                &*ProgressSink::default(),
-            )
-            .map_err(err)?;
-            push_t.push(t.elapsed());
-            sent = (
-                rep.transfer.stats.bytes_sent,
-                rep.transfer.stats.objects_sent,
-            );
+            let (took, what) = timed_push(&laptop, &r, &main)?;
+            push_t.push(took);
+            sent = what;
             crate::stats::settle_disk();
             let t = Instant::now();
             copy_files(&files, &dir.join(format!("cp-{run}")))?;
@@ -292,20 +296,9 @@ pub fn run(opts: &RemoteBenchOptions, progress: Progress<'_>) -> BenchResult<Rem
                     let at = format!("{}/bench-remote-{}", base.trim_end_matches('/'), unique());
                     new_store(&at)?;
                     let r = remote(&laptop, &at)?;
-                    let t = Instant::now();
-                    let rep = scion_remote::push(
-                        &laptop,
-                        &r,
-                        &main,
-                        &PushOptions::default(),
-                        &*ProgressSink::default(),
-                    )
-                    .map_err(err)?;
-                    push_t.push(t.elapsed());
-                    sent = (
-                        rep.transfer.stats.bytes_sent,
-                        rep.transfer.stats.objects_sent,
-                    );
+                    let (took, what) = timed_push(&laptop, &r, &main)?;
+                    push_t.push(took);
+                    sent = what;
                     let t = Instant::now();
                     upload_files(&files, &at)?;
                     copy_t.push(t.elapsed());

@@ -337,10 +337,8 @@ pub fn pull(p: &Printer, s: &Scion, args: &PullArgs) -> Result<()> {
             r.remote_branch, r.remote_version, r.remote, r.location, r.tracking
         );
         println!("{}", transfer_line(&r.transfer));
-        match r.outcome {
-            PullOutcome::Created => println!("created {} at the remote's version", r.into),
-            PullOutcome::Fetched => {}
-            _ => {}
+        if r.outcome == PullOutcome::Created {
+            println!("created {} at the remote's version", r.into);
         }
         if let Some(m) = &r.merge {
             print!("{}", render_merge(m));

@@ -10,17 +10,6 @@ use std::time::Duration;
 
 use common::*;
 
-/// A cheap, seeded generator so a failure can be replayed from the printed seed.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
-
 fn dump(path: &Path) -> String {
     sqlite(
         path,

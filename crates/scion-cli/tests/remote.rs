@@ -10,17 +10,6 @@ use std::time::{Duration, Instant};
 
 use common::*;
 
-/// A cheap, seeded generator so a failure can be replayed from the printed seed.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
-
 /// The head root a store's ref names, read from the ref file itself.
 fn head(store: &Path, db: &str, branch: &str) -> String {
     let text = std::fs::read_to_string(store.join("refs").join(db).join(branch)).unwrap();

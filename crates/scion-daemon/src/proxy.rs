@@ -80,33 +80,9 @@ fn refuse(status: StatusCode, code: &str, message: &str) -> Response {
         .into_response()
 }
 
-/// The token a request carries: the bearer header, or `?token=` on the page.
-fn presented(req: &Request) -> Option<String> {
-    let header = req
-        .headers()
-        .get("authorization")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::to_string);
-    header.or_else(|| {
-        (req.uri().path() == "/ui")
-            .then(|| req.uri().query())
-            .flatten()
-            .and_then(|q| {
-                q.split('&')
-                    .find_map(|p| p.strip_prefix("token=").map(str::to_string))
-            })
-    })
-}
-
 async fn forward(State(front): State<Arc<Front>>, mut req: Request) -> Response {
-    let ok = presented(&req).is_some_and(|t| {
-        t.len() == front.token.len()
-            && t.bytes()
-                .zip(front.token.bytes())
-                .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-                == 0
-    });
+    let ok = crate::transport::presented(&req)
+        .is_some_and(|t| crate::transport::constant_time_eq(t.as_bytes(), front.token.as_bytes()));
     if !ok {
         return refuse(
             StatusCode::UNAUTHORIZED,

@@ -118,7 +118,7 @@ pub struct Access {
     pub socket_tokens: bool,
 }
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
     }
@@ -160,13 +160,17 @@ fn page_token(req: &Request) -> Option<&str> {
 }
 
 /// Who presented which bearer token: the daemon's own, a scoped one, or none that holds.
-fn bearer(access: &Access, req: &Request) -> Result<Caller, Unauthorized> {
-    let given = req
-        .headers()
+/// The token a request presents: its bearer header, or the explorer page's `?token=`.
+pub(crate) fn presented(req: &Request) -> Option<&str> {
+    req.headers()
         .get("authorization")
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
-        .or_else(|| page_token(req));
+        .or_else(|| page_token(req))
+}
+
+fn bearer(access: &Access, req: &Request) -> Result<Caller, Unauthorized> {
+    let given = presented(req);
     let Some(given) = given else {
         return Err(unauthorized(
             "missing_token",

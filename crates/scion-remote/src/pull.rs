@@ -8,7 +8,7 @@ use scion_core::{BranchName, BranchRef, EngineError, Scion, Target};
 use scion_merge::{MergeOptions, MergeReport, Outcome};
 use serde::Serialize;
 
-use crate::push::{send, Sent};
+use crate::push::{send, wanted_roots, Sent};
 use crate::{head_of, record_tracking, tracking_branch, Remote, RemoteResult, Transferred};
 
 /// How to pull.
@@ -155,15 +155,7 @@ pub(crate) fn fetch(
             break;
         }
     }
-    let mut wanted = vec![theirs.root];
-    for extra in [theirs.fork_root, theirs.init_root] {
-        if !have
-            .as_ref()
-            .is_some_and(|h| h.fork_root == extra || h.init_root == extra || h.root == extra)
-        {
-            wanted.push(extra);
-        }
-    }
+    let mut wanted = wanted_roots(theirs, have.as_ref());
     wanted.extend_from_slice(also);
     send(
         &remote.store,

@@ -113,16 +113,7 @@ pub fn push(
             None => None,
         },
     };
-    let mut wanted = vec![src.root];
-    for extra in [src.fork_root, src.init_root] {
-        // A fork point or first version the remote's ref holds too is there already.
-        if !have
-            .as_ref()
-            .is_some_and(|h| h.fork_root == extra || h.init_root == extra || h.root == extra)
-        {
-            wanted.push(extra);
-        }
-    }
+    let mut wanted = wanted_roots(&src, have.as_ref());
     wanted.extend(checkpoints.iter().map(|(_, c)| c.root));
     let transfer = send(
         local,
@@ -248,6 +239,15 @@ pub(crate) fn is_ancestor_here(s: &Scion, ancestor: &Locator, of: &Locator) -> R
         Err(EngineError::Corrupt { .. }) => Ok(false),
         Err(e) => Err(e.into()),
     }
+}
+
+/// The versions a transfer of `r` sends: its head, and its fork point and first version
+/// unless the receiver's ref `have` holds them already (then they are there whole).
+pub(crate) fn wanted_roots(r: &Ref, have: Option<&Ref>) -> Vec<Locator> {
+    let held = |v: Locator| have.is_some_and(|h| [h.root, h.fork_root, h.init_root].contains(&v));
+    let mut wanted = vec![r.root];
+    wanted.extend([r.fork_root, r.init_root].into_iter().filter(|v| !held(*v)));
+    wanted
 }
 
 /// One transfer's figures, and what the receipt needs.

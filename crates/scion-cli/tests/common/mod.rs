@@ -236,3 +236,15 @@ pub fn seed(path: &Path, rows: usize) {
         ),
     );
 }
+
+/// A cheap, seeded generator so a failure can be replayed from the printed seed.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}

@@ -95,6 +95,13 @@ pub struct Receipt<'a> {
     pub started: StoreTime,
 }
 
+/// How to take a received head back: remove the ref it created, or put back the ref it
+/// replaced; either only over the write it made (its etag).
+enum Undo {
+    Remove(Ref, scion_store::ETag),
+    Restore(Ref, scion_store::ETag),
+}
+
 /// How receiving a checkpoint went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -124,14 +131,21 @@ impl Engine {
                 took_secs: age.as_secs(),
             });
         }
-        let received = match expect {
+        let (received, undo) = match expect {
             Expect::Absent => self.receive_new(b, incoming)?,
             Expect::Head(h) => self.receive_move(b, incoming, h, &receipt)?,
         };
         // A `gc` that marked before the move may have swept a segment found lying
-        // unreachable here: then the move is taken back.
+        // unreachable here: then the move is taken back, as a commit's is, unless the ref
+        // moved again since.
         if !self.holds_segments(receipt.reused)? {
-            self.take_back(b, &received, expect)?;
+            match undo {
+                Some(Undo::Remove(r, etag)) => self.remove_own_ref(b, &r, &etag)?,
+                Some(Undo::Restore(mut previous, etag)) => {
+                    let _ = self.write_ref(b, &mut previous, &etag);
+                }
+                None => {}
+            }
             return Err(EngineError::CommitLost {
                 branch: b.to_string(),
             });
@@ -139,7 +153,7 @@ impl Engine {
         Ok(received)
     }
 
-    fn receive_new(&self, b: &BranchRef, i: &Incoming) -> EngineResult<Received> {
+    fn receive_new(&self, b: &BranchRef, i: &Incoming) -> EngineResult<(Received, Option<Undo>)> {
         let now = self.store_time()?;
         let mut r = Ref {
             schema: crate::refs::REF_SCHEMA,
@@ -165,13 +179,14 @@ impl Engine {
             checkouts: Vec::new(),
             nonce: Default::default(),
         };
-        self.create_ref(b, &mut r)?;
-        Ok(Received {
+        let etag = self.create_ref(b, &mut r)?;
+        let received = Received {
             branch: b.to_string(),
             version: r.version,
             created: true,
             history_entry: 0,
-        })
+        };
+        Ok((received, Some(Undo::Remove(r, etag))))
     }
 
     fn receive_move(
@@ -180,7 +195,7 @@ impl Engine {
         i: &Incoming,
         expect: Locator,
         receipt: &Receipt<'_>,
-    ) -> EngineResult<Received> {
+    ) -> EngineResult<(Received, Option<Undo>)> {
         let (r, etag) = self.read_ref(b)?;
         if r.root != expect {
             return Err(EngineError::Conflict {
@@ -206,17 +221,18 @@ impl Engine {
             });
         }
         if r.root == i.root {
-            return Ok(Received {
+            let received = Received {
                 branch: b.to_string(),
                 version: r.version,
                 created: false,
                 history_entry: r.history.last().map_or(0, |e| e.seq),
-            });
+            };
+            return Ok((received, None));
         }
         let touched = self.store_time()?;
         let version = i.version.max(r.version + 1);
         let mv = HeadMove::with_detail(receipt.op, receipt.detail.clone());
-        let (next, _) = self.publish_head(b, &r, etag, None, &mv, |next| {
+        let (next, written) = self.publish_head(b, &r, etag, None, &mv, |next| {
             next.root = i.root;
             next.version = version;
             next.page_size = i.page_size;
@@ -224,30 +240,13 @@ impl Engine {
             next.touched_at = touched;
             Ok(())
         })?;
-        Ok(Received {
+        let received = Received {
             branch: b.to_string(),
             version: next.version,
             created: false,
             history_entry: next.history.last().map_or(0, |e| e.seq),
-        })
-    }
-
-    /// Undo a move whose data turned out swept: back to what `expect` said, only if the
-    /// ref still holds the move.
-    fn take_back(&self, b: &BranchRef, received: &Received, expect: Expect) -> EngineResult<()> {
-        let (r, etag) = self.read_ref(b)?;
-        if r.version != received.version {
-            return Ok(());
-        }
-        match expect {
-            Expect::Absent => self.remove_own_ref(b, &r, &etag),
-            Expect::Head(h) => {
-                let mut back = r.clone();
-                back.root = h;
-                back.page_count = self.reader.root(&h).map_or(r.page_count, |x| x.page_count);
-                self.write_ref(b, &mut back, &etag).map(|_| ())
-            }
-        }
+        };
+        Ok((received, Some(Undo::Restore(r, written))))
     }
 
     /// Bind checkpoint `name` of `b` to a version that arrived from another store, unless
