@@ -1,7 +1,5 @@
 //! Command-line syntax. Every command takes the global `--store` and `--json`.
 
-use std::path::PathBuf;
-
 use clap::{Parser, Subcommand};
 
 const AFTER_HELP: &str = "\
@@ -78,18 +76,7 @@ pub enum Command {
     #[command(
         after_help = "Examples:\n  scion --store /data/scion init\n  scion init --min-grace 10m\n  scion init --page-compression none   # fastest checkouts, about twice the space"
     )]
-    Init {
-        /// Shortest grace period `gc` may use without --force.
-        #[arg(long, value_name = "DURATION", default_value = "1h")]
-        min_grace: String,
-        /// How full pages are stored (`scion config` changes it later).
-        #[arg(long, value_name = "CODEC", default_value = "lz4", value_parser = page_compression())]
-        page_compression: scion_core::PageCompression,
-        /// How long `gc` keeps every head a branch's history names, so `scion undo` and
-        /// `scion restore` can go back to it (`scion config` changes it later).
-        #[arg(long, value_name = "DURATION", default_value = "7d")]
-        history_retention: String,
-    },
+    Init(crate::cli_store::InitArgs),
 
     /// Show the store's settings, or change how new pages are stored and how long the head
     /// history keeps old heads.
@@ -104,16 +91,7 @@ pub enum Command {
     #[command(
         after_help = "Examples:\n  scion config\n  scion config --page-compression none   # faster checkouts from now on\n  scion config --page-compression none && scion compact shop   # and rewrite shop's head\n  scion config --history-retention 30d"
     )]
-    Config {
-        /// How full pages are stored from now on.
-        #[arg(long, value_name = "CODEC", value_parser = page_compression())]
-        page_compression: Option<scion_core::PageCompression>,
-        /// How long `gc` keeps every head a branch's history names (from the next `gc` on,
-        /// in every process). Shorter frees space sooner; `undo` and `restore` reach back
-        /// only this far.
-        #[arg(long, value_name = "DURATION")]
-        history_retention: Option<String>,
-    },
+    Config(crate::cli_store::ConfigArgs),
 
     /// Create a database: empty, or imported from an existing SQLite file.
     ///
@@ -123,13 +101,7 @@ pub enum Command {
     #[command(
         after_help = "Examples:\n  scion create scratch\n  scion create shop --from ./shop.db"
     )]
-    Create {
-        /// Name of the new database (a-z, 0-9, '.', '_', '-').
-        db: String,
-        /// SQLite file to import.
-        #[arg(long, value_name = "FILE")]
-        from: Option<PathBuf>,
-    },
+    Create(crate::cli_branches::CreateArgs),
 
     /// Materialize a branch as a stock SQLite file (WAL mode) and print only its path.
     ///
@@ -144,28 +116,11 @@ pub enum Command {
     #[command(
         after_help = "Examples:\n  sqlite3 \"$(scion checkout shop@try-1)\" 'SELECT count(*) FROM items'\n  scion checkout shop@try-1 --release"
     )]
-    Checkout {
-        /// db or db@branch (db@branch@checkpoint with --read-only).
-        target: String,
-        /// Discard changes in the checkout that were never checkpointed (with --release,
-        /// also release the branch's checkouts on other hosts).
-        #[arg(long)]
-        force: bool,
-        /// Materialize a checkpoint (or head) as a read-only file (mode 0444) in a separate
-        /// tree; reused when already there.
-        #[arg(long, conflicts_with = "release")]
-        read_only: bool,
-        /// End this host's writable checkout of the branch: remove its file and its record.
-        #[arg(long)]
-        release: bool,
-    },
+    Checkout(crate::cli_checkout::CheckoutArgs),
 
     /// Print the path of a branch's checkout, without materializing it.
     #[command(after_help = "Example:\n  scion path shop@try-1")]
-    Path {
-        /// db or db@branch.
-        target: String,
-    },
+    Path(crate::cli_checkout::PathArgs),
 
     /// Commit what changed in a branch's checkout and name the result.
     ///
@@ -177,20 +132,7 @@ pub enum Command {
         args_conflicts_with_subcommands = true,
         subcommand_negates_reqs = true
     )]
-    Checkpoint {
-        #[command(subcommand)]
-        action: Option<CheckpointAction>,
-        /// db or db@branch.
-        #[arg(required = true)]
-        target: Option<String>,
-        /// Name of the checkpoint ('fork' and 'init' are reserved).
-        #[arg(required = true)]
-        name: Option<String>,
-        /// Keep KEY=VALUE with the checkpoint; repeatable. `scion checkpoints --json`
-        /// shows it.
-        #[arg(long, value_name = "KEY=VALUE", value_parser = parse_meta)]
-        meta: Vec<(String, String)>,
-    },
+    Checkpoint(crate::cli_checkout::CheckpointArgs),
 
     /// Create a branch from a branch head or checkpoint, in O(1).
     ///
@@ -199,22 +141,7 @@ pub enum Command {
     #[command(
         after_help = "Examples:\n  scion fork shop try-1\n  scion fork shop@try-1 try-2 --at after-migration"
     )]
-    Fork {
-        /// Source: db or db@branch.
-        source: String,
-        /// Name of the new branch.
-        branch: String,
-        /// Fork at this checkpoint of the source instead of its head ('fork', 'init' work too).
-        #[arg(long, value_name = "CHECKPOINT")]
-        at: Option<String>,
-        /// Let `scion gc` reap the fork after this long without a commit or touch (e.g. 2h).
-        #[arg(long, value_name = "DURATION")]
-        ttl: Option<String>,
-        /// Keep KEY=VALUE on the new branch (who made it and why); repeatable. `scion
-        /// branches --json` shows it.
-        #[arg(long, value_name = "KEY=VALUE", value_parser = parse_meta)]
-        meta: Vec<(String, String)>,
-    },
+    Fork(crate::cli_branches::ForkArgs),
 
     /// Move a branch's head back to one of its checkpoints, in O(1).
     ///
@@ -226,15 +153,7 @@ pub enum Command {
     #[command(
         after_help = "Examples:\n  scion rollback shop@try-1 --to before-migration\n  scion rollback shop@try-1 --to fork   # undo everything done on the branch\n  scion rollback shop --to v1 --force     # main is protected\n  scion undo shop                         # and back again"
     )]
-    Rollback {
-        /// db or db@branch.
-        target: String,
-        /// Checkpoint to return to ('fork' and 'init' work too).
-        #[arg(long, value_name = "CHECKPOINT")]
-        to: String,
-        #[command(flatten)]
-        moving: MoveArgs,
-    },
+    Rollback(crate::cli_branches::RollbackArgs),
 
     /// Make a branch's head the head of another branch of the same database, in O(1).
     ///
@@ -242,15 +161,7 @@ pub enum Command {
     /// target's old head is also named by <target>-pre-promote-v<version>. A protected
     /// target (main) needs --force.
     #[command(after_help = "Example:\n  scion promote shop@try-2 --onto main --force")]
-    Promote {
-        /// The winning branch: db@branch.
-        source: String,
-        /// The branch to move: `main`, or `db@main` (of the same database).
-        #[arg(long, value_name = "BRANCH")]
-        onto: String,
-        #[command(flatten)]
-        moving: MoveArgs,
-    },
+    Promote(crate::cli_branches::PromoteArgs),
 
     /// Bring another branch's changes into a branch: three-way at the cell, in one atomic
     /// step, with no merge in progress.
@@ -311,39 +222,21 @@ pub enum Command {
     #[command(
         after_help = "Examples:\n  scion destroy shop@try-1\n  scion destroy shop --force   # main and protected branches need --force"
     )]
-    Destroy {
-        /// db or db@branch.
-        target: String,
-        /// Needed for main, protected and leased branches, and open checkouts.
-        #[arg(long)]
-        force: bool,
-    },
+    Destroy(crate::cli_branches::DestroyArgs),
 
     /// Protect a branch: destroy and promote-onto then need --force.
     #[command(after_help = "Example:\n  scion protect shop@release")]
-    Protect {
-        /// db or db@branch.
-        target: String,
-    },
+    Protect(crate::cli_branches::ProtectArgs),
 
     /// Remove a branch's protection.
     #[command(after_help = "Example:\n  scion unprotect shop@release")]
-    Unprotect {
-        /// db or db@branch.
-        target: String,
-    },
+    Unprotect(crate::cli_branches::ProtectArgs),
 
     /// Reset a branch's activity clock (its TTL counts from now), optionally changing the TTL.
     #[command(
         after_help = "Examples:\n  scion touch shop@try-1\n  scion touch shop@try-1 --ttl 6h\n  scion touch shop@try-1 --ttl none"
     )]
-    Touch {
-        /// db or db@branch.
-        target: String,
-        /// New TTL (e.g. 30m, 2h) or 'none'.
-        #[arg(long, value_name = "DURATION|none")]
-        ttl: Option<String>,
-    },
+    Touch(crate::cli_branches::TouchArgs),
 
     /// Run the daemon in the foreground: sessions with live capture of their checkouts'
     /// commits, an HTTP API on a unix socket, a janitor, events and metrics.
@@ -370,16 +263,7 @@ pub enum Command {
   scion events                 # everything kept so far
   scion events --since 42      # what came after event 42
   scion events --follow        # and keep following, as journalctl -f")]
-    Events {
-        /// Only the events after this id (default 0: every event still kept).
-        #[arg(long)]
-        since: Option<u64>,
-        /// Keep the stream open and print live events as they happen (Ctrl-C ends it).
-        #[arg(long, short = 'f')]
-        follow: bool,
-        #[command(flatten)]
-        socket: crate::cli_daemon::SocketArg,
-    },
+    Events(crate::cli_daemon::EventsArgs),
 
     /// Serve scion's operations as MCP tools on stdin/stdout, for agents: list, fork,
     /// checkout, checkpoint, rollback, promote, merge, destroy, touch, diff, log, undo,
@@ -414,7 +298,7 @@ pub enum Command {
         subcommand,
         after_help = "Examples:\n  scion lease list\n  SCION_HOLDER=agent-7 scion lease acquire shop@try-1 --ttl 10m\n  SCION_HOLDER=agent-7 scion lease release shop@try-1"
     )]
-    Lease(LeaseCommand),
+    Lease(crate::cli_branches::LeaseCommand),
 
     /// Check the whole store without changing it: every ref, checkpoint and safety fork
     /// resolves, every frame a version reaches verifies, the manifest is sane.
@@ -433,46 +317,22 @@ pub enum Command {
     /// store. Expired branches whose checkout is open or has uncheckpointed changes are
     /// kept and listed.
     #[command(after_help = "Examples:\n  scion gc\n  scion gc --grace 0 --force")]
-    Gc {
-        /// Grace period.
-        #[arg(long, value_name = "DURATION", default_value = "1h")]
-        grace: String,
-        /// Allow a grace below the store's minimum.
-        #[arg(long)]
-        force: bool,
-    },
+    Gc(crate::cli_store::GcArgs),
 
     /// Rewrite a branch head into fresh segments in page order, so it reads with few
     /// ranged reads. The content is unchanged (the new head is the old one's only child).
     #[command(
         after_help = "Examples:\n  scion compact shop                       # every page, as full frames\n  scion compact shop@agent-7 --scattered   # only pages left scattered by small commits"
     )]
-    Compact {
-        /// db or db@branch.
-        target: String,
-        /// Rewrite only the pages in small segments (fewer than 64 of the head's pages
-        /// each, as many small commits leave them) into one new segment; pages shared with
-        /// other branches stay shared. Writes nothing when nothing is scattered.
-        #[arg(long)]
-        scattered: bool,
-        /// Override another holder's lease.
-        #[arg(long)]
-        force: bool,
-    },
+    Compact(crate::cli_store::CompactArgs),
 
     /// List a branch's checkpoints.
     #[command(after_help = "Example:\n  scion checkpoints shop@try-1")]
-    Checkpoints {
-        /// db or db@branch.
-        target: String,
-    },
+    Checkpoints(crate::cli_checkout::CheckpointsArgs),
 
     /// List a database's branches.
     #[command(after_help = "Example:\n  scion branches shop")]
-    Branches {
-        /// Database name.
-        db: String,
-    },
+    Branches(crate::cli_branches::BranchesArgs),
 
     /// Show every database and branch, with checkout states and the clone capability.
     #[command(
@@ -485,10 +345,7 @@ pub enum Command {
     #[command(
         after_help = "Examples:\n  scion completions bash > ~/.local/share/bash-completion/completions/scion\n  scion completions zsh > \"${fpath[1]}/_scion\"\n  scion completions fish > ~/.config/fish/completions/scion.fish"
     )]
-    Completions {
-        /// bash, zsh, fish, elvish or powershell.
-        shell: clap_complete::Shell,
-    },
+    Completions(crate::cli_store::CompletionsArgs),
 
     /// Print scion's man page (roff), generated from this command line's definition.
     #[command(after_help = "Example:\n  scion man > ~/.local/share/man/man1/scion.1 && man scion")]
@@ -510,102 +367,11 @@ pub enum Command {
     #[command(
         after_help = "Examples:\n  scion diff shop shop@try-1\n  scion diff shop@main@v1 shop@try-1 --table items\n  scion diff shop shop@try-1 --rows --json --limit 20\n  scion diff shop shop@try-1 --sql | sqlite3 copy-of-main.db"
     )]
-    Diff {
-        /// db[@branch[@checkpoint]]
-        left: String,
-        /// db[@branch[@checkpoint]]
-        right: String,
-        /// Only this table.
-        #[arg(long, value_name = "TABLE")]
-        table: Option<String>,
-        /// Print SQL statements that turn left into right (and nothing else).
-        #[arg(long, conflicts_with = "rows")]
-        sql: bool,
-        /// List the differing rows: key, and values before and after (with --json, as
-        /// data: no SQL to parse).
-        #[arg(long)]
-        rows: bool,
-        /// With --rows, list at most this many rows per table.
-        #[arg(long, value_name = "N", default_value_t = 100, requires = "rows")]
-        limit: usize,
-        /// Take a branch side whose checkout holds changes not checkpointed as its file is
-        /// (as `git diff` takes the working tree). Reads both sides whole.
-        #[arg(long)]
-        working: bool,
-    },
+    Diff(crate::cli_store::DiffArgs),
 
     /// Write a branch head or checkpoint to a plain SQLite file, atomically.
     #[command(after_help = "Example:\n  scion export shop@try-1@after-migration /tmp/review.db")]
-    Export {
-        /// db, db@branch or db@branch@checkpoint.
-        target: String,
-        /// Output file.
-        out: PathBuf,
-        /// Replace an existing file.
-        #[arg(long)]
-        force: bool,
-    },
-}
-
-#[derive(Debug, Subcommand)]
-pub enum CheckpointAction {
-    /// Delete a checkpoint (its data goes at the next gc that finds it unreachable).
-    #[command(after_help = "Example:\n  scion checkpoint delete shop@try-1 v1")]
-    Delete {
-        /// db or db@branch.
-        target: String,
-        name: String,
-    },
-}
-
-#[derive(Debug, Subcommand)]
-pub enum LeaseCommand {
-    /// Every branch with a lease: holder, epoch, expiry.
-    #[command(after_help = "Example:\n  scion lease list")]
-    List,
-    /// Take (or renew) a branch's lease. Others are refused until it expires or is released.
-    #[command(
-        after_help = "Example:\n  SCION_HOLDER=agent-7 scion lease acquire shop@try-1 --ttl 10m"
-    )]
-    Acquire {
-        /// db or db@branch.
-        target: String,
-        #[arg(long, value_name = "DURATION", default_value = "30s")]
-        ttl: String,
-    },
-    /// Give up a lease (another holder's live lease only with --force).
-    #[command(after_help = "Example:\n  SCION_HOLDER=agent-7 scion lease release shop@try-1")]
-    Release {
-        /// db or db@branch.
-        target: String,
-        #[arg(long)]
-        force: bool,
-    },
-}
-
-/// What rollback and promote share: the safety fork and overriding refusals.
-#[derive(Debug, clap::Args)]
-pub struct MoveArgs {
-    /// Make no safety fork (the head history keeps the abandoned head all the same).
-    #[arg(long)]
-    pub no_backup: bool,
-    /// How long the safety fork lives (default 24h).
-    #[arg(long, value_name = "DURATION")]
-    pub backup_ttl: Option<String>,
-    /// Needed to move a protected branch (main); also discards uncheckpointed changes in
-    /// the moved branch's checkout and overrides another holder's lease.
-    #[arg(long)]
-    pub force: bool,
-}
-
-/// The page compressions by name, listed in `--help` and in the error for an unknown one.
-fn page_compression() -> impl clap::builder::TypedValueParser<Value = scion_core::PageCompression> {
-    use clap::builder::TypedValueParser;
-    clap::builder::PossibleValuesParser::new(scion_core::PageCompression::ALL.map(|c| c.as_str()))
-        .map(|name| {
-            name.parse::<scion_core::PageCompression>()
-                .expect("a possible value names a page compression")
-        })
+    Export(crate::cli_store::ExportArgs),
 }
 
 impl Command {
@@ -613,20 +379,13 @@ impl Command {
     pub fn error_context(&self) -> crate::errors::Context {
         use crate::errors::Context;
         match self {
-            Command::Rollback { .. } | Command::Undo(_) | Command::Restore(_) => Context::Rollback,
-            Command::Promote { .. } => Context::Promote,
-            Command::Destroy { .. } => Context::Destroy,
-            Command::Compact { .. } => Context::Compact,
-            Command::Checkout { release: true, .. } => Context::Release,
+            Command::Rollback(_) | Command::Undo(_) | Command::Restore(_) => Context::Rollback,
+            Command::Promote(_) => Context::Promote,
+            Command::Destroy(_) => Context::Destroy,
+            Command::Compact(_) => Context::Compact,
+            Command::Checkout(a) if a.release => Context::Release,
             Command::Merge(_) | Command::Pull(_) => Context::Merge,
             _ => Context::Other,
         }
     }
-}
-
-/// `KEY=VALUE` of `--meta`.
-fn parse_meta(s: &str) -> Result<(String, String), String> {
-    s.split_once('=')
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .ok_or_else(|| format!("expected KEY=VALUE, got {s:?}"))
 }

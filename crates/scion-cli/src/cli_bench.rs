@@ -162,15 +162,6 @@ pub struct BenchRunArgs {
     pub sizes: Vec<u64>,
 }
 
-impl BenchRunArgs {
-    /// `--sizes`, where given, in place of a bench's own sizes.
-    pub fn override_sizes(&self, sizes_mib: &mut Vec<u64>) {
-        if !self.sizes.is_empty() {
-            *sizes_mib = self.sizes.clone();
-        }
-    }
-}
-
 #[derive(Debug, clap::Args)]
 pub struct BranchbenchArgs {
     /// Comma-separated workflows to run (default: all five).

@@ -14,6 +14,19 @@ pub struct SocketArg {
     pub socket: Option<PathBuf>,
 }
 
+/// `scion events`.
+#[derive(Debug, Args)]
+pub struct EventsArgs {
+    /// Only the events after this id (default 0: every event still kept).
+    #[arg(long)]
+    pub since: Option<u64>,
+    /// Keep the stream open and print live events as they happen (Ctrl-C ends it).
+    #[arg(long, short = 'f')]
+    pub follow: bool,
+    #[command(flatten)]
+    pub socket: SocketArg,
+}
+
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     #[command(flatten)]

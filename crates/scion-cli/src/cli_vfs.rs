@@ -205,6 +205,21 @@ fn json_value(v: ValueRef<'_>) -> serde_json::Value {
     }
 }
 
+/// `scion sql`: run it and print what it answered.
+pub fn sql_command(
+    p: &crate::output::Printer,
+    scion: scion_core::Scion,
+    args: &SqlArgs,
+) -> Result<()> {
+    let report = sql(scion, args)?;
+    let header = args.header(std::io::IsTerminal::is_terminal(&std::io::stdout()));
+    p.rendered(&report, &report.render(args.mode(), header));
+    if let Some(line) = report.summary().filter(|_| !p.json) {
+        eprintln!("{line}");
+    }
+    Ok(())
+}
+
 pub fn sql(scion: scion_core::Scion, args: &SqlArgs) -> Result<SqlReport> {
     let target: Target = args.target.parse()?;
     // The engine says what is wrong with a target (and which exit code that is); SQLite

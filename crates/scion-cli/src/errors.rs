@@ -7,6 +7,14 @@ pub use scion_core::described::{describe, describe_engine, Context, Exit};
 use scion_core::{CoreError, EngineError};
 use scion_daemon::client::ClientError;
 
+/// A command this binary was built without (a cargo feature left off).
+#[derive(Debug, thiserror::Error)]
+#[error("this scion was built without {what}")]
+pub struct NotBuilt {
+    pub what: &'static str,
+    pub hint: &'static str,
+}
+
 pub fn report(err: &anyhow::Error, json: bool, context: Context) -> ExitCode {
     let (exit, code, hint, retryable): (u8, String, Option<String>, bool) = if let Some(e) =
         err.downcast_ref::<CoreError>()
@@ -33,6 +41,13 @@ pub fn report(err: &anyhow::Error, json: bool, context: Context) -> ExitCode {
             d.code.to_string(),
             d.hint.clone(),
             matches!(d.exit, Exit::Conflict | Exit::Transient),
+        )
+    } else if let Some(e) = err.downcast_ref::<NotBuilt>() {
+        (
+            Exit::Unsupported as u8,
+            "not_built".to_string(),
+            Some(e.hint.to_string()),
+            false,
         )
     } else if let Some(e) = err.downcast_ref::<ClientError>() {
         match e {

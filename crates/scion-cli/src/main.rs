@@ -1,19 +1,26 @@
 //! The `scion` command-line tool.
 
+#[cfg(feature = "bench")]
+mod bench_run;
 mod branch_arg;
 mod cli;
 mod cli_bench;
+mod cli_branches;
+mod cli_checkout;
 mod cli_daemon;
 mod cli_history;
 mod cli_merge;
 mod cli_remote;
+mod cli_store;
 mod cli_ui;
 mod cli_vfs;
 mod config;
 mod daemon;
 mod errors;
 mod graph;
+mod open;
 mod output;
+#[cfg(feature = "bench")]
 mod output_bench;
 mod progress;
 mod run;

@@ -30,14 +30,10 @@ fn open_with(
     let spec = StoreSpec::find(cli.store.as_deref(), &cwd, init)?;
     let init = if init {
         Some(match &cli.command {
-            crate::cli::Command::Init {
-                min_grace,
-                page_compression,
-                history_retention,
-            } => StoreSettings {
-                min_grace: parse_duration(min_grace)?,
-                page_compression: *page_compression,
-                history_retention: parse_duration(history_retention)?,
+            crate::cli::Command::Init(a) => StoreSettings {
+                min_grace: parse_duration(&a.min_grace)?,
+                page_compression: a.page_compression,
+                history_retention: parse_duration(&a.history_retention)?,
             },
             _ => StoreSettings::default(),
         })

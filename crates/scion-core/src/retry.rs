@@ -51,6 +51,19 @@ impl CasRetry {
     }
 }
 
+/// Retry a whole write operation when its freshly drawn segment id turned out taken.
+pub(crate) fn with_fresh_ids<T>(
+    mut f: impl FnMut() -> crate::EngineResult<T>,
+) -> crate::EngineResult<T> {
+    let mut tries = 0;
+    loop {
+        match f() {
+            Err(crate::EngineError::SegmentCollision { .. }) if tries < 3 => tries += 1,
+            other => return other,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

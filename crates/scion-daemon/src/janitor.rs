@@ -13,9 +13,9 @@ use scion_core::described::Context;
 use scion_core::ops::gc::GcReport;
 use tokio::sync::watch;
 
-use crate::api::blocking;
 use crate::error::ApiResult;
 use crate::events::EventKind;
+use crate::handler::blocking;
 use crate::state::Shared;
 
 /// One GC run: branches past their TTL are reaped, unreachable segments older than

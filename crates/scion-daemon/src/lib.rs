@@ -12,6 +12,7 @@ pub mod embedded;
 mod error;
 pub mod events;
 mod follow;
+mod handler;
 mod idempotency;
 mod janitor;
 pub mod metrics;

@@ -7,7 +7,7 @@ use rusqlite::{Connection, OpenFlags};
 use scion_core::{BranchRef, Scion, Target};
 use serde::Serialize;
 
-use super::DB;
+use super::options::DB;
 
 pub fn branch(name: &str) -> BranchRef {
     format!("{DB}@{name}")

@@ -8,10 +8,10 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::ops::{branch_share, depth_latency, BranchShare, DepthLatency, Failure, Op};
+use super::options::BranchbenchOptions;
 use super::runner::{PassReport, RunOutcome, WorkerStatus};
 use super::seed::SeedInfo;
 use super::tuples::{Profile, Tuple, Workflow};
-use super::BranchbenchOptions;
 use crate::machine::Machine;
 use crate::BenchResult;
 

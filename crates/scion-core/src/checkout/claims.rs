@@ -8,7 +8,7 @@ use scion_store::ETag;
 use serde::Serialize;
 
 use super::files::{DbFiles, Expect};
-use super::{refuse_unsaved, CheckoutState, JUDGE_TRIES};
+use super::state::{refuse_unsaved, CheckoutState, JUDGE_TRIES};
 use crate::error::{CoreError, CoreResult, EngineResult};
 use crate::names::BranchRef;
 use crate::refs::{CheckoutClaim, Ref};

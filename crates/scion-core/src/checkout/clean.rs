@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use super::{Fingerprint, RecordHeader};
+use super::sidecar::{Fingerprint, RecordHeader};
 use crate::names::Target;
 use crate::{ResolvedVersion, Scion};
 

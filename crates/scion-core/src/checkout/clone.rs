@@ -4,7 +4,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
-use super::{Fingerprint, RecordHeader, Sidecar};
+use super::sidecar::{Fingerprint, RecordHeader, Sidecar};
 use crate::error::{CoreError, CoreResult, EngineError, EngineResult};
 use crate::format::{page_hash, Locator};
 use crate::sqlite_io::normalize_page1;
@@ -231,9 +231,7 @@ fn verify_copy(path: &Path, sidecar: &Sidecar, source_unchanged: bool) -> CoreRe
 
 #[cfg(test)]
 mod tests {
-    // Imported by path, not `super::*`: scripts/file-graph reads `super` as the parent
-    // module's file.
-    use crate::checkout::clone::{
+    use super::{
         duplicate_checked, fs, normalize_page1, verify_copy, ClonePolicy, CopyCheck, Fingerprint,
         Locator, Sidecar,
     };

@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime};
 use tempfile::NamedTempFile;
 
 use super::lock::{self, Among, Held};
-use super::{Fingerprint, Sidecar};
+use super::sidecar::{Fingerprint, Sidecar};
 use crate::error::{CoreError, CoreResult};
 use crate::sqlite_io::{self, sidecar_path};
 
@@ -207,7 +207,7 @@ impl DbFiles {
         }
         if let Some(mut record) = record {
             record.fingerprint = fingerprint;
-            record.stamp_ns = super::now_ns();
+            record.stamp_ns = super::sidecar::now_ns();
             record.store(&self.db)?;
         }
         if self.checkout {
@@ -269,7 +269,7 @@ impl DbFiles {
             .map_err(|e| CoreError::io(&self.db, e))?;
         drop(file);
         record.fingerprint = Fingerprint::of(&self.db)?.unwrap_or_default();
-        record.stamp_ns = super::now_ns();
+        record.stamp_ns = super::sidecar::now_ns();
         record.store(&self.db)?;
         remove_if_present(&marker)?;
         Ok(true)

@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use super::{refuse_unsaved, CheckoutState, Inspection};
+use super::state::{refuse_unsaved, CheckoutState, Inspection};
 use crate::error::{CoreError, CoreResult};
 use crate::names::{BranchName, BranchRef, CheckpointName};
 use crate::ops::lifecycle::{MoveOptions, MoveReport};

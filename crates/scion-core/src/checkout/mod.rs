@@ -11,12 +11,11 @@ pub mod live;
 mod lock;
 mod patch;
 mod sidecar;
+mod state;
 
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
-
-use serde::Serialize;
 
 pub use claims::ReleaseReport;
 pub(crate) use clean::CleanFile;
@@ -27,97 +26,14 @@ pub(crate) use sidecar::RecordHeader;
 pub use sidecar::{Fingerprint, Sidecar};
 
 use crate::error::{CoreError, CoreResult, EngineResult};
-use crate::format::{page_hash, Locator};
+use crate::format::Locator;
 use crate::materialize::{materialize, Durability, JournalMode};
 use crate::names::BranchRef;
 use crate::refs::Ref;
-use crate::sqlite_io::{self, SnapshotInfo};
 use crate::Scion;
 pub use sidecar::now_ns;
-
-/// What a checkout file holds compared with its branch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum CheckoutState {
-    /// No checkout file.
-    None,
-    /// Exactly the branch head.
-    Clean,
-    /// Changes that were never checkpointed.
-    Dirty,
-    /// Unchanged, but made from an older head: the branch has moved since.
-    Stale,
-    /// A file without a usable scion record.
-    Unknown,
-}
-
-impl std::fmt::Display for CheckoutState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            CheckoutState::None => "none",
-            CheckoutState::Clean => "clean",
-            CheckoutState::Dirty => "dirty",
-            CheckoutState::Stale => "stale",
-            CheckoutState::Unknown => "unknown",
-        })
-    }
-}
-
-/// How `checkout` produced the file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum CheckoutAction {
-    /// The clean, current file was already there.
-    Reused,
-    /// Written from the store.
-    Materialized,
-    /// Cloned (copy-on-write) from another clean file of the same version.
-    Cloned,
-    /// Copied in the kernel from another clean file of the same version.
-    Copied,
-    /// Brought from the older version it held by rewriting only the pages that differ.
-    Patched,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct CheckoutReport {
-    pub branch: String,
-    pub path: PathBuf,
-    pub version: u64,
-    pub action: CheckoutAction,
-    /// What an overwritten file held (with `force`), if anything was discarded.
-    pub discarded: Option<CheckoutState>,
-    /// The file is the branch's working copy: made from the current head, with changes
-    /// not yet checkpointed (returned as it is, never overwritten without `force`).
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub dirty: bool,
-}
-
-/// Refuse an operation that would strand or delete a checkout holding changes never
-/// checkpointed (dirty) or changes scion cannot account for (unknown).
-/// Refuse a checkout holding changes never checkpointed. Changes made on an older head
-/// than the branch's cannot be checkpointed any more: they are a stale checkout, whose hint
-/// says how to keep the file.
-pub(crate) fn refuse_unsaved(judged: &Inspection, path: &Path, b: &BranchRef) -> CoreResult<()> {
-    match judged.state {
-        CheckoutState::Dirty if !judged.current => Err(CoreError::StaleCheckout {
-            path: path.to_path_buf(),
-            branch: b.to_string(),
-        }),
-        CheckoutState::Dirty => Err(CoreError::DirtyCheckout {
-            path: path.to_path_buf(),
-            branch: b.to_string(),
-        }),
-        CheckoutState::Unknown => Err(CoreError::UnknownCheckout {
-            path: path.to_path_buf(),
-            branch: b.to_string(),
-        }),
-        _ => Ok(()),
-    }
-}
-
-/// How many times a checkout judges a file that keeps changing under it before giving up.
-const JUDGE_TRIES: usize = 8;
+pub(crate) use state::{refuse_unsaved, scan, Inspection, JUDGE_TRIES};
+pub use state::{CheckoutAction, CheckoutReport, CheckoutState};
 
 impl crate::Engine {
     /// Try to take `b`'s writing turn among this host's page writers (the VFS's write
@@ -127,50 +43,6 @@ impl crate::Engine {
     pub fn try_write_turn(&self, b: &BranchRef) -> EngineResult<TurnAnswer> {
         lock::write_turn(&self.turn_lock_path(b))
     }
-}
-
-/// Result of comparing a file against its sidecar.
-pub(crate) struct Inspection {
-    pub state: CheckoutState,
-    /// The file was made from the head it was compared with (its sidecar names it).
-    pub current: bool,
-    /// The file as it was when judged (None: no file); a replacement goes ahead only if
-    /// it is still so.
-    pub seen: Option<Fingerprint>,
-    /// The hash of every page of a file judged dirty by hashing it (its record names the
-    /// version it was made from): what a forced refresh needs to rewrite only the pages
-    /// that differ from the new head.
-    pub file_hashes: Option<Vec<u64>>,
-}
-
-impl Inspection {
-    pub(crate) fn expect(&self) -> Expect {
-        Expect::from_seen(self.seen)
-    }
-}
-
-/// Hash every page of the file's committed state; `on_changed` sees each page that
-/// differs from `old` (or every page when there is no `old`).
-pub(crate) fn scan(
-    path: &Path,
-    old: Option<&Sidecar>,
-    progress: &dyn crate::progress::Progress,
-    mut on_changed: impl FnMut(u32, &[u8], u64) -> EngineResult<()>,
-) -> EngineResult<(SnapshotInfo, Vec<u64>)> {
-    let mut hashes = Vec::new();
-    let info = sqlite_io::read_snapshot(path, false, progress, |pgno, page| {
-        let h = page_hash(page);
-        hashes.push(h);
-        let same = old
-            .filter(|o| o.page_size as usize == page.len())
-            .and_then(|o| o.hashes.get(pgno as usize - 1))
-            == Some(&h);
-        if !same {
-            on_changed(pgno, page, h)?;
-        }
-        Ok(())
-    })?;
-    Ok((info, hashes))
 }
 
 impl Scion {

@@ -13,7 +13,7 @@
 use std::os::unix::fs::FileExt;
 
 use super::files::DbFiles;
-use super::{Fingerprint, Sidecar};
+use super::sidecar::{Fingerprint, Sidecar};
 use crate::diff::pages::changed_pages;
 use crate::error::{CoreError, CoreResult, EngineError};
 use crate::format::{page_contribution, page_hash};

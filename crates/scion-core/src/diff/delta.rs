@@ -3,8 +3,10 @@
 
 use std::collections::BTreeSet;
 
+use super::btree::Value;
+use super::collect::{collect_rows, read_schema};
 use super::pages::{changed_pages, VersionPages};
-use super::{collect_rows, read_schema, table_shape, Rows, SchemaRow, TableShape, Value};
+use super::table::{table_shape, Row, Rows, SchemaRow, TableShape};
 use crate::error::EngineResult;
 use crate::format::Locator;
 use crate::Engine;
@@ -183,7 +185,7 @@ fn row_deltas(
     shape_b: &TableShape,
     keep_equal: bool,
 ) -> Vec<RowDelta> {
-    let row = |r: super::Row, shape: &TableShape| {
+    let row = |r: Row, shape: &TableShape| {
         let values = r
             .values
             .into_iter()

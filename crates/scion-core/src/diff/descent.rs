@@ -3,9 +3,10 @@
 
 use std::collections::BTreeSet;
 
+use super::btree::Value;
 use super::btree::{decode_record, parse_page, PageKind};
 use super::pages::VersionPages;
-use super::{full_payload, key_bytes, Row, Rows, TableShape, Value};
+use super::table::{full_payload, key_bytes, Row, Rows, TableShape};
 use crate::error::EngineResult;
 
 /// The rows of the changed leaves of the table b-tree at `root`, found without walking

@@ -3,7 +3,8 @@
 use serde::Serialize;
 use serde_json::{Map, Value as Json};
 
-use super::{Row, TableShape, Value};
+use super::btree::Value;
+use super::table::{Row, TableShape};
 
 /// Rows of one table that differ between the two versions, at most `limit` of them.
 #[derive(Debug, Clone, Default, Serialize)]

@@ -1,6 +1,8 @@
 //! SQL statements that turn the left side of a diff into the right side.
 
-use super::{Row, SchemaChange, TableShape, Value};
+use super::btree::Value;
+use super::report::SchemaChange;
+use super::table::{Row, TableShape};
 
 #[derive(Default)]
 pub(crate) struct Script {

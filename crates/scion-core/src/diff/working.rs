@@ -17,7 +17,7 @@ use crate::pagemap::DEFAULT_FANOUT_BITS;
 use crate::progress::Silent;
 use crate::Scion;
 
-use super::{DiffOptions, DiffReport};
+use super::report::{DiffOptions, DiffReport};
 
 /// One side of a working diff: its pages, and where they come from.
 struct Side {

@@ -11,7 +11,7 @@ use crate::format::{page_contribution, page_hash, Parents, RootRecord, Slot};
 use crate::history::{HeadMove, HeadOp};
 use crate::names::{BranchRef, CheckpointName};
 use crate::ops::lease::OPERATION_LEASE;
-use crate::ops::MAX_DELTA_PAGES;
+use crate::ops::pages::MAX_DELTA_PAGES;
 use crate::pagemap::{depth_for, lookup, TreeUpdate};
 use crate::refs::{Lease, Ref};
 use crate::writer::WriteStats;
@@ -112,7 +112,7 @@ impl Scion {
             Ok(())
         };
         let old = self.reader.root(&r.root)?;
-        let committed = super::with_fresh_ids(|| {
+        let committed = crate::retry::with_fresh_ids(|| {
             let mut commit = Commit::begin(self)?;
             let writer = &mut commit.writer;
             let mut changes: BTreeMap<u32, Option<Slot>> = BTreeMap::new();

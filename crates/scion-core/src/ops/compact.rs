@@ -154,7 +154,7 @@ impl Scion {
         if scope == CompactScope::Scattered && before.small_segments < 2 {
             return Ok(report(r.version, 0, 0));
         }
-        let sealed = super::with_fresh_ids(|| {
+        let sealed = crate::retry::with_fresh_ids(|| {
             let mut commit = Commit::begin(self)?;
             let writer = &mut commit.writer;
             let mut record = root;

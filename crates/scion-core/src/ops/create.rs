@@ -112,7 +112,7 @@ impl Engine {
                 (p, false)
             }
         };
-        let imported = super::with_fresh_ids(|| import_file(self, &source, read_only))?;
+        let imported = crate::retry::with_fresh_ids(|| import_file(self, &source, read_only))?;
         let now = self.store_time()?;
         let main = BranchRef::new(db.clone(), BranchName::main());
         let mut r = Ref {

@@ -82,7 +82,7 @@ impl Engine {
         parents: Parents,
     ) -> EngineResult<Locator> {
         let mut record = self.reader.root(content)?;
-        let sealed = super::with_fresh_ids(|| {
+        let sealed = crate::retry::with_fresh_ids(|| {
             let commit = crate::commit::Commit::begin(self)?;
             record.ancestry = Some(commit.ancestry(self, parents)?);
             commit.seal(record)

@@ -14,11 +14,14 @@ use crate::format::{page_contribution, page_hash, Locator, Parents, RootRecord, 
 use crate::history::{HeadMove, HeadOp};
 use crate::names::{BranchRef, CheckpointName};
 use crate::ops::spill::SpilledPages;
-use crate::ops::MAX_DELTA_PAGES;
 use crate::pagemap::{depth_for, leaves, lookup, Changes, TreeUpdate};
 use crate::refs::Ref;
 use crate::writer::WriteStats;
 use crate::Engine;
+
+/// At most this many pages of one commit are stored as deltas: each costs a read of its
+/// base, which pays off for small commits and not for bulk rewrites.
+pub(crate) const MAX_DELTA_PAGES: usize = 256;
 
 /// The pages that changed since a head, with the database's size after the change.
 #[derive(Debug, Clone, Default)]
@@ -284,7 +287,7 @@ impl Engine {
             }
         }
         let zero = page_hash(&vec![0u8; changes.page_size as usize]);
-        let (sealed, hashes) = super::with_fresh_ids(|| {
+        let (sealed, hashes) = crate::retry::with_fresh_ids(|| {
             let mut commit = Commit::begin(self)?;
             let writer = &mut commit.writer;
             let mut tree: Changes = BTreeMap::new();

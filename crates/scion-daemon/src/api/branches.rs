@@ -16,9 +16,10 @@ use scion_core::ops::lifecycle::MoveOptions;
 use scion_core::{BranchName, BranchRef, CheckpointName, DbName, Owner, Target};
 use serde::Deserialize;
 
-use super::{blocking, duration, json, json_with, parse, Body, MaybeBody, Query};
+use crate::answer::{json, json_with};
 use crate::error::{ApiError, ApiResult};
 use crate::events::EventKind;
+use crate::handler::{blocking, duration, parse, Body, MaybeBody, Query};
 use crate::state::Shared;
 use crate::transport::Peer;
 

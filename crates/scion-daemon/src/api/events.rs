@@ -12,9 +12,9 @@ use futures::stream::{self, Stream};
 use serde::Deserialize;
 use tokio::sync::{broadcast, watch};
 
-use super::Query;
 use crate::error::ApiResult;
 use crate::events::Event;
+use crate::handler::Query;
 use crate::state::Shared;
 
 #[derive(Deserialize, Default)]

@@ -11,9 +11,10 @@ use scion_core::BranchRef;
 use serde::Deserialize;
 
 use super::branches::refuse_live;
-use super::{blocking, json, parse, MaybeBody, Query};
+use crate::answer::json;
 use crate::error::ApiResult;
 use crate::events::EventKind;
+use crate::handler::{blocking, parse, MaybeBody, Query};
 use crate::state::Shared;
 
 #[derive(Deserialize, Default)]

@@ -14,9 +14,10 @@ use scion_merge::{Granularity, MergeError, MergeOptions, Resolution, SchemaPolic
 use serde::Deserialize;
 
 use super::branches::refuse_live;
-use super::{json, parse, Body};
+use crate::answer::json;
 use crate::error::{ApiError, ApiResult};
 use crate::events::EventKind;
+use crate::handler::{parse, Body};
 use crate::state::Shared;
 
 #[derive(Deserialize)]

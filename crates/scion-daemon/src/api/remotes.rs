@@ -15,9 +15,10 @@ use scion_remote::{PullOptions, PushOptions, Remote, RemoteError};
 use serde::Deserialize;
 
 use super::branches::refuse_live;
-use super::{blocking, json, parse, Body};
+use crate::answer::json;
 use crate::answer::json_with;
 use crate::error::{ApiError, ApiResult};
+use crate::handler::{blocking, parse, Body};
 use crate::state::Shared;
 
 #[derive(Deserialize)]

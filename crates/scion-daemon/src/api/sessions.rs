@@ -11,9 +11,10 @@ use scion_core::ops::fork::ForkSpec;
 use scion_core::{BranchName, BranchRef, CheckpointName, DbName, Owner};
 use serde::Deserialize;
 
-use super::{blocking, duration, json, json_with, parse, Body, MaybeBody};
+use crate::answer::{json, json_with};
 use crate::error::{ApiError, ApiResult};
 use crate::events::EventKind;
+use crate::handler::{blocking, duration, parse, Body, MaybeBody};
 use crate::sessions::{self, CloseReason, SessionSpec};
 use crate::state::Shared;
 use crate::transport::Peer;

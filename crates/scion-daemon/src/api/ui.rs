@@ -13,8 +13,9 @@ use axum::response::{IntoResponse, Response};
 use scion_core::described::Context;
 use scion_core::DbName;
 
-use super::{blocking, json, parse};
+use crate::answer::json;
 use crate::error::ApiResult;
+use crate::handler::{blocking, parse};
 use crate::state::Shared;
 
 const PAGE: &str = include_str!("../ui/index.html");
