@@ -324,9 +324,11 @@ fn docs_links_stay_inside_the_repository() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
     let root = root.canonicalize().unwrap();
     let mut docs = vec![root.join("README.md"), root.join("ARCHITECTURE.md")];
-    for e in std::fs::read_dir(root.join("docs")).unwrap().flatten() {
-        if e.path().extension().is_some_and(|x| x == "md") {
-            docs.push(e.path());
+    for dir in ["docs", "docs/decisions"] {
+        for e in std::fs::read_dir(root.join(dir)).unwrap().flatten() {
+            if e.path().extension().is_some_and(|x| x == "md") {
+                docs.push(e.path());
+            }
         }
     }
     let mut bad = Vec::new();

@@ -307,7 +307,7 @@ fn bad_import_sources_fail_clearly_and_leave_nothing_behind() {
 #[test]
 fn posix_locks_of_this_process_survive_a_checkpoint() {
     // A read transaction held by this process must keep its locks while scion runs here
-    // (closing any descriptor of the file drops them; see ARCHITECTURE.md).
+    // (closing any descriptor of the file drops them; see docs/decisions/checkouts.md, "Library constraint").
     let e = env();
     create_shop(&e, 200);
     let b = br("shop");
