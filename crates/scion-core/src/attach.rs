@@ -13,7 +13,7 @@ use scion_store::{
 };
 
 use crate::error::{EngineError, EngineResult};
-use crate::{ClonePolicy, Scion, ScionOptions, StoreSettings, MANIFEST_KEY};
+use crate::{ClonePolicy, Engine, EngineOptions, Scion, ScionOptions, StoreSettings, MANIFEST_KEY};
 
 /// The directory name `scion init` creates and discovery looks for.
 pub(crate) const DEFAULT_STORE: &str = ".scion";
@@ -308,53 +308,92 @@ pub struct Attached {
     pub counter: Arc<CountingBackend>,
 }
 
+/// A store's backend as attached, before an engine opens it.
+struct Connected {
+    backend: Arc<dyn Backend>,
+    counter: Arc<CountingBackend>,
+    /// Where this host keeps the store's checkouts (and its page writers' turns).
+    checkouts: PathBuf,
+    /// The local directory holding the store, if it is one.
+    store_dir: Option<PathBuf>,
+}
+
+/// Reach the store `spec` names: S3 and Azure stores must enforce conditional writes, which
+/// is probed once an hour per store and machine, and the store's clock learnt at the same
+/// time.
+fn connect(spec: &StoreSpec, options: &AttachOptions) -> EngineResult<Connected> {
+    let observe = |b: Arc<dyn Backend>| -> Arc<dyn Backend> {
+        match &options.observer {
+            Some(o) => Arc::new(ObservedBackend::new(b, o.clone())),
+            None => b,
+        }
+    };
+    let (backend, counter, checkouts, store_dir) = match spec {
+        StoreSpec::Local(dir) => {
+            let b = LocalBackend::open(dir)?;
+            let counter = Arc::new(CountingBackend::new(observe(Arc::new(b))));
+            (
+                counter.clone() as Arc<dyn Backend>,
+                counter,
+                dir.join("checkouts"),
+                Some(dir.clone()),
+            )
+        }
+        StoreSpec::S3(loc) => {
+            let cloud = CloudBackend::connect_s3(loc.clone(), &S3Config::from_env()?)?;
+            remote(cloud, observe, options.segment_cache)?
+        }
+        StoreSpec::Azure(loc) => {
+            let cloud = CloudBackend::connect_azure(loc.clone(), &AzureConfig::from_env()?)?;
+            remote(cloud, observe, options.segment_cache)?
+        }
+    };
+    Ok(Connected {
+        backend,
+        counter,
+        checkouts,
+        store_dir,
+    })
+}
+
 impl Scion {
-    /// Open (or, with `options.init`, create) the store `spec` names. S3 stores must
-    /// enforce conditional writes: that is probed once an hour per store and machine, and
-    /// the store's clock learnt at the same time.
+    /// Open (or, with `options.init`, create) the store `spec` names, with this host's
+    /// working tree of checkouts.
     pub fn attach(spec: &StoreSpec, options: AttachOptions) -> EngineResult<Attached> {
         let location = spec.location();
-        let observe = |b: Arc<dyn Backend>| -> Arc<dyn Backend> {
-            match &options.observer {
-                Some(o) => Arc::new(ObservedBackend::new(b, o.clone())),
-                None => b,
-            }
-        };
-        let (backend, counter, checkouts, store_dir): (
-            Arc<dyn Backend>,
-            Arc<CountingBackend>,
-            PathBuf,
-            Option<PathBuf>,
-        ) = match spec {
-            StoreSpec::Local(dir) => {
-                let b = LocalBackend::open(dir)?;
-                let counter = Arc::new(CountingBackend::new(observe(Arc::new(b))));
-                (
-                    counter.clone(),
-                    counter,
-                    dir.join("checkouts"),
-                    Some(dir.clone()),
-                )
-            }
-            StoreSpec::S3(loc) => {
-                let cloud = CloudBackend::connect_s3(loc.clone(), &S3Config::from_env()?)?;
-                remote(cloud, observe, options.segment_cache)?
-            }
-            StoreSpec::Azure(loc) => {
-                let cloud = CloudBackend::connect_azure(loc.clone(), &AzureConfig::from_env()?)?;
-                remote(cloud, observe, options.segment_cache)?
-            }
-        };
-        let mut o = ScionOptions::new(checkouts, options.clone_policy);
-        o.store_dir = store_dir;
+        let c = connect(spec, &options)?;
+        let mut o = ScionOptions::new(c.checkouts, options.clone_policy);
+        o.store_dir = c.store_dir;
         o.progress = options.progress;
         if let Some(h) = options.holder {
             o.holder = h;
         }
         let scion = match options.init {
-            Some(settings) => Scion::init_with(backend, &location, o, settings)?,
-            None => Scion::open(backend, &location, o)?,
+            Some(settings) => Scion::init_with(c.backend, &location, o, settings)?,
+            None => Scion::open(c.backend, &location, o)?,
         };
-        Ok(Attached { scion, counter })
+        Ok(Attached {
+            scion,
+            counter: c.counter,
+        })
+    }
+}
+
+impl Engine {
+    /// Open (or, with `options.init`, create) the store `spec` names, without a working
+    /// tree: what the VFS holds. Its page writers take turns where the working tree's
+    /// checkouts of the same store would be.
+    pub fn attach(spec: &StoreSpec, options: AttachOptions) -> EngineResult<Engine> {
+        let location = spec.location();
+        let c = connect(spec, &options)?;
+        let mut o = EngineOptions::new(c.checkouts);
+        o.progress = options.progress;
+        if let Some(h) = options.holder {
+            o.holder = h;
+        }
+        match options.init {
+            Some(settings) => Engine::init(c.backend, &location, o, settings),
+            None => Engine::open(c.backend, &location, o),
+        }
     }
 }

@@ -29,6 +29,7 @@ pub mod refs;
 mod retry;
 mod scion;
 mod sqlite_io;
+pub mod turns;
 mod writer;
 
 /// The binary formats, which are their own crate (`scion-format`).
@@ -42,5 +43,5 @@ pub use manifest::{StoreSettings, DEFAULT_MIN_GRACE};
 pub use names::{BranchName, BranchRef, CheckpointName, DbName, Owner, RemoteName, Target};
 pub use page_cache::{PageCache, PageCacheStats, DEFAULT_PAGE_CACHE_BYTES};
 pub use pattern::BranchPattern;
-pub use scion::{Engine, ResolvedVersion, Scion, ScionOptions};
+pub use scion::{Engine, EngineOptions, ResolvedVersion, Scion, ScionOptions};
 pub use writer::WriteStats;

@@ -44,6 +44,39 @@ impl ScionOptions {
             progress: Default::default(),
         }
     }
+
+    /// What the working tree's engine runs with: its page writers take turns beside the
+    /// checkouts, so a VFS writer and a checkout of one branch on this host meet there.
+    pub fn engine_options(&self) -> EngineOptions {
+        EngineOptions {
+            holder: self.holder.clone(),
+            progress: self.progress.clone(),
+            turns_dir: self.checkouts_dir.clone(),
+        }
+    }
+}
+
+/// How an [`Engine`] runs in this process.
+#[derive(Debug, Clone)]
+pub struct EngineOptions {
+    /// Who this process is when it takes or checks leases (`host/pid` unless set).
+    pub holder: String,
+    /// Where progress of long operations goes.
+    pub progress: crate::progress::ProgressSink,
+    /// Where this host's page writers take turns: lock files named as the branches'
+    /// checkouts would be (the engine never opens a checkout file there).
+    pub turns_dir: PathBuf,
+}
+
+impl EngineOptions {
+    /// This process as the lease holder, no progress, turns taken under `turns_dir`.
+    pub fn new(turns_dir: PathBuf) -> Self {
+        Self {
+            holder: default_holder(),
+            progress: Default::default(),
+            turns_dir,
+        }
+    }
 }
 
 /// `hostname:boot:pidns/pid`: unique per process across hosts and containers that share
@@ -144,6 +177,51 @@ impl Scion {
         options: ScionOptions,
         settings: StoreSettings,
     ) -> EngineResult<Self> {
+        let engine = Engine::init(backend, location, options.engine_options(), settings)?;
+        Ok(Self::around(engine, options))
+    }
+
+    /// Open an existing store, refusing one written by a newer scion.
+    pub fn open(
+        backend: Arc<dyn Backend>,
+        location: &str,
+        options: ScionOptions,
+    ) -> EngineResult<Self> {
+        let engine = Engine::open(backend, location, options.engine_options())?;
+        Ok(Self::around(engine, options))
+    }
+
+    /// The working tree of `options.checkouts_dir` around an opened engine.
+    pub fn around(engine: Engine, options: ScionOptions) -> Self {
+        Scion {
+            engine: Arc::new(engine),
+            options,
+        }
+    }
+
+    /// The store room alone, to hand to what needs no working tree (the VFS).
+    pub fn engine(&self) -> &Arc<Engine> {
+        &self.engine
+    }
+
+    pub fn checkouts_dir(&self) -> &Path {
+        &self.options.checkouts_dir
+    }
+
+    pub fn clone_policy(&self) -> ClonePolicy {
+        self.options.clone_policy
+    }
+}
+
+impl Engine {
+    /// Create a new store with `settings` recorded in its manifest. Fails if one exists at
+    /// the location.
+    pub fn init(
+        backend: Arc<dyn Backend>,
+        location: &str,
+        options: EngineOptions,
+        settings: StoreSettings,
+    ) -> EngineResult<Self> {
         let manifest = Manifest {
             format: STORE_FORMAT_VERSION,
             store_id: crate::refs::random_hex(16),
@@ -170,7 +248,7 @@ impl Scion {
     pub fn open(
         backend: Arc<dyn Backend>,
         location: &str,
-        options: ScionOptions,
+        options: EngineOptions,
     ) -> EngineResult<Self> {
         let (manifest, _) = read_manifest(backend.as_ref(), location)?;
         Ok(Self::assemble(backend, location, manifest, options))
@@ -180,40 +258,21 @@ impl Scion {
         backend: Arc<dyn Backend>,
         location: &str,
         manifest: Manifest,
-        options: ScionOptions,
+        options: EngineOptions,
     ) -> Self {
-        let engine = Engine {
+        Engine {
             reader: FrameReader::new(backend.clone(), &manifest.store_id),
             backend,
             location: location.to_string(),
             page_compression: RwLock::new(manifest.page_compression()),
             min_grace: manifest.min_grace(),
             store_id: manifest.store_id,
-            holder: options.holder.clone(),
-            progress: options.progress.clone(),
-            turns_dir: options.checkouts_dir.clone(),
-        };
-        Scion {
-            engine: Arc::new(engine),
-            options,
+            holder: options.holder,
+            progress: options.progress,
+            turns_dir: options.turns_dir,
         }
     }
 
-    /// The store room alone, to hand to what needs no working tree (the VFS).
-    pub fn engine(&self) -> &Arc<Engine> {
-        &self.engine
-    }
-
-    pub fn checkouts_dir(&self) -> &Path {
-        &self.options.checkouts_dir
-    }
-
-    pub fn clone_policy(&self) -> ClonePolicy {
-        self.options.clone_policy
-    }
-}
-
-impl Engine {
     pub fn backend(&self) -> &Arc<dyn Backend> {
         &self.backend
     }

@@ -10,11 +10,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use rusqlite::ffi;
-use scion_core::checkout::{TurnAnswer, WriteTurn};
 use scion_core::format::Locator;
 use scion_core::ops::pages::{refuse_checked_out, PageCommit};
 use scion_core::ops::view::VersionView;
 use scion_core::refs::{ref_key, Ref};
+use scion_core::turns::{TurnAnswer, WriteTurn};
 use scion_core::{Engine, EngineError};
 use scion_store::ETag;
 

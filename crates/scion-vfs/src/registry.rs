@@ -67,10 +67,7 @@ pub(crate) fn store(spec: Option<&str>) -> Result<Arc<Engine>, EngineError> {
     if let Some(s) = stores.get(&key) {
         return Ok(s.clone());
     }
-    let scion = scion_core::Scion::attach(&found, AttachOptions::default())?
-        .scion
-        .engine()
-        .clone();
-    stores.insert(key, scion.clone());
-    Ok(scion)
+    let engine = Arc::new(Engine::attach(&found, AttachOptions::default())?);
+    stores.insert(key, engine.clone());
+    Ok(engine)
 }

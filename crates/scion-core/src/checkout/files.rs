@@ -333,7 +333,7 @@ impl DbFiles {
         }
         // scion's own bookkeeping, not counted as a checkout file.
         if self.checkout {
-            remove_if_present(&lock::lock_file(&self.db))?;
+            remove_if_present(&crate::turns::lock_file(&self.db))?;
         }
         Ok(removed)
     }

@@ -15,11 +15,12 @@
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::io::AsRawFd;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::error::{CoreError, CoreResult, EngineError, EngineResult};
-use crate::sqlite_io::{sidecar_path, SHARED_FIRST, SHARED_SIZE};
+use crate::error::{CoreError, CoreResult};
+use crate::sqlite_io::{SHARED_FIRST, SHARED_SIZE};
+use crate::turns::{lock_file, open_lock_file};
 use scion_store::range_lock::{lock_range, Locked, RangeLock, Wait};
 
 /// How long scion waits for another scion's replacement or inspection of one checkout.
@@ -37,36 +38,6 @@ pub(crate) enum Among {
     Inspect,
     /// Replacing or removing the file: alone.
     Replace,
-}
-
-/// The lock file of the checkout at `db`.
-pub(crate) fn lock_file(db: &Path) -> PathBuf {
-    sidecar_path(db, ".scion.lock")
-}
-
-/// Open (making it if missing) a checkout's lock file; `Ok(None)` where it cannot be made
-/// (a read-only or missing directory).
-fn open_lock_file(lock_path: &Path) -> EngineResult<Option<std::fs::File>> {
-    match OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(lock_path)
-    {
-        Ok(f) => Ok(Some(f)),
-        Err(e)
-            if matches!(
-                e.kind(),
-                std::io::ErrorKind::PermissionDenied
-                    | std::io::ErrorKind::ReadOnlyFilesystem
-                    | std::io::ErrorKind::NotFound
-            ) =>
-        {
-            Ok(None)
-        }
-        Err(e) => Err(EngineError::io(lock_path, e)),
-    }
 }
 
 /// Take the scions' lock on the checkout at `db`, waiting for other scions. `Ok(None)`:
@@ -150,51 +121,5 @@ pub(crate) fn against_sqlite(path: &Path) -> CoreResult<Option<Held>> {
             path: path.to_path_buf(),
         }),
         Err(e) => Err(CoreError::io(path, e)),
-    }
-}
-
-/// Byte of the checkout's lock file whose write lock is a branch's writing turn on this
-/// host (the `flock` above guards the file; this range lock is independent of it).
-const TURN_BYTE: u64 = 0;
-
-/// A branch's writing turn among this host's page writers (VFS connections): held until
-/// dropped, released by the kernel when its process dies.
-#[derive(Debug)]
-pub struct WriteTurn {
-    _file: File,
-}
-
-/// What asking for a branch's writing turn found.
-#[derive(Debug)]
-pub enum TurnAnswer {
-    /// This caller writes next.
-    Mine(WriteTurn),
-    /// Another connection on this host holds the turn.
-    Taken,
-    /// No lock can be made here (a read-only directory): writers on this host meet only at
-    /// the store's compare-and-swap.
-    Unavailable,
-}
-
-/// Try to take the writing turn of the branch whose checkout is (or would be) `db`.
-pub(crate) fn write_turn(db: &Path) -> EngineResult<TurnAnswer> {
-    let lock_path = lock_file(db);
-    if let Some(dir) = lock_path.parent() {
-        if let Err(e) = std::fs::create_dir_all(dir) {
-            return match e.kind() {
-                std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem => {
-                    Ok(TurnAnswer::Unavailable)
-                }
-                _ => Err(EngineError::io(dir, e)),
-            };
-        }
-    }
-    let Some(file) = open_lock_file(&lock_path)? else {
-        return Ok(TurnAnswer::Unavailable);
-    };
-    match lock_range(&file, TURN_BYTE, 1, RangeLock::Exclusive, Wait::No) {
-        Ok(Locked::Granted) => Ok(TurnAnswer::Mine(WriteTurn { _file: file })),
-        Ok(Locked::Contended) => Ok(TurnAnswer::Taken),
-        Err(e) => Err(EngineError::io(&lock_path, e)),
     }
 }

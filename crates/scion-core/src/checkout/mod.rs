@@ -21,11 +21,10 @@ pub use claims::ReleaseReport;
 pub(crate) use clean::CleanFile;
 pub use clone::{probe as probe_clone, CloneCapability, ClonePolicy, CopyKind};
 pub(crate) use files::{DbFiles, Expect, Install};
-pub use lock::{TurnAnswer, WriteTurn};
 pub(crate) use sidecar::RecordHeader;
 pub use sidecar::{Fingerprint, Sidecar};
 
-use crate::error::{CoreError, CoreResult, EngineResult};
+use crate::error::{CoreError, CoreResult};
 use crate::format::Locator;
 use crate::materialize::{materialize, Durability, JournalMode};
 use crate::names::BranchRef;
@@ -34,16 +33,6 @@ use crate::Scion;
 pub use sidecar::now_ns;
 pub(crate) use state::{refuse_unsaved, scan, Inspection, JUDGE_TRIES};
 pub use state::{CheckoutAction, CheckoutReport, CheckoutState};
-
-impl crate::Engine {
-    /// Try to take `b`'s writing turn among this host's page writers (the VFS's write
-    /// transactions): a lock on the branch's checkout lock file, free again when the turn
-    /// is dropped or its process dies. Writers elsewhere meet at the head's
-    /// compare-and-swap.
-    pub fn try_write_turn(&self, b: &BranchRef) -> EngineResult<TurnAnswer> {
-        lock::write_turn(&self.turn_lock_path(b))
-    }
-}
 
 impl Scion {
     /// The fixed path of a branch's writable checkout (whether or not it exists).
