@@ -121,7 +121,7 @@ pub fn measure(
             ..Default::default()
         },
     )?;
-    raw.create(&db.parse()?, Some(source))?;
+    raw.engine().create(&db.parse()?, Some(source))?;
     crate::stats::settle_disk();
     progress(&format!(
         "materializing {size_mib} MiB from the uncompressed store against cp, {runs} runs each"

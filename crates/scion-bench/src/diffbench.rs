@@ -38,7 +38,7 @@ pub fn diff_cost(
 ) -> BenchResult<DiffCost> {
     progress(&format!("diff of two versions ten rows apart at {mib} MiB"));
     let main = br("db")?;
-    scion.fork(&main, &"diff".parse()?, None)?;
+    scion.engine().fork(&main, &"diff".parse()?, None)?;
     let d = br("db@diff")?;
     let d_path = scion.checkout(&d, false)?.path;
     {
@@ -71,7 +71,7 @@ pub fn diff_cost(
         size_mib: mib,
         pages_differing: report.pages_differing,
         pages_read: report.pages_read,
-        page_count: scion.read_ref(&main)?.0.page_count,
+        page_count: scion.engine().read_ref(&main)?.0.page_count,
         rows_changed: report.tables.iter().map(|t| t.changed).sum(),
         vs_attach_join: time.median_ms / attach_join.median_ms,
         time,

@@ -141,7 +141,7 @@ fn bed(root: &Path, mib: u64) -> BenchResult<Bed> {
         "bench",
         ScionOptions::new(dir.join("store/checkouts"), ClonePolicy::Auto),
     )?;
-    scion.create(&"db".parse()?, Some(&src))?;
+    scion.engine().create(&"db".parse()?, Some(&src))?;
     crate::stats::settle_disk();
     Ok(Bed {
         dir,
@@ -191,39 +191,47 @@ pub fn run(opts: &ForkBenchOptions, progress: Progress<'_>) -> BenchResult<ForkB
         // alternation: both sources name the same version, so the ratio is the cost of the
         // look at the checkout.
         let plain = br("db@plain")?;
-        b.scion.fork(&main, &"plain".parse()?, None)?;
+        b.scion.engine().fork(&main, &"plain".parse()?, None)?;
         let source = b.scion.checkout(&main, false)?.path;
         // The checkout's writeback must not land in the timed forks' fsyncs.
         crate::stats::settle_disk();
         let (fork_at_head, fork_with_checkout) = measure_interleaved(
             opts.runs,
             |i| -> BenchResult<()> {
-                b.scion.fork(&plain, &format!("head-{i}").parse()?, None)?;
+                b.scion
+                    .engine()
+                    .fork(&plain, &format!("head-{i}").parse()?, None)?;
                 Ok(())
             },
             |i| -> BenchResult<()> {
-                b.scion.fork(&main, &format!("co-{i}").parse()?, None)?;
+                b.scion
+                    .engine()
+                    .fork(&main, &format!("co-{i}").parse()?, None)?;
                 b.scion.checkout_maybe_written(&main)?;
                 Ok(())
             },
         )?;
         remove_checkout(&source);
         let before = b.counter.counts();
-        b.scion.fork(&main, &"one".parse()?, None)?;
+        b.scion.engine().fork(&main, &"one".parse()?, None)?;
         let one = b.counter.counts();
         for i in 0..100 {
-            b.scion.fork(&main, &format!("many-{i}").parse()?, None)?;
+            b.scion
+                .engine()
+                .fork(&main, &format!("many-{i}").parse()?, None)?;
         }
         let many = b.counter.counts();
         b.scion.checkpoint(&main, &"c0".parse()?)?;
         let c0 = "c0".parse()?;
         let fork_at_checkpoint = measure(opts.runs, |i| {
-            b.scion.fork(&main, &format!("cp-{i}").parse()?, Some(&c0))
+            b.scion
+                .engine()
+                .fork(&main, &format!("cp-{i}").parse()?, Some(&c0))
         })?;
         // Rollback and promote: pointer moves, each with its safety fork.
         let rb = br("db@rb")?;
-        b.scion.fork(&main, &"rb".parse()?, None)?;
-        b.scion.fork(&main, &"target".parse()?, None)?;
+        b.scion.engine().fork(&main, &"rb".parse()?, None)?;
+        b.scion.engine().fork(&main, &"target".parse()?, None)?;
         let count = |f: &mut dyn FnMut() -> BenchResult<()>| -> BenchResult<(u64, u64)> {
             let before = b.counter.counts();
             f()?;
@@ -239,7 +247,7 @@ pub fn run(opts: &ForkBenchOptions, progress: Progress<'_>) -> BenchResult<ForkB
             Ok(())
         })?;
         let history_bytes = |b: &Bed, branch: &BranchRef| -> BenchResult<u64> {
-            let (r, _) = b.scion.read_ref(branch)?;
+            let (r, _) = b.scion.engine().read_ref(branch)?;
             Ok(serde_json::to_vec(&r.history).map_or(0, |v| v.len() as u64))
         };
         let rb_history = history_bytes(&b, &rb)?;
@@ -312,6 +320,7 @@ pub fn run(opts: &ForkBenchOptions, progress: Progress<'_>) -> BenchResult<ForkB
             crate::stats::settle_disk();
             let fork = |b: &Bed, i: usize| -> BenchResult<()> {
                 b.scion
+                    .engine()
                     .fork(&br("db@plain")?, &format!("ratio-{i}").parse()?, None)?;
                 Ok(())
             };
@@ -345,17 +354,18 @@ pub fn run(opts: &ForkBenchOptions, progress: Progress<'_>) -> BenchResult<ForkB
     let mut times = Vec::with_capacity(opts.commits);
     for i in 0..opts.commits {
         update_one_row(&path, &mut rng, rows)?;
-        let size_before = store_object_bytes(b.scion.backend().as_ref())?;
+        let size_before = store_object_bytes(b.scion.engine().backend().as_ref())?;
         let name = format!("s{i}").parse()?;
         let started = std::time::Instant::now();
         let report = b.scion.checkpoint(&main, &name)?;
         times.push(started.elapsed());
-        let size_after = store_object_bytes(b.scion.backend().as_ref())?;
+        let size_after = store_object_bytes(b.scion.engine().backend().as_ref())?;
         added.push(size_after.saturating_sub(size_before));
         segment_bytes += report.store.bytes;
         pages += report.pages_changed;
         checkpoint_object_bytes = b
             .scion
+            .engine()
             .backend()
             .head(&format!("checkpoints/db/main/s{i}"))
             .map(|m| m.size)
@@ -381,6 +391,7 @@ pub fn run(opts: &ForkBenchOptions, progress: Progress<'_>) -> BenchResult<ForkB
     b.scion.checkpoint(&main, &"settled".parse()?)?;
     let segments = |b: &Bed| -> BenchResult<u64> {
         Ok(b.scion
+            .engine()
             .backend()
             .list("segments/")
             .map_err(|e| BenchError::Other(e.to_string()))?

@@ -87,7 +87,7 @@ struct Built {
 }
 
 fn seal(scion: &Scion, content: &Locator, parents: Parents) -> BenchResult<Locator> {
-    Ok(scion.seal_root_with_parents(content, parents)?)
+    Ok(scion.engine().seal_root_with_parents(content, parents)?)
 }
 
 /// v1 ← v2 ← … ← vN, and three side versions: off vN-1, off the middle, off v1.
@@ -188,8 +188,8 @@ fn measure_store(
     progress: Progress<'_>,
 ) -> BenchResult<Vec<BaseSearch>> {
     let first = attach(spec, true)?.scion;
-    first.create(&"g".parse()?, None)?;
-    let content = first.read_ref(&"g".parse()?)?.0.root;
+    first.engine().create(&"g".parse()?, None)?;
+    let content = first.engine().read_ref(&"g".parse()?)?.0.root;
     let built = [
         linear(&first, content, opts.versions, progress)?,
         merges(&first, content, opts.versions, progress)?,
@@ -209,7 +209,10 @@ fn measure_store(
                 let attached = attach(spec, false)?;
                 let before = attached.counter.counts().requests();
                 let t = Instant::now();
-                let (found, stats) = attached.scion.common_ancestry_counted(ours, theirs)?;
+                let (found, stats) = attached
+                    .scion
+                    .engine()
+                    .common_ancestry_counted(ours, theirs)?;
                 samples.push(t.elapsed());
                 if found != CommonAncestry::Base(*base) {
                     return Err(BenchError::Other(format!(

@@ -115,7 +115,7 @@ fn scion_row(
         "isolation",
         ScionOptions::new(dir.join("store/checkouts"), ClonePolicy::Auto),
     )?;
-    scion.create(&"seed".parse()?, Some(seed))?;
+    scion.engine().create(&"seed".parse()?, Some(seed))?;
     let main: BranchRef = "seed".parse()?;
     if how == SeedCopy::CheckedOut {
         scion.checkout(&main, false)?;
@@ -124,7 +124,7 @@ fn scion_row(
     let mut timer = PhaseTimer::new(&["fork", "checkout", "open + query + close", "destroy"]);
     timer.run(runs, |run, lap| {
         let test: BranchRef = format!("seed@test-{run}").parse()?;
-        scion.fork(&main, &test.branch, None)?;
+        scion.engine().fork(&main, &test.branch, None)?;
         lap(0);
         let path = scion.checkout(&test, false)?.path;
         lap(1);

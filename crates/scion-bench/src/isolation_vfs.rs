@@ -22,13 +22,13 @@ pub fn row(dir: &Path, seed: &Path, runs: usize, probe_id: i64) -> BenchResult<M
         "isolation",
         ScionOptions::new(store_dir.join("checkouts"), ClonePolicy::Auto),
     )?;
-    scion.create(&"seed".parse()?, Some(seed))?;
+    scion.engine().create(&"seed".parse()?, Some(seed))?;
     let main: BranchRef = "seed".parse()?;
     crate::stats::settle_disk();
     let mut timer = PhaseTimer::new(&["fork", "open + query + close", "destroy"]);
     timer.run(runs, |run, lap| {
         let test: BranchRef = format!("seed@test-{run}").parse()?;
-        scion.fork(&main, &test.branch, None)?;
+        scion.engine().fork(&main, &test.branch, None)?;
         lap(0);
         let uri = scion_vfs::uri(&test.to_string(), &store_dir.display().to_string(), false);
         let conn = Connection::open_with_flags(

@@ -214,7 +214,7 @@ fn flush_row(dir: &Path, mib: u64, runs: usize) -> BenchResult<FlushRow> {
     let seed = dir.join("seed.db");
     orders_db(&seed, mib, 1)?;
     let scion = store(&dir)?;
-    scion.create(&"orders".parse()?, Some(&seed))?;
+    scion.engine().create(&"orders".parse()?, Some(&seed))?;
     std::fs::remove_file(&seed)?;
     let b: BranchRef = "orders".parse()?;
     let rows: i64 = {
@@ -422,7 +422,7 @@ fn throughput(opts: &LiveOptions) -> BenchResult<(Throughput, DurableAge)> {
     let seed = dir.join("seed.db");
     orders_db(&seed, 8, 1)?;
     let scion = store(&dir)?;
-    scion.create(&"orders".parse()?, Some(&seed))?;
+    scion.engine().create(&"orders".parse()?, Some(&seed))?;
     let b: BranchRef = "orders".parse()?;
     let path = scion.checkout(&b, false)?.path;
     let socket = dir.join("run/scion.sock");

@@ -85,7 +85,7 @@ fn merge_err(e: scion_merge::MergeError) -> BenchError {
 
 /// One row changed on `target` through the VFS (one commit).
 fn change_row(scion: &Scion, target: &str, id: i64, status: &str) -> BenchResult<()> {
-    let uri = scion_vfs::uri(target, scion.location(), false);
+    let uri = scion_vfs::uri(target, scion.engine().location(), false);
     let c = Connection::open(uri)?;
     c.execute("UPDATE orders SET status = ?2 WHERE id = ?1", (id, status))?;
     Ok(())
@@ -115,10 +115,10 @@ pub fn run(opts: &MergeBenchOptions, progress: Progress<'_>) -> BenchResult<Merg
             &StoreSpec::parse(&store_dir.display().to_string())?.location(),
             ScionOptions::new(store_dir.join("checkouts"), ClonePolicy::Auto),
         )?;
-        scion_vfs::adopt(scion.location(), scion.engine().clone());
-        scion.create(&"db".parse()?, Some(&native))?;
+        scion_vfs::adopt(scion.engine().location(), scion.engine().clone());
+        scion.engine().create(&"db".parse()?, Some(&native))?;
         let main: BranchRef = "db".parse()?;
-        let page_count = scion.read_ref(&main)?.0.page_count;
+        let page_count = scion.engine().read_ref(&main)?.0.page_count;
 
         progress(&format!(
             "{mib} MiB: merges of one changed row on each side"
@@ -128,9 +128,9 @@ pub fn run(opts: &MergeBenchOptions, progress: Progress<'_>) -> BenchResult<Merg
         let mut costs = Vec::new();
         for run in 0..=opts.runs {
             let (dst, src) = (format!("dst{run}"), format!("src{run}"));
-            scion.fork(&main, &dst.parse()?, None)?;
+            scion.engine().fork(&main, &dst.parse()?, None)?;
             let dst_ref: BranchRef = format!("db@{dst}").parse()?;
-            scion.fork(&dst_ref, &src.parse()?, None)?;
+            scion.engine().fork(&dst_ref, &src.parse()?, None)?;
             change_row(&scion, &format!("db@{dst}"), rows / 3, "ours")?;
             change_row(&scion, &format!("db@{src}"), rows * 2 / 3, "theirs")?;
             let src_t: Target = format!("db@{src}").parse()?;

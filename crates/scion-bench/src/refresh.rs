@@ -48,7 +48,7 @@ pub fn refresh_cost(
     ));
     let main = br("db")?;
     let main_path = scion.checkout(&main, false)?.path;
-    scion.fork(&main, &"refresh".parse()?, None)?;
+    scion.engine().fork(&main, &"refresh".parse()?, None)?;
     let b = br("db@refresh")?;
     let path = scion.checkout(&b, false)?.path;
     let change = |status: &str| -> BenchResult<()> {

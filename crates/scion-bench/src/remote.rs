@@ -243,7 +243,7 @@ pub fn run(opts: &RemoteBenchOptions, progress: Progress<'_>) -> BenchResult<Rem
             Connection::open(&native)?.query_row("SELECT max(id) FROM orders", [], |r| r.get(0))?;
         let laptop_dir = dir.join("laptop");
         let (laptop, laptop_counts) = new_store(&laptop_dir.display().to_string())?;
-        laptop.create(&"db".parse()?, Some(&native))?;
+        laptop.engine().create(&"db".parse()?, Some(&native))?;
         let main: BranchRef = "db".parse()?;
         let files = segment_files(&laptop_dir)?;
         let branch_store_bytes = files.iter().map(|(_, n)| n).sum();
@@ -311,7 +311,7 @@ pub fn run(opts: &RemoteBenchOptions, progress: Progress<'_>) -> BenchResult<Rem
             "{mib} MiB: a one-row commit pushed, and one pulled"
         ));
         let r = kept_remote.ok_or_else(|| err("no runs"))?;
-        change_row(laptop.location(), "db", rows / 2)?;
+        change_row(laptop.engine().location(), "db", rows / 2)?;
         let before = r.requests.counts();
         let t = Instant::now();
         let rep = scion_remote::push(
@@ -331,7 +331,7 @@ pub fn run(opts: &RemoteBenchOptions, progress: Progress<'_>) -> BenchResult<Rem
             bytes_written: after.bytes_written - before.bytes_written,
             ms,
         };
-        change_row(r.store.location(), "db", rows / 3)?;
+        change_row(r.store.engine().location(), "db", rows / 3)?;
         let before = laptop_counts.counts();
         let t = Instant::now();
         let pull_opts = PullOptions {
@@ -400,7 +400,7 @@ fn measure_follow(
     let (summary, commits) = std::thread::scope(|sc| -> BenchResult<_> {
         let follower =
             sc.spawn(|| scion_remote::follow(laptop, r, &main, &fo, &stop, |_| {}, |_| {}));
-        let c = Connection::open(scion_vfs::uri("db", laptop.location(), false))?;
+        let c = Connection::open(scion_vfs::uri("db", laptop.engine().location(), false))?;
         let every = Duration::from_secs_f64(1.0 / opts.follow_rate as f64);
         let started = Instant::now();
         let mut commits = 0u64;

@@ -209,7 +209,7 @@ pub fn run(opts: &VfsOptions, progress: Progress<'_>) -> BenchResult<VfsReport> 
         // Connections the VFS opens use this very attachment: its requests are counted.
         let location = StoreSpec::parse(&store_dir.display().to_string())?.location();
         scion_vfs::adopt(&location, scion.engine().clone());
-        scion.create(&"seed".parse()?, Some(&native))?;
+        scion.engine().create(&"seed".parse()?, Some(&native))?;
         let main: BranchRef = "seed".parse()?;
 
         progress(&format!(
@@ -219,7 +219,7 @@ pub fn run(opts: &VfsOptions, progress: Progress<'_>) -> BenchResult<VfsReport> 
         for run in 0..=opts.runs {
             let test: BranchRef = format!("seed@t{run}").parse()?;
             let t = timed(|| {
-                scion.fork(&main, &test.branch, None)?;
+                scion.engine().fork(&main, &test.branch, None)?;
                 let c = open_vfs(&test.to_string(), &store_dir)?;
                 let _: f64 =
                     c.query_row(&FIRST_QUERY.replace("$1", "?1"), [rows / 2], |r| r.get(0))?;

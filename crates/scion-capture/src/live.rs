@@ -119,11 +119,11 @@ impl LiveBranch {
         lease_ttl: Duration,
         force: bool,
     ) -> CaptureResult<LiveBranch> {
-        let (base, _) = scion.lease_acquire_as(b, holder, lease_ttl)?;
+        let (base, _) = scion.engine().lease_acquire_as(b, holder, lease_ttl)?;
         match Self::attach(scion.clone(), b, holder, lease_ttl, force, base) {
             Ok(live) => Ok(live),
             Err(e) => {
-                let _ = scion.lease_release_as(b, holder);
+                let _ = scion.engine().lease_release_as(b, holder);
                 Err(e)
             }
         }
@@ -156,7 +156,7 @@ impl LiveBranch {
         } else {
             // Everything that may open and close the file happens before capture opens.
             scion.checkout(b, force)?;
-            (base, etag) = scion.read_ref(b)?;
+            (base, etag) = scion.engine().read_ref(b)?;
             sidecar = Sidecar::load(&path, &base.root)?.filter(|s| s.root == base.root);
             if sidecar.is_none() {
                 return Err(CoreError::UnknownCheckout {
@@ -341,7 +341,7 @@ impl LiveBranch {
                 };
                 BTreeMap::from([(MARK_KEY.to_string(), mark.to_string())])
             };
-            let committed = self.scion.commit_pages(
+            let committed = self.scion.engine().commit_pages(
                 PageCommit::onto(&self.branch, &self.base, self.etag.clone(), &changes)
                     .from_checkout()
                     .with_known_hashes(&known)
@@ -371,8 +371,13 @@ impl LiveBranch {
             report.store = done.store;
         }
         if let Some((name, meta)) = checkpoint {
-            self.scion
-                .name_version(&self.branch, name, self.base.root, self.base.version, meta)?;
+            self.scion.engine().name_version(
+                &self.branch,
+                name,
+                self.base.root,
+                self.base.version,
+                meta,
+            )?;
             report.checkpoint = Some(format!("{}@{name}", self.branch));
         }
         if report.committed {
@@ -446,10 +451,12 @@ impl LiveBranch {
     /// Extend the lease; a lease lost to someone else fences the session.
     pub fn renew(&mut self) -> CaptureResult<()> {
         self.check_fenced()?;
-        match self
-            .scion
-            .lease_renew_as(&self.branch, &self.holder, self.base.epoch, self.lease_ttl)
-        {
+        match self.scion.engine().lease_renew_as(
+            &self.branch,
+            &self.holder,
+            self.base.epoch,
+            self.lease_ttl,
+        ) {
             Ok((r, etag)) if r.root == self.base.root => {
                 (self.base, self.etag) = (r, etag);
                 Ok(())
@@ -496,7 +503,10 @@ impl LiveBranch {
         // Connections first, then the descriptors: before anything else looks at the file.
         self.capturer = None;
         self.claim = None;
-        let _ = self.scion.lease_release_as(&self.branch, &self.holder);
+        let _ = self
+            .scion
+            .engine()
+            .lease_release_as(&self.branch, &self.holder);
         let report = flushed?;
         let hashes = complete(&self.scion, &self.base.root, &mut self.hashes)?;
         // Stamped once every connection of the session is closed, then fingerprinted: a
@@ -557,7 +567,7 @@ fn complete(
     hashes: &mut Vec<Option<u64>>,
 ) -> CaptureResult<Vec<u64>> {
     if hashes.iter().any(Option::is_none) {
-        let all = scion.page_hashes(root)?;
+        let all = scion.engine().page_hashes(root)?;
         *hashes = all.iter().map(|h| Some(*h)).collect();
     }
     Ok(hashes.iter().map(|h| h.expect("completed")).collect())

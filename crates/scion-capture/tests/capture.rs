@@ -44,7 +44,7 @@ fn cli_commits_are_captured_and_a_flush_makes_them_durable() {
     assert_eq!(again.version, 2);
     live.close().unwrap();
     // Closed: the checkout is recorded as holding the durable head.
-    let (r, _) = env.scion.read_ref(&b).unwrap();
+    let (r, _) = env.scion.engine().read_ref(&b).unwrap();
     assert_eq!(
         env.scion.checkout_state(&b, &r.root).unwrap(),
         scion_core::CheckoutState::Clean
@@ -234,9 +234,16 @@ fn a_restart_after_the_wal_was_checkpointed_away_reconciles_by_page_hashes() {
             .len(),
         1
     );
-    assert!(env.scion.read_ref(&b).unwrap().0.checkouts.is_empty());
+    assert!(env
+        .scion
+        .engine()
+        .read_ref(&b)
+        .unwrap()
+        .0
+        .checkouts
+        .is_empty());
     let live = env.open(&b);
-    let recorded = &env.scion.read_ref(&b).unwrap().0.checkouts;
+    let recorded = &env.scion.engine().read_ref(&b).unwrap().0.checkouts;
     assert_eq!(recorded.len(), 1, "{recorded:?}");
     assert_eq!(recorded[0].path, path.display().to_string());
     let Attach::Reconciled(r) = live.attach else {
@@ -506,7 +513,7 @@ fn a_mark_made_at_another_hosts_checkout_is_never_resumed_from() {
     assert!(report.committed, "{report:?} {:?}", live.attach);
     live.close().unwrap();
     let head = env.dump_head(&b);
-    let mark = env.scion.read_ref(&b).unwrap().0.meta["scion.capture"].clone();
+    let mark = env.scion.engine().read_ref(&b).unwrap().0.meta["scion.capture"].clone();
     assert!(mark.starts_with("v2 "), "{mark}");
 
     let store = env.path("store");

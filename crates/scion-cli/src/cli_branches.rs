@@ -149,7 +149,7 @@ pub fn parse_meta(s: &str) -> Result<(String, String), String> {
 pub fn create(p: &Printer, open: &Open, a: &CreateArgs) -> Result<()> {
     let db = DbName::new(&a.db)?;
     let s = open()?;
-    p.create(&s.create(&db, a.from.as_deref())?);
+    p.create(&s.engine().create(&db, a.from.as_deref())?);
     Ok(())
 }
 
@@ -160,7 +160,9 @@ pub fn fork(p: &Printer, open: &Open, a: &ForkArgs) -> Result<()> {
     let ttl = a.ttl.as_deref().map(parse_duration).transpose()?;
     let s = open()?;
     let meta = a.meta.iter().cloned().collect();
-    let report = s.fork_with_meta(&src, &new, at.as_ref(), ttl, meta)?;
+    let report = s
+        .engine()
+        .fork_with_meta(&src, &new, at.as_ref(), ttl, meta)?;
     // Told from the file's fingerprint alone: a fork stays O(1) whatever the size.
     if at.is_none() && !p.json && s.checkout_maybe_written(&src)? {
         eprintln!(
@@ -214,7 +216,7 @@ pub fn destroy(p: &Printer, open: &Open, a: &DestroyArgs) -> Result<()> {
 pub fn protect(p: &Printer, open: &Open, a: &ProtectArgs, protect: bool) -> Result<()> {
     let b: BranchRef = a.target.parse()?;
     let s = open()?;
-    s.set_protected(&b, protect)?;
+    s.engine().set_protected(&b, protect)?;
     let word = if protect { "protected" } else { "unprotected" };
     p.done(
         &format!("{word} {b}"),
@@ -231,7 +233,7 @@ pub fn touch(p: &Printer, open: &Open, a: &TouchArgs) -> Result<()> {
         Some(d) => Some(Some(parse_duration(d)?)),
     };
     let s = open()?;
-    let r = s.touch(&b, ttl)?;
+    let r = s.engine().touch(&b, ttl)?;
     let ttl_text = r
         .ttl_secs
         .map(scion_core::clock::format_duration)
@@ -246,7 +248,7 @@ pub fn touch(p: &Printer, open: &Open, a: &TouchArgs) -> Result<()> {
 /// `scion lease ...`; `holder` is the global --holder, which a lease must name.
 pub fn lease(p: &Printer, open: &Open, cmd: &LeaseCommand, holder: Option<&str>) -> Result<()> {
     match cmd {
-        LeaseCommand::List => p.leases(&open()?.lease_list()?),
+        LeaseCommand::List => p.leases(&open()?.engine().lease_list()?),
         LeaseCommand::Acquire { target, ttl } => {
             let b: BranchRef = target.parse()?;
             if holder.is_none() {
@@ -256,7 +258,7 @@ pub fn lease(p: &Printer, open: &Open, cmd: &LeaseCommand, holder: Option<&str>)
                 );
             }
             let ttl = parse_duration(ttl)?;
-            let l = open()?.lease_acquire(&b, ttl)?;
+            let l = open()?.engine().lease_acquire(&b, ttl)?;
             p.done(
                 &format!(
                     "leased {} to {} until {} (epoch {})",
@@ -267,7 +269,7 @@ pub fn lease(p: &Printer, open: &Open, cmd: &LeaseCommand, holder: Option<&str>)
         }
         LeaseCommand::Release { target, force } => {
             let b: BranchRef = target.parse()?;
-            match open()?.lease_release(&b, *force)? {
+            match open()?.engine().lease_release(&b, *force)? {
                 Some(l) => p.done(
                     &format!("released {b}'s lease (held by {})", l.holder),
                     serde_json::to_value(&l)?,

@@ -92,7 +92,7 @@ pub fn checkout(p: &Printer, open: &Open, a: &CheckoutArgs) -> Result<()> {
 pub fn path(p: &Printer, open: &Open, a: &PathArgs) -> Result<()> {
     let b: BranchRef = a.target.parse()?;
     let s = open()?;
-    s.read_ref(&b)?;
+    s.engine().read_ref(&b)?;
     p.path(&b, &s.checkout_path(&b));
     Ok(())
 }
@@ -101,7 +101,7 @@ pub fn checkpoint(p: &Printer, open: &Open, a: &CheckpointArgs) -> Result<()> {
     if let Some(CheckpointAction::Delete { target, name }) = &a.action {
         let b: BranchRef = target.parse()?;
         let name = CheckpointName::new(name)?;
-        open()?.delete_checkpoint(&b, &name)?;
+        open()?.engine().delete_checkpoint(&b, &name)?;
         p.done(
             &format!("deleted checkpoint {b}@{name}"),
             serde_json::json!({"deleted": format!("{b}@{name}")}),
@@ -122,7 +122,7 @@ pub fn checkpoint(p: &Printer, open: &Open, a: &CheckpointArgs) -> Result<()> {
 pub fn checkpoints(p: &Printer, open: &Open, a: &CheckpointsArgs) -> Result<()> {
     let b: BranchRef = a.target.parse()?;
     let s = open()?;
-    let list = s.list_checkpoints(&b)?;
+    let list = s.engine().list_checkpoints(&b)?;
     // The reserved names resolve too (for --at and --to): list them, marked.
     let mut reserved = Vec::new();
     for name in CheckpointName::reserved() {
@@ -130,7 +130,7 @@ pub fn checkpoints(p: &Printer, open: &Open, a: &CheckpointsArgs) -> Result<()> 
             branch: b.clone(),
             checkpoint: Some(name.clone()),
         };
-        reserved.push((name, s.resolve(&t)?.version));
+        reserved.push((name, s.engine().resolve(&t)?.version));
     }
     p.checkpoints(&b, &reserved, &list);
     Ok(())

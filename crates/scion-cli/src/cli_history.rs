@@ -90,7 +90,9 @@ pub fn log(p: &Printer, s: &Scion, args: &LogArgs) -> Result<()> {
     }
     let target = args.target.as_deref().unwrap_or_default();
     let b: BranchRef = target.parse()?;
-    let history = s.head_history(&b, Some(args.limit.unwrap_or(50)))?;
+    let history = s
+        .engine()
+        .head_history(&b, Some(args.limit.unwrap_or(50)))?;
     p.head_history(&history);
     Ok(())
 }
@@ -98,7 +100,7 @@ pub fn log(p: &Printer, s: &Scion, args: &LogArgs) -> Result<()> {
 /// `scion log --graph`: one database's tree (or a subtree), or every database's.
 fn graph(p: &Printer, s: &Scion, args: &LogArgs) -> Result<()> {
     let Some(target) = args.target.as_deref() else {
-        let dbs = s.list_databases()?;
+        let dbs = s.engine().list_databases()?;
         if dbs.is_empty() && !p.json {
             println!("no databases yet (scion create <db> --from FILE)");
         }
@@ -137,7 +139,8 @@ fn graph_of(
     let db: DbName = db.parse()?;
     if let Some(b) = branch {
         // The engine's words for a branch that is not there.
-        s.read_ref(&BranchRef::new(db.clone(), b.parse()?))?;
+        s.engine()
+            .read_ref(&BranchRef::new(db.clone(), b.parse()?))?;
     }
     if p.json {
         return Ok(s.branch_tree_json(&db, branch)?);
@@ -152,8 +155,12 @@ fn graph_of(
     };
     let mut merges_of = |b: &scion_core::ops::status::BranchStatus| {
         let name = b.branch.parse().ok();
-        name.and_then(|n| s.merges_on_line(&BranchRef::new(db.clone(), n), 256).ok())
-            .unwrap_or_default()
+        name.and_then(|n| {
+            s.engine()
+                .merges_on_line(&BranchRef::new(db.clone(), n), 256)
+                .ok()
+        })
+        .unwrap_or_default()
     };
     for t in &mut trees {
         t.attach_merges(&mut budget, &mut merges_of);
@@ -163,7 +170,7 @@ fn graph_of(
         all: args.all,
         depth: args.depth,
         limit: args.limit.or((!args.all).then_some(200)),
-        now_unix_ms: scion_core::clock::unix_ms(s.store_now()?),
+        now_unix_ms: scion_core::clock::unix_ms(s.engine().store_now()?),
         idle_ms: scion_core::clock::parse_duration(&args.idle)?.as_millis() as u64,
     };
     let shown: usize = trees.iter().map(crate::graph::TreeNode::size).sum();

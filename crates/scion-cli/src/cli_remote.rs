@@ -153,7 +153,7 @@ pub fn remote(p: &Printer, s: &Scion, cmd: &RemoteCommand) -> Result<()> {
     match cmd {
         RemoteCommand::Add { name, location } => {
             let name = RemoteName::new(name)?;
-            let recorded = s.add_remote(&name, location)?;
+            let recorded = s.engine().add_remote(&name, location)?;
             if p.json {
                 p.emit(&serde_json::json!({"remote": name.to_string(), "location": recorded}));
             } else {
@@ -161,7 +161,7 @@ pub fn remote(p: &Printer, s: &Scion, cmd: &RemoteCommand) -> Result<()> {
             }
         }
         RemoteCommand::List => {
-            let remotes = s.remotes()?;
+            let remotes = s.engine().remotes()?;
             if p.json {
                 let list: Vec<_> = remotes
                     .iter()
@@ -178,7 +178,7 @@ pub fn remote(p: &Printer, s: &Scion, cmd: &RemoteCommand) -> Result<()> {
         }
         RemoteCommand::Remove { name } => {
             let name = RemoteName::new(name)?;
-            let was = s.remove_remote(&name)?;
+            let was = s.engine().remove_remote(&name)?;
             if p.json {
                 p.emit(&serde_json::json!({"removed": name.to_string(), "location": was}));
             } else {

@@ -135,10 +135,14 @@ pub fn config(p: &Printer, open: &Open, a: &ConfigArgs) -> Result<()> {
     let s = open()?;
     let change = a
         .page_compression
-        .map(|c| s.set_page_compression(c))
+        .map(|c| s.engine().set_page_compression(c))
         .transpose()?;
     let retention_change = retention
-        .map(|r| s.set_history_retention(r).map(|before| (before, r)))
+        .map(|r| {
+            s.engine()
+                .set_history_retention(r)
+                .map(|before| (before, r))
+        })
         .transpose()?;
     p.config(&s, change, retention_change)
 }

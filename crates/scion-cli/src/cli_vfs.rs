@@ -224,7 +224,7 @@ pub fn sql(scion: scion_core::Scion, args: &SqlArgs) -> Result<SqlReport> {
     let target: Target = args.target.parse()?;
     // The engine says what is wrong with a target (and which exit code that is); SQLite
     // could only say "unable to open database file".
-    scion.resolve(&target)?;
+    scion.engine().resolve(&target)?;
     if args.attach.len() > MAX_ATTACHED {
         return Err(scion_core::EngineError::InvalidInput {
             reason: format!(
@@ -246,12 +246,12 @@ pub fn sql(scion: scion_core::Scion, args: &SqlArgs) -> Result<SqlReport> {
             }
             .into());
         }
-        scion.resolve(&a.target)?;
+        scion.engine().resolve(&a.target)?;
         attachments.push(a);
     }
     scion_vfs::register()
         .map_err(|rc| anyhow::anyhow!("registering the scion VFS failed ({rc})"))?;
-    let location = scion.location().to_string();
+    let location = scion.engine().location().to_string();
     // The VFS works on this very attachment: `--stats` counts what it reads and writes.
     scion_vfs::adopt(&location, scion.engine().clone());
     let uri = scion_vfs::uri(&target.to_string(), &location, args.read_only);
@@ -420,9 +420,9 @@ pub fn shell(scion: scion_core::Scion, args: &ShellArgs) -> Result<()> {
     let target: Target = args.target.parse()?;
     // As for `sql`: the engine says what is wrong with a target (sqlite3 would print
     // "unable to open database file" and go on with an in-memory database).
-    scion.resolve(&target)?;
+    scion.engine().resolve(&target)?;
     let ext = extension(args)?;
-    let uri = scion_vfs::uri(&target.to_string(), scion.location(), false);
+    let uri = scion_vfs::uri(&target.to_string(), scion.engine().location(), false);
     // The extension's entry point is derived from its file name; load it without the
     // suffix as sqlite3 expects.
     let load = ext.with_extension("");

@@ -16,7 +16,7 @@ impl Printer {
         change: Option<PageCompressionChange>,
         retention_change: Option<(Duration, Duration)>,
     ) -> anyhow::Result<()> {
-        let retention = s.history_retention()?;
+        let retention = s.engine().history_retention()?;
         let compression_changed = change.filter(|c| c.before != c.after);
         let retention_changed = retention_change.filter(|(before, after)| before != after);
         if self.json {
@@ -34,10 +34,10 @@ impl Printer {
                 );
             }
             self.emit(&serde_json::json!({
-                "store": s.location(),
-                "store_id": s.store_id(),
-                "page_compression": s.page_compression(),
-                "min_grace_secs": s.min_grace().as_secs(),
+                "store": s.engine().location(),
+                "store_id": s.engine().store_id(),
+                "page_compression": s.engine().page_compression(),
+                "min_grace_secs": s.engine().min_grace().as_secs(),
                 "history_retention_secs": retention.as_secs(),
                 // null when the store already had every setting asked for.
                 "changed": (!changed.is_empty()).then_some(changed),
@@ -71,11 +71,15 @@ impl Printer {
             Some(c) => println!("page compression is already {}", c.after),
             None => {}
         }
-        println!("store:             {} (id {})", s.location(), s.store_id());
-        println!("page compression:  {}", s.page_compression());
+        println!(
+            "store:             {} (id {})",
+            s.engine().location(),
+            s.engine().store_id()
+        );
+        println!("page compression:  {}", s.engine().page_compression());
         println!(
             "minimum gc grace:  {} (fixed at init)",
-            scion_core::clock::format_duration(s.min_grace().as_secs())
+            scion_core::clock::format_duration(s.engine().min_grace().as_secs())
         );
         println!(
             "history retention: {} (heads the head history names are kept from gc this long)",

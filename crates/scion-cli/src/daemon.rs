@@ -61,7 +61,7 @@ pub fn serve(cli: &Cli, args: &ServeArgs) -> Result<()> {
     };
     for f in &config.follow {
         // A remote that is not there is refused now, not in a log line later.
-        scion.remote_location(&f.remote)?;
+        scion.engine().remote_location(&f.remote)?;
     }
     let token = match &args.token_file {
         Some(f) => Some(
@@ -74,7 +74,7 @@ pub fn serve(cli: &Cli, args: &ServeArgs) -> Result<()> {
     };
     let socket = match &args.socket.socket {
         Some(p) => p.clone(),
-        None => scion_daemon::transport::default_socket(scion.location()),
+        None => scion_daemon::transport::default_socket(scion.engine().location()),
     };
     let listen = Listen {
         socket: socket.clone(),
@@ -95,7 +95,7 @@ pub fn serve(cli: &Cli, args: &ServeArgs) -> Result<()> {
     let daemon = Daemon::new(scion.clone(), config, metrics, listen)?;
     eprintln!(
         "scion serve: store {}, socket {}\n  export SCION_SOCKET={}",
-        scion.location(),
+        scion.engine().location(),
         socket.display(),
         socket.display()
     );
@@ -260,7 +260,7 @@ pub fn mcp(cli: &Cli, args: &crate::cli_daemon::McpArgs) -> Result<()> {
     let scion = Arc::new(attached.scion);
     let socket = match &args.socket.socket {
         Some(p) => p.clone(),
-        None => scion_daemon::transport::default_socket(scion.location()),
+        None => scion_daemon::transport::default_socket(scion.engine().location()),
     };
     let mut config = scion_mcp::McpConfig {
         default_ttl: parse_duration(&args.default_ttl)?,

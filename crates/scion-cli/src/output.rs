@@ -299,16 +299,16 @@ impl Printer {
     pub fn init(&self, s: &Scion) {
         if self.json {
             self.emit(&serde_json::json!({
-                "store": s.location(),
-                "store_id": s.store_id(),
-                "page_compression": s.page_compression(),
+                "store": s.engine().location(),
+                "store_id": s.engine().store_id(),
+                "page_compression": s.engine().page_compression(),
             }));
         } else {
             println!(
                 "initialized scion store at {} (id {}, page compression {})",
-                s.location(),
-                s.store_id(),
-                s.page_compression()
+                s.engine().location(),
+                s.engine().store_id(),
+                s.engine().page_compression()
             );
         }
     }

@@ -16,9 +16,9 @@ pub fn ui(cli: &Cli, args: &UiArgs) -> Result<()> {
     let observer = Arc::new(scion_daemon::StoreObserver(metrics.clone()));
     let scion = Arc::new(crate::store::open_store_observed(cli, observer)?.scion);
     if let Some(db) = &args.db {
-        scion.read_ref(&db.parse()?)?;
+        scion.engine().read_ref(&db.parse()?)?;
     }
-    let socket = scion_daemon::transport::default_socket(scion.location());
+    let socket = scion_daemon::transport::default_socket(scion.engine().location());
     let running = scion_daemon::client::DaemonClient::new(&socket)
         .raw("GET", "/healthz", None, &[])
         .is_ok();
@@ -66,7 +66,7 @@ pub fn ui(cli: &Cli, args: &UiArgs) -> Result<()> {
     let daemon = Daemon::new(scion.clone(), config, metrics, listen)?;
     eprintln!(
         "scion ui: store {}, the explorer at http://{addr}/ui (Ctrl-C stops it)",
-        scion.location()
+        scion.engine().location()
     );
     println!("{url}");
     if !args.no_browser && browser != "true" {

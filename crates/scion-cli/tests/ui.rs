@@ -355,6 +355,7 @@ fn a_thousand_branch_tree_renders_completely() {
         };
         let name = format!("n{i}");
         scion
+            .engine()
             .fork(
                 &format!("mcts@{parent}").parse().unwrap(),
                 &name.parse().unwrap(),

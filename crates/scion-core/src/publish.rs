@@ -115,20 +115,25 @@ mod tests {
             ScionOptions::new(dir.path().join("co"), ClonePolicy::Auto),
         )
         .unwrap();
-        s.create(&DbName::new("shop").unwrap(), None).unwrap();
+        s.engine
+            .create(&DbName::new("shop").unwrap(), None)
+            .unwrap();
         let main: BranchRef = "shop".parse().unwrap();
-        s.fork(&main, &"x".parse().unwrap(), None).unwrap();
+        s.engine.fork(&main, &"x".parse().unwrap(), None).unwrap();
         let b: BranchRef = "shop@x".parse().unwrap();
-        let (r, etag) = s.read_ref(&b).unwrap();
+        let (r, etag) = s.engine.read_ref(&b).unwrap();
         // Another writer moved the ref between our create and our clean-up.
-        s.touch(&b, None).unwrap();
-        s.remove_own_ref(&b, &r, &etag).unwrap();
-        assert!(s.read_ref(&b).is_ok(), "the other writer's state is kept");
+        s.engine.touch(&b, None).unwrap();
+        s.engine.remove_own_ref(&b, &r, &etag).unwrap();
+        assert!(
+            s.engine.read_ref(&b).is_ok(),
+            "the other writer's state is kept"
+        );
         // Unmoved, it is claimed (no writer publishes onto a claim) and removed.
-        let (r, etag) = s.read_ref(&b).unwrap();
-        s.remove_own_ref(&b, &r, &etag).unwrap();
+        let (r, etag) = s.engine.read_ref(&b).unwrap();
+        s.engine.remove_own_ref(&b, &r, &etag).unwrap();
         assert!(matches!(
-            s.read_ref_any(&b),
+            s.engine.read_ref_any(&b),
             Err(EngineError::BranchNotFound { .. })
         ));
     }
@@ -157,14 +162,17 @@ mod tests {
             ScionOptions::new(dir.path().join("co"), ClonePolicy::Auto),
         )
         .unwrap();
-        s.create(&DbName::new("shop").unwrap(), None).unwrap();
+        s.engine
+            .create(&DbName::new("shop").unwrap(), None)
+            .unwrap();
         let main: BranchRef = "shop".parse().unwrap();
         let (mut kept, mut removed) = (0, 0);
         for round in 0..24 {
             let b: BranchRef = format!("shop@r{round}").parse().unwrap();
-            s.fork(&main, &format!("r{round}").parse().unwrap(), None)
+            s.engine
+                .fork(&main, &format!("r{round}").parse().unwrap(), None)
                 .unwrap();
-            let (r, etag) = s.read_ref(&b).unwrap();
+            let (r, etag) = s.engine.read_ref(&b).unwrap();
             let wrote = std::thread::scope(|t| {
                 // Either side starts first by a few milliseconds, in turn.
                 let delay = std::time::Duration::from_millis(round % 6);
@@ -173,15 +181,15 @@ mod tests {
                     if round % 2 == 0 {
                         std::thread::sleep(delay);
                     }
-                    scion.touch(branch, None).is_ok()
+                    scion.engine.touch(branch, None).is_ok()
                 });
                 if round % 2 == 1 {
                     std::thread::sleep(delay);
                 }
-                s.remove_own_ref(&b, &r, &etag).unwrap();
+                s.engine.remove_own_ref(&b, &r, &etag).unwrap();
                 writer.join().unwrap()
             });
-            let exists = s.read_ref_any(&b).is_ok();
+            let exists = s.engine.read_ref_any(&b).is_ok();
             assert!(
                 !wrote || exists,
                 "round {round}: a write that landed was deleted"

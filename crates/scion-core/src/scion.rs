@@ -1,8 +1,9 @@
 //! The two rooms of an opened store: the [`Engine`] (refs, versions, segments, commit,
 //! fork, leases, head history: everything that lives in the store, on any host) and
 //! [`Scion`], the engine with this host's working tree of checkout files on top. The VFS
-//! needs only the engine; the CLI, the daemon and the SDKs open a `Scion`, which derefs to
-//! its engine.
+//! opens an engine alone ([`Engine::attach`]); the CLI, the daemon and the SDKs open a
+//! `Scion`, which holds its engine and hands it out by [`Scion::engine`]: a store
+//! operation is named as one (`scion.engine().fork(..)`), never reached by dereferencing.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
@@ -141,16 +142,8 @@ pub struct Engine {
 /// engine moves anything.
 #[derive(Debug)]
 pub struct Scion {
-    engine: Arc<Engine>,
+    pub(crate) engine: Arc<Engine>,
     pub(crate) options: ScionOptions,
-}
-
-impl std::ops::Deref for Scion {
-    type Target = Engine;
-
-    fn deref(&self) -> &Engine {
-        &self.engine
-    }
 }
 
 /// A version picked out by a target, and how it was named.

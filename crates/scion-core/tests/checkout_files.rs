@@ -144,6 +144,7 @@ fn destroy_removes_journals_records_and_lock_file_with_the_database() {
     let e = env();
     create_shop(&e, 10);
     e.scion
+        .engine()
         .fork(&br("shop"), &"tmp".parse().unwrap(), None)
         .unwrap();
     let b = br("shop@tmp");
@@ -162,6 +163,7 @@ fn destroy_removes_journals_records_and_lock_file_with_the_database() {
     assert!(left.is_empty(), "left behind: {left:?}");
     // A new branch of the same name starts from its own head only.
     e.scion
+        .engine()
         .fork(&br("shop"), &"tmp".parse().unwrap(), None)
         .unwrap();
     let again = e.scion.checkout(&b, false).unwrap().path;
@@ -214,7 +216,7 @@ fn rollback_with_a_write_landing(
 ) -> (Env, PathBuf, scion_core::ops::lifecycle::MoveReport) {
     let (e, b, path) = shop_checked_out(200);
     // Rolling a protected main back would need force, which is what this compares against.
-    e.scion.set_protected(&b, false).unwrap();
+    e.scion.engine().set_protected(&b, false).unwrap();
     exec(&path, "UPDATE items SET price = 12345 WHERE id = 1;");
     e.scion.checkpoint(&b, &"one".parse().unwrap()).unwrap();
     let s = with_write_during_materialize(
@@ -243,7 +245,7 @@ fn a_write_during_rollback_is_kept_not_silently_discarded() {
         1,
         "the row written during the rollback is still in the checkout"
     );
-    let head = e.scion.read_ref(&br("shop")).unwrap().0.root;
+    let head = e.scion.engine().read_ref(&br("shop")).unwrap().0.root;
     assert_eq!(
         e.scion.checkout_state(&br("shop"), &head).unwrap(),
         CheckoutState::Dirty
@@ -285,7 +287,7 @@ fn a_file_created_while_a_checkout_is_written_is_never_clobbered() {
 #[test]
 fn checkout_force_repairs_an_unreadable_checkout() {
     let (e, b, path) = shop_checked_out(30);
-    let head = e.scion.read_ref(&b).unwrap().0.root;
+    let head = e.scion.engine().read_ref(&b).unwrap().0.root;
     for damage in ["garbage", "directory"] {
         std::fs::remove_file(&path).ok();
         std::fs::remove_dir_all(&path).ok();
@@ -324,7 +326,7 @@ fn a_record_from_another_boot_is_checked_by_hashing() {
     let e = env();
     create_shop(&e, 100);
     let b = br("shop");
-    let head = e.scion.read_ref(&b).unwrap().0.root;
+    let head = e.scion.engine().read_ref(&b).unwrap().0.root;
     let path = e.scion.checkout(&b, false).unwrap().path;
     let record_path = side(&path, ".scion");
     // What a machine crash can leave: metadata that says the file was written, pages that
@@ -361,6 +363,7 @@ fn a_read_only_checkout_of_the_version_is_a_clone_source() {
         .checkout_read_only(&"shop@main@c1".parse().unwrap())
         .unwrap();
     e.scion
+        .engine()
         .fork(&b, &"x".parse().unwrap(), Some(&"c1".parse().unwrap()))
         .unwrap();
     let x = e.scion.checkout(&br("shop@x"), false).unwrap();
@@ -375,7 +378,7 @@ fn a_read_only_checkout_of_the_version_is_a_clone_source() {
     let header = std::fs::read(&x.path).unwrap();
     assert_eq!(&header[18..20], &[2, 2], "the copy is a WAL-mode checkout");
     assert_eq!(dump(&x.path), dump(&ro.path));
-    let head = e.scion.read_ref(&br("shop@x")).unwrap().0.root;
+    let head = e.scion.engine().read_ref(&br("shop@x")).unwrap().0.root;
     assert_eq!(
         e.scion.checkout_state(&br("shop@x"), &head).unwrap(),
         CheckoutState::Clean

@@ -43,7 +43,7 @@ fn a_dirty_checkout_of_the_current_head_is_the_working_copy_then_discarded_with_
     exec(&path, "UPDATE items SET name = 'changed' WHERE id = 3;");
     assert_eq!(
         e.scion
-            .checkout_state(&b, &e.scion.read_ref(&b).unwrap().0.root)
+            .checkout_state(&b, &e.scion.engine().read_ref(&b).unwrap().0.root)
             .unwrap(),
         CheckoutState::Dirty
     );
@@ -108,7 +108,10 @@ fn a_stale_checkout_is_refreshed_but_never_checkpointed() {
     let e = env();
     create_shop(&e, 50);
     let b = br("shop");
-    e.scion.fork(&b, &"other".parse().unwrap(), None).unwrap();
+    e.scion
+        .engine()
+        .fork(&b, &"other".parse().unwrap(), None)
+        .unwrap();
     let other = e.scion.checkout(&br("shop@other"), false).unwrap().path;
     exec(&other, "DELETE FROM items WHERE id > 10;");
     e.scion
@@ -116,10 +119,11 @@ fn a_stale_checkout_is_refreshed_but_never_checkpointed() {
         .unwrap();
     let path = e.scion.checkout(&b, false).unwrap().path;
     // Move main's head under its checkout, as another process would.
-    let (mut r, etag) = e.scion.read_ref(&b).unwrap();
-    r.root = e.scion.read_ref(&br("shop@other")).unwrap().0.root;
+    let (mut r, etag) = e.scion.engine().read_ref(&b).unwrap();
+    r.root = e.scion.engine().read_ref(&br("shop@other")).unwrap().0.root;
     r.version += 1;
     e.scion
+        .engine()
         .backend()
         .put("refs/shop/main", &r.encode(), PutMode::Update(etag))
         .unwrap();
@@ -141,6 +145,7 @@ fn a_second_checkout_of_the_same_version_is_copied_and_verified() {
     let e = env();
     create_shop(&e, 3000);
     e.scion
+        .engine()
         .fork(&br("shop"), &"twin".parse().unwrap(), None)
         .unwrap();
     let a = e.scion.checkout(&br("shop"), false).unwrap();
@@ -177,7 +182,9 @@ fn clone_policy_always_fails_closed_where_the_filesystem_cannot_clone() {
     let s = policy_env(dir.path(), ClonePolicy::Always);
     let src = dir.path().join("src.db");
     seed(&src, 10);
-    s.create(&DbName::new("shop").unwrap(), Some(&src)).unwrap();
+    s.engine()
+        .create(&DbName::new("shop").unwrap(), Some(&src))
+        .unwrap();
     let err = s.checkout(&br("shop"), false).unwrap_err();
     assert!(matches!(err, CoreError::CloneUnsupported { .. }), "{err}");
     assert!(
@@ -230,8 +237,12 @@ fn clone_policy_always_clones_on_a_copy_on_write_filesystem() {
         );
         let src = mnt.join("src.db");
         seed(&src, 5000);
-        s.create(&DbName::new("shop").unwrap(), Some(&src)).unwrap();
-        s.fork(&br("shop"), &"b".parse().unwrap(), None).unwrap();
+        s.engine()
+            .create(&DbName::new("shop").unwrap(), Some(&src))
+            .unwrap();
+        s.engine()
+            .fork(&br("shop"), &"b".parse().unwrap(), None)
+            .unwrap();
         assert_eq!(
             s.checkout(&br("shop"), false).unwrap().action,
             CheckoutAction::Materialized
@@ -257,6 +268,7 @@ fn import_reads_a_live_wal_database_without_modifying_it() {
     assert!(!before.1.is_empty());
     let expected = dump_conn(&writer);
     e.scion
+        .engine()
         .create(&DbName::new("live").unwrap(), Some(&src))
         .unwrap();
     let after = (std::fs::read(&src).unwrap(), std::fs::read(&wal).unwrap());
@@ -293,6 +305,7 @@ fn bad_import_sources_fail_clearly_and_leave_nothing_behind() {
     ] {
         let err = e
             .scion
+            .engine()
             .create(&DbName::new(name).unwrap(), Some(&path))
             .unwrap_err();
         assert!(
@@ -300,8 +313,14 @@ fn bad_import_sources_fail_clearly_and_leave_nothing_behind() {
             "{name}: {err}"
         );
     }
-    assert!(e.scion.backend().list("refs/").unwrap().is_empty());
-    assert!(e.scion.backend().list("segments/").unwrap().is_empty());
+    assert!(e.scion.engine().backend().list("refs/").unwrap().is_empty());
+    assert!(e
+        .scion
+        .engine()
+        .backend()
+        .list("segments/")
+        .unwrap()
+        .is_empty());
 }
 
 #[test]
@@ -389,7 +408,7 @@ fn long_operations_report_progress() {
         options,
     )
     .unwrap();
-    let pages = s.read_ref(&br("shop")).unwrap().0.page_count as u64;
+    let pages = s.engine().read_ref(&br("shop")).unwrap().0.page_count as u64;
     s.checkout(&br("shop"), false).unwrap();
     let events = rec.0.lock().unwrap().clone();
     assert_eq!(events.first(), Some(&("start writing".to_string(), pages)));
@@ -409,19 +428,23 @@ fn a_dirty_checkout_of_a_head_that_moved_is_refused() {
     let b = br("shop");
     let path = e.scion.checkout(&b, false).unwrap().path;
     exec(&path, "UPDATE items SET name = 'mine' WHERE id = 3;");
-    e.scion.fork(&b, &"other".parse().unwrap(), None).unwrap();
+    e.scion
+        .engine()
+        .fork(&b, &"other".parse().unwrap(), None)
+        .unwrap();
     let p2 = e.scion.checkout(&br("shop@other"), false).unwrap().path;
     exec(&p2, "DELETE FROM items WHERE id > 50;");
     e.scion
         .checkpoint(&br("shop@other"), &"c".parse().unwrap())
         .unwrap();
     // Another process moves main's head underneath the file.
-    let (r, etag) = e.scion.read_ref(&b).unwrap();
-    let (o, _) = e.scion.read_ref(&br("shop@other")).unwrap();
+    let (r, etag) = e.scion.engine().read_ref(&b).unwrap();
+    let (o, _) = e.scion.engine().read_ref(&br("shop@other")).unwrap();
     let mut moved = r.clone();
     moved.root = o.root;
     moved.version += 1;
     e.scion
+        .engine()
         .backend()
         .put(
             "refs/shop/main",

@@ -15,6 +15,7 @@ fn fragmented_shop(e: &Env, rows: usize, commits: usize) {
     let src = e.path("seed.db");
     seed(&src, rows);
     e.scion
+        .engine()
         .create(&DbName::new("shop").unwrap(), Some(&src))
         .unwrap();
     let path = e.scion.checkout(&br("shop"), false).unwrap().path;
@@ -75,7 +76,7 @@ fn scattered_compaction_rewrites_only_the_small_segments_pages_and_keeps_the_con
 fn a_head_with_at_most_one_small_segment_is_left_alone() {
     let e = env();
     fragmented_shop(&e, 20_000, 0);
-    let (_, etag) = e.scion.read_ref(&br("shop")).unwrap();
+    let (_, etag) = e.scion.engine().read_ref(&br("shop")).unwrap();
     let r = e
         .scion
         .compact_scope(&br("shop"), false, CompactScope::Scattered)
@@ -83,7 +84,7 @@ fn a_head_with_at_most_one_small_segment_is_left_alone() {
     assert_eq!(r.pages_rewritten, 0);
     assert_eq!(r.store_bytes_written, 0);
     assert_eq!(
-        e.scion.read_ref(&br("shop")).unwrap().1,
+        e.scion.engine().read_ref(&br("shop")).unwrap().1,
         etag,
         "the head did not move"
     );
@@ -92,6 +93,7 @@ fn a_head_with_at_most_one_small_segment_is_left_alone() {
     let tiny = e.path("tiny.db");
     seed(&tiny, 3);
     e.scion
+        .engine()
         .create(&DbName::new("tiny").unwrap(), Some(&tiny))
         .unwrap();
     let f = e.scion.fragmentation(&br("tiny")).unwrap();
@@ -111,6 +113,7 @@ fn the_sweep_compacts_fragmented_idle_branches_only_and_then_has_nothing_to_do()
     let calm = e.path("calm.db");
     seed(&calm, 20_000);
     e.scion
+        .engine()
         .create(&DbName::new("calm").unwrap(), Some(&calm))
         .unwrap();
     let content = e.dump_target(&e.scion, "shop");

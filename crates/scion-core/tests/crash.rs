@@ -34,7 +34,8 @@ fn import_stopped_after_each_write() {
     };
     let e = setup();
     let (f, s) = faulty(&e, FaultPlan::None);
-    s.create(&DbName::new("shop").unwrap(), Some(&e.path("src.db")))
+    s.engine()
+        .create(&DbName::new("shop").unwrap(), Some(&e.path("src.db")))
         .unwrap();
     let writes = f.writes_attempted();
     let expected = dump(&e.path("src.db"));
@@ -42,22 +43,24 @@ fn import_stopped_after_each_write() {
         let e = setup();
         let (_, s) = faulty(&e, plan);
         assert!(
-            s.create(&DbName::new("shop").unwrap(), Some(&e.path("src.db")))
+            s.engine()
+                .create(&DbName::new("shop").unwrap(), Some(&e.path("src.db")))
                 .is_err(),
             "{plan:?}"
         );
         let s = e.reopen();
         assert!(
-            s.list_databases().unwrap().is_empty(),
+            s.engine().list_databases().unwrap().is_empty(),
             "{plan:?}: no half-created database"
         );
         if matches!(plan, FaultPlan::FailWrite(_)) && plan != FaultPlan::FailWrite(writes - 1) {
             assert!(
-                s.backend().list("segments/").unwrap().is_empty(),
+                s.engine().backend().list("segments/").unwrap().is_empty(),
                 "{plan:?}: failure cleaned up"
             );
         }
-        s.create(&DbName::new("shop").unwrap(), Some(&e.path("src.db")))
+        s.engine()
+            .create(&DbName::new("shop").unwrap(), Some(&e.path("src.db")))
             .unwrap();
         assert_eq!(e.dump_target(&s, "shop"), expected, "{plan:?}: retry works");
     }
@@ -68,14 +71,19 @@ fn fork_stopped_after_each_write() {
     let e = env();
     seed(&e.path("src.db"), 100);
     e.scion
+        .engine()
         .create(&DbName::new("shop").unwrap(), Some(&e.path("src.db")))
         .unwrap();
     for plan in plans(1) {
         let (_, s) = faulty(&e, plan);
-        assert!(s.fork(&br("shop"), &"f".parse().unwrap(), None).is_err());
+        assert!(s
+            .engine()
+            .fork(&br("shop"), &"f".parse().unwrap(), None)
+            .is_err());
         let s = e.reopen();
         assert_eq!(
-            s.list_branches(&DbName::new("shop").unwrap())
+            s.engine()
+                .list_branches(&DbName::new("shop").unwrap())
                 .unwrap()
                 .len(),
             1,
@@ -83,6 +91,7 @@ fn fork_stopped_after_each_write() {
         );
     }
     e.scion
+        .engine()
         .fork(&br("shop"), &"f".parse().unwrap(), None)
         .unwrap();
     export_every_version(&e);
@@ -94,6 +103,7 @@ fn checkpoint_stopped_after_each_write() {
         let e = env();
         seed(&e.path("src.db"), 2000);
         e.scion
+            .engine()
             .create(&DbName::new("shop").unwrap(), Some(&e.path("src.db")))
             .unwrap();
         let path = e.scion.checkout(&br("shop"), false).unwrap().path;
@@ -114,7 +124,7 @@ fn checkpoint_stopped_after_each_write() {
         let (_, s) = faulty(&e, plan);
         let result = s.checkpoint(&br("shop"), &"v1".parse().unwrap());
         let s = e.reopen();
-        let (r, _) = s.read_ref(&br("shop")).unwrap();
+        let (r, _) = s.engine().read_ref(&br("shop")).unwrap();
         let head = e.dump_target(&s, "shop");
         assert!(
             head == old || head == new,

@@ -97,6 +97,7 @@ fn shop_with_history() -> Env {
 fn safety_fork_of(e: &Env, of: &str) -> String {
     let s = e.reopen();
     let forks: Vec<String> = s
+        .engine()
         .list_branches(&"shop".parse().unwrap())
         .unwrap()
         .into_iter()
@@ -128,11 +129,12 @@ fn crash_sweep_create() {
             e
         },
         |s| {
-            s.create(&DbName::new("shop").unwrap(), Some(&common_src(s)))
+            s.engine()
+                .create(&DbName::new("shop").unwrap(), Some(&common_src(s)))
                 .map(drop)
         },
         |e, ok| {
-            let dbs = e.reopen().list_databases().unwrap();
+            let dbs = e.reopen().engine().list_databases().unwrap();
             if ok {
                 assert_eq!(dbs.len(), 1, "a reported create exists");
             }
@@ -167,7 +169,7 @@ fn crash_sweep_checkpoint() {
                 assert!(head.contains("777777"), "a reported commit is never lost");
             }
             let s = e.reopen();
-            let (r, _) = s.read_ref(&br("shop")).unwrap();
+            let (r, _) = s.engine().read_ref(&br("shop")).unwrap();
             let state = s.checkout_state(&br("shop"), &r.root).unwrap();
             let expect = if head.contains("777777") {
                 scion_core::CheckoutState::Clean
@@ -184,10 +186,14 @@ fn crash_sweep_fork() {
     sweep(
         "fork",
         shop,
-        |s| s.fork(&br("shop"), &"f".parse().unwrap(), None).map(drop),
+        |s| {
+            s.engine()
+                .fork(&br("shop"), &"f".parse().unwrap(), None)
+                .map(drop)
+        },
         |e, ok| {
             if ok {
-                e.reopen().read_ref(&br("shop@f")).unwrap();
+                e.reopen().engine().read_ref(&br("shop@f")).unwrap();
             }
         },
     );
@@ -213,7 +219,11 @@ fn crash_sweep_rollback() {
                 assert_eq!(head, "1.0");
                 assert_eq!(prices(e, &safety_fork_of(e, "work")), "2.0");
                 // The head history names the abandoned head too.
-                let log = e.reopen().head_history(&br("shop@work"), Some(1)).unwrap();
+                let log = e
+                    .reopen()
+                    .engine()
+                    .head_history(&br("shop@work"), Some(1))
+                    .unwrap();
                 assert_eq!(log.entries[0].op, scion_core::history::HeadOp::Rollback);
             }
         },
@@ -250,13 +260,13 @@ fn crash_sweep_destroy() {
         |e, ok| {
             let s = e.reopen();
             if ok {
-                assert!(s.read_ref(&br("shop@work")).is_err());
+                assert!(s.engine().read_ref(&br("shop@work")).is_err());
             }
             // An interrupted destroy is finished by the next one.
-            if s.read_ref_any(&br("shop@work")).is_ok() {
+            if s.engine().read_ref_any(&br("shop@work")).is_ok() {
                 s.destroy(&br("shop@work"), true).unwrap();
             }
-            assert!(s.list_checkpoints(&br("shop@work")).is_err());
+            assert!(s.engine().list_checkpoints(&br("shop@work")).is_err());
             // Whatever point the destroy reached, the branch can be brought back.
             s.restore(&br("shop@work"), None, &MoveOptions::default())
                 .unwrap();
@@ -287,6 +297,7 @@ fn crash_sweep_undo() {
             let head = prices(e, "shop@work");
             let newest = e
                 .reopen()
+                .engine()
                 .head_history(&br("shop@work"), Some(1))
                 .unwrap()
                 .entries[0]
@@ -318,7 +329,7 @@ fn crash_sweep_restore_a_destroyed_branch() {
                 .map(drop)
         },
         |e, ok| {
-            let back = e.reopen().read_ref(&br("shop@work")).is_ok();
+            let back = e.reopen().engine().read_ref(&br("shop@work")).is_ok();
             assert!(back || !ok, "a restore reported done left no branch");
             if back {
                 assert_eq!(prices(e, "shop@work"), "2.0");
@@ -381,10 +392,17 @@ fn crash_sweep_protect_touch_and_lease() {
     let mut rounds = sweep(
         "protect",
         shop,
-        |s| s.set_protected(&br("shop"), false),
+        |s| s.engine().set_protected(&br("shop"), false),
         |e, ok| {
             if ok {
-                assert!(!e.reopen().read_ref(&br("shop")).unwrap().0.protected);
+                assert!(
+                    !e.reopen()
+                        .engine()
+                        .read_ref(&br("shop"))
+                        .unwrap()
+                        .0
+                        .protected
+                );
             }
         },
     );
@@ -392,13 +410,19 @@ fn crash_sweep_protect_touch_and_lease() {
         "touch",
         shop,
         |s| {
-            s.touch(&br("shop"), Some(Some(Duration::from_secs(3600))))
+            s.engine()
+                .touch(&br("shop"), Some(Some(Duration::from_secs(3600))))
                 .map(drop)
         },
         |e, ok| {
             if ok {
                 assert_eq!(
-                    e.reopen().read_ref(&br("shop")).unwrap().0.ttl_secs,
+                    e.reopen()
+                        .engine()
+                        .read_ref(&br("shop"))
+                        .unwrap()
+                        .0
+                        .ttl_secs,
                     Some(3600)
                 );
             }
@@ -408,12 +432,20 @@ fn crash_sweep_protect_touch_and_lease() {
         "lease",
         shop,
         |s| {
-            s.lease_acquire(&br("shop"), Duration::from_secs(30))
+            s.engine()
+                .lease_acquire(&br("shop"), Duration::from_secs(30))
                 .map(drop)
         },
         |e, ok| {
             if ok {
-                assert!(e.reopen().read_ref(&br("shop")).unwrap().0.lease.is_some());
+                assert!(e
+                    .reopen()
+                    .engine()
+                    .read_ref(&br("shop"))
+                    .unwrap()
+                    .0
+                    .lease
+                    .is_some());
             }
         },
     );
@@ -454,12 +486,13 @@ fn crash_sweep_commit_pages() {
         shop,
         |s| {
             let changes = changed_pages(s);
-            let (r, etag) = s.read_ref(&br("shop"))?;
+            let (r, etag) = s.engine().read_ref(&br("shop"))?;
             let b = br("shop");
-            s.commit_pages(scion_core::ops::pages::PageCommit::onto(
-                &b, &r, etag, &changes,
-            ))
-            .map(drop)
+            s.engine()
+                .commit_pages(scion_core::ops::pages::PageCommit::onto(
+                    &b, &r, etag, &changes,
+                ))
+                .map(drop)
         },
         |e, ok| {
             let head = prices(e, "shop");

@@ -57,7 +57,7 @@ fn a_corrupt_segment_cache_copy_is_dropped_and_fetched_again() {
         }
         std::fs::write(copy, &bytes).unwrap();
     }
-    let s = Scion::open(s.backend().clone(), "cached", e.options()).unwrap();
+    let s = Scion::open(s.engine().backend().clone(), "cached", e.options()).unwrap();
     assert_eq!(e.dump_target(&s, "shop"), want, "read again from the store");
     for copy in &copies {
         let name = copy.file_name().unwrap().to_str().unwrap();
@@ -84,7 +84,7 @@ fn a_truncated_segment_cache_copy_is_fetched_again() {
             .set_len(len / 3)
             .unwrap();
     }
-    let s = Scion::open(s.backend().clone(), "cached", e.options()).unwrap();
+    let s = Scion::open(s.engine().backend().clone(), "cached", e.options()).unwrap();
     assert_eq!(e.dump_target(&s, "shop"), want);
 }
 
@@ -132,6 +132,7 @@ fn a_from_source_with_a_hot_journal_says_what_to_do() {
     drop(c);
     let err = e
         .scion
+        .engine()
         .create(&DbName::new("crashed").unwrap(), Some(&src))
         .unwrap_err();
     assert!(matches!(err, EngineError::HotJournal { .. }), "{err:?}");
@@ -141,6 +142,7 @@ fn a_from_source_with_a_hot_journal_says_what_to_do() {
         .query_row("SELECT count(*) FROM items", [], |r| r.get::<_, i64>(0))
         .unwrap();
     e.scion
+        .engine()
         .create(&DbName::new("crashed").unwrap(), Some(&src))
         .unwrap();
     assert_eq!(e.dump_target(&e.scion, "crashed"), dump(&live));

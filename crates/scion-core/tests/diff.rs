@@ -14,9 +14,11 @@ fn setup(rows: usize) -> Env {
     seed(&src, rows);
     exec(&src, "CREATE TABLE tags(name TEXT PRIMARY KEY, weight INTEGER); INSERT INTO tags VALUES ('a', 1), ('b', 2); CREATE TABLE log(msg TEXT); INSERT INTO log VALUES ('x'), ('y');");
     e.scion
+        .engine()
         .create(&DbName::new("shop").unwrap(), Some(&src))
         .unwrap();
     e.scion
+        .engine()
         .fork(&br("shop"), &"t".parse().unwrap(), None)
         .unwrap();
     e
@@ -152,7 +154,7 @@ fn a_diff_of_a_few_changed_pages_reads_a_few_pages() {
             &DiffOptions::default(),
         )
         .unwrap();
-    let pages = e.scion.read_ref(&br("shop")).unwrap().0.page_count as u64;
+    let pages = e.scion.engine().read_ref(&br("shop")).unwrap().0.page_count as u64;
     assert_eq!(r.tables[0].changed, 3);
     assert!(r.pages_differing <= 4, "{} pages differ", r.pages_differing);
     // The schema, the b-tree interior pages, and the changed leaves on each side.
@@ -279,9 +281,11 @@ fn diff_never_follows_an_overflow_chain_past_its_payload_size() {
     let bad = e.path("bad.db");
     std::fs::write(&bad, &bytes).unwrap();
     e.scion
+        .engine()
         .create(&DbName::new("good").unwrap(), Some(&good))
         .unwrap();
     e.scion
+        .engine()
         .create(&DbName::new("bad").unwrap(), Some(&bad))
         .unwrap();
     let err = e

@@ -15,6 +15,7 @@ fn the_engine_alone_does_not_move_a_checked_out_head_without_force() {
     let e = env();
     create_shop(&e, 100);
     e.scion
+        .engine()
         .fork(&br("shop"), &"try".parse().unwrap(), None)
         .unwrap();
     let b = br("shop@try");

@@ -94,11 +94,15 @@ fn a_version_1_store_reads_back() {
         .unwrap();
         let src = work.path().join("src.db");
         seed(&src, 120);
-        s.create(&DbName::new("shop").unwrap(), Some(&src)).unwrap();
+        s.engine()
+            .create(&DbName::new("shop").unwrap(), Some(&src))
+            .unwrap();
         let p = s.checkout(&br("shop"), false).unwrap().path;
         exec(&p, "UPDATE items SET price = 1 WHERE id = 3;");
         s.checkpoint(&br("shop"), &"v1".parse().unwrap()).unwrap();
-        s.fork(&br("shop"), &"big".parse().unwrap(), None).unwrap();
+        s.engine()
+            .fork(&br("shop"), &"big".parse().unwrap(), None)
+            .unwrap();
         let p = s.checkout(&br("shop@big"), false).unwrap().path;
         exec(&p, "INSERT INTO items(name, price) SELECT name || '-copy', price FROM items; CREATE TABLE notes(t TEXT); INSERT INTO notes VALUES (zeroblob(300000));");
         s.checkpoint(&br("shop@big"), &"grown".parse().unwrap())

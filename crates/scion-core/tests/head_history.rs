@@ -21,6 +21,7 @@ fn force() -> MoveOptions {
 /// `shop@b` forked from main, with one checkpoint `c<n>` per price in `prices`.
 fn branch_with_commits(e: &common::Env, b: &str, prices: &[u32]) {
     e.scion
+        .engine()
         .fork(&br("shop"), &b.parse().unwrap(), None)
         .unwrap();
     let target = br(&format!("shop@{b}"));
@@ -51,7 +52,7 @@ fn seeded(e: &common::Env) -> String {
 }
 
 fn ops(e: &common::Env, b: &str) -> Vec<HeadOp> {
-    let h = e.scion.head_history(&br(b), None).unwrap();
+    let h = e.scion.engine().head_history(&br(b), None).unwrap();
     h.entries.iter().rev().map(|e| e.op).collect()
 }
 
@@ -61,7 +62,7 @@ fn every_head_move_is_recorded_with_the_heads_before_and_after() {
     create_shop(&e, 20);
     branch_with_commits(&e, "w", &[1, 2]);
     let w = br("shop@w");
-    let before = e.scion.read_ref(&w).unwrap().0;
+    let before = e.scion.engine().read_ref(&w).unwrap().0;
     e.scion
         .rollback(&w, &"c1".parse().unwrap(), &Default::default())
         .unwrap();
@@ -79,14 +80,14 @@ fn every_head_move_is_recorded_with_the_heads_before_and_after() {
         ]
     );
     assert_eq!(ops(&e, "shop@main"), [HeadOp::Promote]);
-    let h = e.scion.head_history(&w, None).unwrap();
+    let h = e.scion.engine().head_history(&w, None).unwrap();
     let rollback = &h.entries[1];
     assert_eq!(rollback.seq, 3);
     assert_eq!(rollback.old, Some(before.root));
     assert_eq!(rollback.old_version, before.version);
     assert_eq!(rollback.new_version, before.version + 1);
     assert_eq!(rollback.detail.as_deref(), Some("shop@w@c1"));
-    assert_eq!(rollback.holder, e.scion.holder());
+    assert_eq!(rollback.holder, e.scion.engine().holder());
     // Consecutive entries chain: each starts where the one before it ended.
     for pair in h.entries.windows(2) {
         assert_eq!(pair[0].old, pair[1].new, "{pair:?}");
@@ -143,13 +144,16 @@ fn a_destroyed_branch_is_restored_by_name_while_its_history_lasts() {
     create_shop(&e, 20);
     branch_with_commits(&e, "gone", &[7, 8]);
     let gone = br("shop@gone");
-    e.scion.set_ttl(&gone, Duration::from_secs(3600)).unwrap();
+    e.scion
+        .engine()
+        .set_ttl(&gone, Duration::from_secs(3600))
+        .unwrap();
     e.scion.destroy(&gone, false).unwrap();
     assert!(matches!(
-        e.scion.read_ref(&gone),
+        e.scion.engine().read_ref(&gone),
         Err(EngineError::BranchNotFound { .. })
     ));
-    let h = e.scion.head_history(&gone, None).unwrap();
+    let h = e.scion.engine().head_history(&gone, None).unwrap();
     assert!(!h.live);
     assert_eq!(h.entries[0].op, HeadOp::Destroy);
     // gc with no grace: the branch's data is kept by its history.
@@ -157,7 +161,7 @@ fn a_destroyed_branch_is_restored_by_name_while_its_history_lasts() {
     e.scion.gc(Duration::ZERO, true).unwrap();
     let r = e.scion.restore(&gone, None, &Default::default()).unwrap();
     assert_eq!(price(&e, "shop@gone"), "8.0");
-    let back = e.scion.read_ref(&gone).unwrap().0;
+    let back = e.scion.engine().read_ref(&gone).unwrap().0;
     assert_eq!(back.ttl_secs, Some(3600), "the branch comes back as it was");
     assert_eq!(back.parent.as_ref().unwrap().branch, "main");
     assert_eq!(r.version, back.version);
@@ -196,6 +200,7 @@ fn gc_keeps_every_head_the_history_names_until_the_retention_passes() {
     let w = br("shop@w");
     // A move with no safety fork and no checkpoint left: only the history names the head.
     e.scion
+        .engine()
         .delete_checkpoint(&w, &"c1".parse().unwrap())
         .unwrap();
     let no_backup = MoveOptions {
@@ -224,7 +229,10 @@ fn gc_keeps_every_head_the_history_names_until_the_retention_passes() {
         .rollback(&w, &"fork".parse().unwrap(), &no_backup)
         .unwrap();
     // With no retention the history keeps nothing: two marks later the head is gone.
-    e.scion.set_history_retention(Duration::ZERO).unwrap();
+    e.scion
+        .engine()
+        .set_history_retention(Duration::ZERO)
+        .unwrap();
     std::thread::sleep(Duration::from_millis(5));
     let swept = e.scion.gc(Duration::ZERO, true).unwrap();
     assert!(swept.deleted_segments > 0, "{swept:?}");
@@ -247,17 +255,21 @@ fn older_entries_spill_into_history_objects_and_read_back_in_order() {
     create_shop(&e, 20);
     let prices: Vec<u32> = (1..=40).collect();
     branch_with_commits(&e, "w", &prices);
-    let r = e.scion.read_ref(&br("shop@w")).unwrap().0;
+    let r = e.scion.engine().read_ref(&br("shop@w")).unwrap().0;
     assert!(r.history.len() <= INLINE_MAX, "{}", r.history.len());
     // Spills at the 17th and 30th moves (13 entries each), 14 entries left in the ref.
     assert_eq!(r.history.len(), 14);
-    let objects = e.scion.backend().list("history/shop/w/").unwrap();
+    let objects = e.scion.engine().backend().list("history/shop/w/").unwrap();
     assert_eq!(objects.len(), 2, "{objects:?}");
-    let h = e.scion.head_history(&br("shop@w"), None).unwrap();
+    let h = e.scion.engine().head_history(&br("shop@w"), None).unwrap();
     let seqs: Vec<u64> = h.entries.iter().map(|e| e.seq).collect();
     assert_eq!(seqs, (1..=40).rev().collect::<Vec<_>>());
     assert!(!h.more && !h.expired_before);
-    let limited = e.scion.head_history(&br("shop@w"), Some(5)).unwrap();
+    let limited = e
+        .scion
+        .engine()
+        .head_history(&br("shop@w"), Some(5))
+        .unwrap();
     assert_eq!(limited.entries.len(), 5);
     assert!(limited.more);
     // Undo reaches into the spilled entries.
@@ -367,6 +379,7 @@ fn a_safety_fork_holding_the_only_recent_head_of_a_protected_branch_is_protected
     );
     // With the default retention the history holds it, and the fork may go.
     e.scion
+        .engine()
         .set_history_retention(scion_core::history::DEFAULT_HISTORY_RETENTION)
         .unwrap();
     e.scion.destroy(&fork, false).unwrap();
@@ -386,6 +399,7 @@ fn an_ephemeral_fork_leaves_nothing_for_gc_to_keep_once_destroyed() {
             ..Default::default()
         };
         e.scion
+            .engine()
             .fork_as(&main, &name.parse().unwrap(), None, spec)
             .unwrap();
         let b = br(&format!("shop@{name}"));

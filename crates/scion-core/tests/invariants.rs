@@ -12,17 +12,18 @@ use scion_store::{Backend, CountingBackend, LocalBackend, PutMode};
 fn invariant_1_objects_are_create_only() {
     let e = env();
     create_shop(&e, 100);
-    let segments = e.scion.backend().list("segments/").unwrap();
+    let segments = e.scion.engine().backend().list("segments/").unwrap();
     assert!(!segments.is_empty());
     let key = &segments[0].key;
-    let before = e.scion.backend().get(key).unwrap().0;
+    let before = e.scion.engine().backend().get(key).unwrap().0;
     let err = e
         .scion
+        .engine()
         .backend()
         .put(key, b"overwrite", PutMode::Create)
         .unwrap_err();
     assert!(matches!(err, scion_store::StoreError::AlreadyExists { .. }));
-    assert_eq!(e.scion.backend().get(key).unwrap().0, before);
+    assert_eq!(e.scion.engine().backend().get(key).unwrap().0, before);
     // Checkpoints are create-only too: a name is bound once.
     e.scion.checkout(&br("shop"), false).unwrap();
     e.scion
@@ -42,12 +43,13 @@ fn invariant_2_ref_moves_only_by_compare_and_swap() {
     let path = e.scion.checkout(&b, false).unwrap().path;
     exec(&path, "UPDATE items SET price = 0 WHERE id = 1;");
     // Another writer moves the branch between our read and our publish.
-    let (r, etag) = e.scion.read_ref(&b).unwrap();
+    let (r, etag) = e.scion.engine().read_ref(&b).unwrap();
     let mut moved = r.clone();
     moved.touched_at = scion_core::clock::StoreTime::from_store_clock(
         std::time::UNIX_EPOCH + std::time::Duration::from_secs(946_684_800),
     );
     e.scion
+        .engine()
         .backend()
         .put(
             "refs/shop/main",
@@ -57,12 +59,16 @@ fn invariant_2_ref_moves_only_by_compare_and_swap() {
         .unwrap();
     let err = e
         .scion
+        .engine()
         .backend()
         .put("refs/shop/main", &r.encode(), PutMode::Update(etag))
         .unwrap_err();
     assert!(matches!(err, scion_store::StoreError::Conflict { .. }));
     // The loser's update is refused, the winner's stands.
-    assert_eq!(e.scion.read_ref(&b).unwrap().0.touched_at, moved.touched_at);
+    assert_eq!(
+        e.scion.engine().read_ref(&b).unwrap().0.touched_at,
+        moved.touched_at
+    );
 }
 
 #[test]
@@ -71,7 +77,10 @@ fn invariant_3_a_version_never_changes() {
     create_shop(&e, 300);
     let b = br("shop");
     let v1 = e.dump_target(&e.scion, "shop");
-    e.scion.fork(&b, &"try".parse().unwrap(), None).unwrap();
+    e.scion
+        .engine()
+        .fork(&b, &"try".parse().unwrap(), None)
+        .unwrap();
     let path = e.scion.checkout(&br("shop@try"), false).unwrap().path;
     exec(&path, "DELETE FROM items WHERE id % 2 = 0; VACUUM;");
     e.scion
@@ -99,6 +108,7 @@ fn invariant_4_reads_never_follow_a_parent() {
     for i in 0..20 {
         let name = format!("d{i}");
         e.scion
+            .engine()
             .fork(&br(&prev), &name.parse().unwrap(), None)
             .unwrap();
         prev = format!("shop@{name}");
@@ -119,7 +129,9 @@ fn invariant_4_reads_never_follow_a_parent() {
 fn invariant_6_every_byte_read_is_verified() {
     let e = env();
     create_shop(&e, 400);
-    let seg = e.scion.backend().list("segments/").unwrap()[0].key.clone();
+    let seg = e.scion.engine().backend().list("segments/").unwrap()[0]
+        .key
+        .clone();
     let file = e.store_dir().join(&seg);
     let mut bytes = std::fs::read(&file).unwrap();
     // Flip one byte in the middle of the frame area.
@@ -200,7 +212,9 @@ fn invariant_10_cost_follows_change_not_size() {
     )));
     let s = e.reopen_with(c.clone());
     let before = c.counts();
-    s.fork(&br("shop"), &"f".parse().unwrap(), None).unwrap();
+    s.engine()
+        .fork(&br("shop"), &"f".parse().unwrap(), None)
+        .unwrap();
     let fork = c.counts();
     assert_eq!(fork.puts - before.puts, 1, "a fork is one object write");
     assert!(
@@ -235,7 +249,9 @@ fn a_checkpoint_with_nothing_to_commit_writes_only_its_name() {
         LocalBackend::open(e.store_dir()).unwrap(),
     )));
     let s = e.reopen_with(c.clone());
-    s.fork(&br("shop"), &"f".parse().unwrap(), None).unwrap();
+    s.engine()
+        .fork(&br("shop"), &"f".parse().unwrap(), None)
+        .unwrap();
     let path = s.checkout(&br("shop@f"), false).unwrap().path;
     // Same bytes, new modification time: the fingerprint no longer proves it clean.
     let later = std::time::SystemTime::now() + std::time::Duration::from_secs(5);
@@ -252,6 +268,6 @@ fn a_checkpoint_with_nothing_to_commit_writes_only_its_name() {
     let after = c.counts();
     assert!(!report.committed, "{report:?}");
     assert_eq!(after.puts - before.puts, 1, "only the checkpoint's name");
-    let (r, _) = s.read_ref(&br("shop@f")).unwrap();
+    let (r, _) = s.engine().read_ref(&br("shop@f")).unwrap();
     assert!(r.lease.is_none() && r.history.is_empty(), "{r:?}");
 }

@@ -50,9 +50,11 @@ fn racing_head_moves_have_one_winner_and_lose_nothing() {
                 let e = env();
                 create_shop(&e, 400);
                 e.scion
+                    .engine()
                     .fork(&br("shop"), &"x".parse().unwrap(), None)
                     .unwrap();
                 e.scion
+                    .engine()
                     .fork(&br("shop"), &"y".parse().unwrap(), None)
                     .unwrap();
                 let px = e.scion.checkout(&br("shop@x"), false).unwrap().path;
@@ -70,7 +72,7 @@ fn racing_head_moves_have_one_winner_and_lose_nothing() {
                 e.scion
                     .checkpoint(&br("shop@y"), &"small".parse().unwrap())
                     .unwrap();
-                let before = e.scion.read_ref(&br("shop@x")).unwrap().0;
+                let before = e.scion.engine().read_ref(&br("shop@x")).unwrap().0;
                 let barrier = Arc::new(Barrier::new(2));
                 let results: Vec<(Op, Result<(), CoreError>)> = std::thread::scope(|scope| {
                     let hs: Vec<_> = [*a, *b]
@@ -108,7 +110,7 @@ fn racing_head_moves_have_one_winner_and_lose_nothing() {
                 let destroy_won = results
                     .iter()
                     .any(|(op, r)| *op == Op::Destroy && r.is_ok());
-                match s.read_ref(&br("shop@x")) {
+                match s.engine().read_ref(&br("shop@x")) {
                     Err(_) => assert!(
                         destroy_won,
                         "{a:?} vs {b:?}: x vanished without a winning destroy"
@@ -125,7 +127,11 @@ fn racing_head_moves_have_one_winner_and_lose_nothing() {
                         e.dump_target(&s, "shop@x");
                     }
                 }
-                for (branch, _) in s.list_branches(&DbName::new("shop").unwrap()).unwrap() {
+                for (branch, _) in s
+                    .engine()
+                    .list_branches(&DbName::new("shop").unwrap())
+                    .unwrap()
+                {
                     e.dump_target(&s, &format!("shop@{branch}"));
                 }
             }
@@ -153,7 +159,8 @@ fn gc_racing_forks_and_checkpoints_never_leaves_a_dangling_branch() {
         let mut prev = "main".to_string();
         for i in 0..25 {
             let name = format!("g{i}");
-            s.fork(&br(&format!("shop@{prev}")), &name.parse().unwrap(), None)
+            s.engine()
+                .fork(&br(&format!("shop@{prev}")), &name.parse().unwrap(), None)
                 .unwrap();
             let p = s
                 .checkout(&br(&format!("shop@{name}")), false)
@@ -176,11 +183,15 @@ fn gc_racing_forks_and_checkpoints_never_leaves_a_dangling_branch() {
     });
     let s = e.reopen();
     s.gc(Duration::ZERO, true).unwrap();
-    for (branch, _) in s.list_branches(&DbName::new("shop").unwrap()).unwrap() {
+    for (branch, _) in s
+        .engine()
+        .list_branches(&DbName::new("shop").unwrap())
+        .unwrap()
+    {
         e.dump_target(&s, &format!("shop@{branch}"));
         e.dump_target(&s, &format!("shop@{branch}@fork"));
     }
-    let space = s.space().unwrap();
+    let space = s.engine().space().unwrap();
     assert_eq!(
         space.reclaimable_bytes, 0,
         "gc --grace 0 with nothing running reclaims everything dead"
@@ -194,6 +205,7 @@ fn expired_branches_are_reaped_and_protected_or_leased_ones_never() {
     for name in ["short", "long", "kept", "leased"] {
         let ttl = if name == "long" { 3600 } else { 1 };
         e.scion
+            .engine()
             .fork_with_ttl(
                 &br("shop"),
                 &name.parse().unwrap(),
@@ -202,9 +214,13 @@ fn expired_branches_are_reaped_and_protected_or_leased_ones_never() {
             )
             .unwrap();
     }
-    e.scion.set_protected(&br("shop@kept"), true).unwrap();
+    e.scion
+        .engine()
+        .set_protected(&br("shop@kept"), true)
+        .unwrap();
     let holder = e.reopen();
     holder
+        .engine()
         .lease_acquire(&br("shop@leased"), Duration::from_secs(60))
         .unwrap();
     std::thread::sleep(Duration::from_millis(2100));
@@ -212,6 +228,7 @@ fn expired_branches_are_reaped_and_protected_or_leased_ones_never() {
     assert_eq!(report.reaped, vec!["shop@short".to_string()]);
     let names: Vec<String> = e
         .scion
+        .engine()
         .list_branches(&DbName::new("shop").unwrap())
         .unwrap()
         .into_iter()
@@ -225,6 +242,7 @@ fn touch_restarts_the_ttl_clock() {
     let e = env();
     create_shop(&e, 50);
     e.scion
+        .engine()
         .fork_with_ttl(
             &br("shop"),
             &"t".parse().unwrap(),
@@ -233,7 +251,7 @@ fn touch_restarts_the_ttl_clock() {
         )
         .unwrap();
     std::thread::sleep(Duration::from_millis(1500));
-    e.scion.touch(&br("shop@t"), None).unwrap();
+    e.scion.engine().touch(&br("shop@t"), None).unwrap();
     std::thread::sleep(Duration::from_millis(1000));
     assert!(e
         .scion
@@ -253,6 +271,7 @@ fn rollback_and_promote_write_at_most_two_small_objects() {
     let e = env();
     create_shop(&e, 5000);
     e.scion
+        .engine()
         .fork(&br("shop"), &"w".parse().unwrap(), None)
         .unwrap();
     let p = e.scion.checkout(&br("shop@w"), false).unwrap().path;
@@ -276,7 +295,7 @@ fn rollback_and_promote_write_at_most_two_small_objects() {
     assert_eq!(after.puts - before.puts, 2, "safety fork + ref");
     // The ref carries the branch's newest history entries (a bounded number of them).
     let history_bytes = |s: &Scion, b: &str| {
-        serde_json::to_vec(&s.read_ref(&br(b)).unwrap().0.history)
+        serde_json::to_vec(&s.engine().read_ref(&br(b)).unwrap().0.history)
             .unwrap()
             .len() as u64
     };
@@ -318,6 +337,7 @@ fn user_meta_travels_with_forks_and_checkpoints_and_scions_own_keys_are_refused(
     };
     let main = br("shop@main");
     e.scion
+        .engine()
         .fork_with_meta(
             &main,
             &"run".parse().unwrap(),
@@ -339,11 +359,12 @@ fn user_meta_travels_with_forks_and_checkpoints_and_scions_own_keys_are_refused(
     ] {
         let err = e
             .scion
+            .engine()
             .fork_with_meta(&main, &"bad".parse().unwrap(), None, None, bad)
             .unwrap_err();
         assert!(matches!(err, EngineError::InvalidInput { .. }), "{err}");
     }
-    assert!(e.scion.read_ref(&br("shop@bad")).is_err());
+    assert!(e.scion.engine().read_ref(&br("shop@bad")).is_err());
     let report = e
         .scion
         .checkpoint_with_meta(
@@ -353,7 +374,12 @@ fn user_meta_travels_with_forks_and_checkpoints_and_scions_own_keys_are_refused(
         )
         .unwrap();
     assert_eq!(report.version, status.version);
-    let (_, c) = e.scion.list_checkpoints(&br("shop@run")).unwrap().remove(0);
+    let (_, c) = e
+        .scion
+        .engine()
+        .list_checkpoints(&br("shop@run"))
+        .unwrap()
+        .remove(0);
     assert_eq!(c.meta, meta(&[("why", "x")]));
     let err = e
         .scion

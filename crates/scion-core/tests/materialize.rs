@@ -43,6 +43,7 @@ fn a_version_of_many_leaf_groups_with_delta_pages_comes_out_byte_for_byte() {
 fn comes_out_byte_for_byte(e: Env) {
     let src = many_pages(&e);
     e.scion
+        .engine()
         .create(&DbName::new("many").unwrap(), Some(&src))
         .unwrap();
     let main = br("many");
@@ -56,7 +57,8 @@ fn comes_out_byte_for_byte(e: Env) {
     let t: Target = "many".parse().unwrap();
     let (root, slots) = e
         .scion
-        .page_slots(&e.scion.resolve(&t).unwrap().root)
+        .engine()
+        .page_slots(&e.scion.engine().resolve(&t).unwrap().root)
         .unwrap();
     let deltas = slots.iter().filter(|(_, s)| s.base.is_some()).count();
     assert!(deltas > 0, "no delta pages to materialize");
@@ -99,6 +101,7 @@ fn a_damaged_frame_in_a_late_group_fails_the_export_and_leaves_no_file() {
 fn a_damaged_frame_fails_the_export(e: Env) {
     let src = many_pages(&e);
     e.scion
+        .engine()
         .create(&DbName::new("many").unwrap(), Some(&src))
         .unwrap();
     // Damage page frames well into every segment (pages are written in page order, the
@@ -139,21 +142,25 @@ fn a_page_compression_change_builds_on_the_manifest_it_replaces() {
     let e = env();
     let (a, b) = (e.reopen(), e.reopen());
     let change = a
+        .engine()
         .set_page_compression(PageCompression::Uncompressed)
         .unwrap();
     assert_eq!(change.before, PageCompression::Lz4);
-    assert_eq!(a.page_compression(), PageCompression::Uncompressed);
+    assert_eq!(a.engine().page_compression(), PageCompression::Uncompressed);
     // `b` read lz4 when it opened; its change starts from what the store says now.
-    assert_eq!(b.page_compression(), PageCompression::Lz4);
-    let change = b.set_page_compression(PageCompression::Lz4).unwrap();
+    assert_eq!(b.engine().page_compression(), PageCompression::Lz4);
+    let change = b
+        .engine()
+        .set_page_compression(PageCompression::Lz4)
+        .unwrap();
     assert_eq!(change.before, PageCompression::Uncompressed);
     let fresh = e.reopen();
-    assert_eq!(fresh.page_compression(), PageCompression::Lz4);
-    assert_eq!(fresh.store_id(), e.scion.store_id());
-    assert_eq!(fresh.min_grace(), e.scion.min_grace());
+    assert_eq!(fresh.engine().page_compression(), PageCompression::Lz4);
+    assert_eq!(fresh.engine().store_id(), e.scion.engine().store_id());
+    assert_eq!(fresh.engine().min_grace(), e.scion.engine().min_grace());
     // The handle opened before any change still writes as it read.
-    assert_eq!(e.scion.page_compression(), PageCompression::Lz4);
-    assert_eq!(e.scion.reload_settings().unwrap(), None);
+    assert_eq!(e.scion.engine().page_compression(), PageCompression::Lz4);
+    assert_eq!(e.scion.engine().reload_settings().unwrap(), None);
 }
 
 /// A process that keeps the store open (the daemon) follows another's `config` change
@@ -164,9 +171,10 @@ fn a_handle_that_reloads_its_settings_commits_the_new_way() {
     let src = e.path("seed.db");
     seed(&src, 2000);
     let db = DbName::new("shop").unwrap();
-    let created = e.scion.create(&db, Some(&src)).unwrap();
+    let created = e.scion.engine().create(&db, Some(&src)).unwrap();
     let page_bytes = created.page_count as u64 * created.page_size as u64;
     e.reopen()
+        .engine()
         .set_page_compression(PageCompression::Uncompressed)
         .unwrap();
     let lz4 = e.scion.compact(&br("shop"), false).unwrap();
@@ -175,19 +183,26 @@ fn a_handle_that_reloads_its_settings_commits_the_new_way() {
         "before reloading: {} B for {page_bytes} B of pages",
         lz4.store_bytes_written
     );
-    let change = e.scion.reload_settings().unwrap().unwrap();
+    let change = e.scion.engine().reload_settings().unwrap().unwrap();
     assert_eq!(
         (change.before, change.after),
         (PageCompression::Lz4, PageCompression::Uncompressed)
     );
-    assert_eq!(e.scion.page_compression(), PageCompression::Uncompressed);
+    assert_eq!(
+        e.scion.engine().page_compression(),
+        PageCompression::Uncompressed
+    );
     let raw = e.scion.compact(&br("shop"), false).unwrap();
     assert!(
         raw.store_bytes_written >= page_bytes,
         "after reloading: {} B for {page_bytes} B of pages",
         raw.store_bytes_written
     );
-    assert_eq!(e.scion.reload_settings().unwrap(), None, "nothing new");
+    assert_eq!(
+        e.scion.engine().reload_settings().unwrap(),
+        None,
+        "nothing new"
+    );
 }
 
 /// A writer whose table of the head's page hashes is out of step (as a daemon session's
@@ -206,6 +221,7 @@ fn a_commit_given_wrong_old_page_hashes_still_exports() {
          INSERT INTO items(v) SELECT printf('%.100c', 'a') FROM n;",
     );
     e.scion
+        .engine()
         .create(&DbName::new("shop").unwrap(), Some(&src))
         .unwrap();
     let out = e.path("changed.db");
@@ -230,10 +246,11 @@ fn a_commit_given_wrong_old_page_hashes_still_exports() {
         spilled: Default::default(),
     };
     let b = br("shop");
-    let (r, etag) = e.scion.read_ref(&b).unwrap();
+    let (r, etag) = e.scion.engine().read_ref(&b).unwrap();
     // Every old hash this table gives is wrong.
     let wrong = |pgno: u32| Some(0x5eed_0000_0000_0000 ^ pgno as u64);
     e.scion
+        .engine()
         .commit_pages(PageCommit::onto(&b, &r, etag, &changes).with_known_hashes(&wrong))
         .unwrap();
     let again = e.path("again.db");

@@ -233,6 +233,7 @@ fn run_in(e: Env, ops: Vec<Op>) {
     seed(&seed_file, 60);
     exec(&seed_file, "PRAGMA journal_mode=DELETE;");
     e.scion
+        .engine()
         .create(&DbName::new("m").unwrap(), Some(&seed_file))
         .unwrap();
     let new_model = |name: &str, from: &PathBuf| {
@@ -262,7 +263,7 @@ fn run_in(e: Env, ops: Vec<Op>) {
         for (i, b) in branches.iter().enumerate() {
             if !b.alive {
                 assert!(
-                    e.scion.read_ref(&b.scion).is_err(),
+                    e.scion.engine().read_ref(&b.scion).is_err(),
                     "{} was destroyed",
                     b.scion
                 );
@@ -304,6 +305,7 @@ fn run_in(e: Env, ops: Vec<Op>) {
                 let name = format!("b{counter}");
                 let at_name = at.as_ref().map(|(n, _)| n.parse().unwrap());
                 e.scion
+                    .engine()
                     .fork(
                         &branches[src].scion,
                         &name.parse().unwrap(),
@@ -443,11 +445,12 @@ fn run_in(e: Env, ops: Vec<Op>) {
                 }
                 // Time passing, simulated: a 1 s TTL counted from the epoch.
                 let b = &branches[i].scion;
-                let (mut r, etag) = e.scion.read_ref(b).unwrap();
+                let (mut r, etag) = e.scion.engine().read_ref(b).unwrap();
                 r.ttl_secs = Some(1);
                 r.touched_at =
                     scion_core::clock::StoreTime::from_store_clock(std::time::UNIX_EPOCH);
                 e.scion
+                    .engine()
                     .backend()
                     .put(
                         &format!("refs/{}/{}", b.db, b.branch),
@@ -464,7 +467,7 @@ fn run_in(e: Env, ops: Vec<Op>) {
                         // Its checkout is open or holds uncheckpointed writes: kept, and
                         // the model takes its TTL away so it stays.
                         assert!(b.checked_out, "{} kept without a checkout", b.scion);
-                        e.scion.touch(&b.scion, Some(None)).unwrap();
+                        e.scion.engine().touch(&b.scion, Some(None)).unwrap();
                         b.expired = false;
                         continue;
                     }

@@ -144,7 +144,7 @@ fn half_grace_rule_a_slow_commit_whose_segments_were_swept_publishes_nothing() {
     assert!(err.is_retryable());
     let s = e.reopen();
     assert_eq!(e.dump_target(&s, "shop"), old, "the head did not move");
-    let (r, _) = s.read_ref(&br("shop")).unwrap();
+    let (r, _) = s.engine().read_ref(&br("shop")).unwrap();
     assert_eq!(
         s.checkout_state(&br("shop"), &r.root).unwrap(),
         CheckoutState::Dirty,
@@ -193,7 +193,7 @@ fn half_grace_rule_segments_swept_after_publishing_put_the_old_head_back() {
 fn half_grace_rule_gc_below_the_minimum_grace_needs_force() {
     let e = env();
     create_shop(&e, 10);
-    assert_eq!(e.scion.min_grace(), scion_core::DEFAULT_MIN_GRACE);
+    assert_eq!(e.scion.engine().min_grace(), scion_core::DEFAULT_MIN_GRACE);
     let err = e.scion.gc(Duration::from_secs(1), false).unwrap_err();
     assert!(
         matches!(
@@ -214,19 +214,21 @@ fn touch_and_protect_during_a_lease_holders_checkpoint_do_not_fail_it() {
     let other_hook = other.clone();
     racer.on_segment = Some(Box::new(move |_, _| {
         if let Some(s) = other_hook.lock().unwrap().as_ref() {
-            s.touch(&br("shop"), Some(Some(Duration::from_secs(600))))
+            s.engine()
+                .touch(&br("shop"), Some(Some(Duration::from_secs(600))))
                 .unwrap();
-            s.set_protected(&br("shop"), false).unwrap();
+            s.engine().set_protected(&br("shop"), false).unwrap();
         }
     }));
     let s = e.reopen_with(Arc::new(racer));
-    s.lease_acquire(&br("shop"), Duration::from_secs(60))
+    s.engine()
+        .lease_acquire(&br("shop"), Duration::from_secs(60))
         .unwrap();
     *other.lock().unwrap() = Some(e.reopen());
     s.checkpoint(&br("shop"), &"v1".parse().unwrap()).unwrap();
     let s = e.reopen();
     assert_eq!(e.dump_target(&s, "shop"), new);
-    let (r, _) = s.read_ref(&br("shop")).unwrap();
+    let (r, _) = s.engine().read_ref(&br("shop")).unwrap();
     assert_eq!(r.ttl_secs, Some(600), "the touch stands too");
     assert!(!r.protected);
 }
@@ -244,14 +246,15 @@ fn store_clock_stamps_a_fresh_fork_with_a_ttl_survives_gc_on_a_host_behind_the_s
         .with_clock_offset_ms(2 * 3600 * 1000),
     );
     let s = e.reopen_with(skewed.clone());
-    s.fork_with_ttl(
-        &br("shop"),
-        &"agent".parse().unwrap(),
-        None,
-        Some(Duration::from_secs(3600)),
-    )
-    .unwrap();
-    let (r, _) = s.read_ref(&br("shop@agent")).unwrap();
+    s.engine()
+        .fork_with_ttl(
+            &br("shop"),
+            &"agent".parse().unwrap(),
+            None,
+            Some(Duration::from_secs(3600)),
+        )
+        .unwrap();
+    let (r, _) = s.engine().read_ref(&br("shop@agent")).unwrap();
     let stamped = r.touched_at.as_system_time();
     let store_now = skewed.now().unwrap();
     assert!(
@@ -260,7 +263,7 @@ fn store_clock_stamps_a_fresh_fork_with_a_ttl_survives_gc_on_a_host_behind_the_s
     );
     let report = s.gc(scion_core::DEFAULT_MIN_GRACE, false).unwrap();
     assert!(report.reaped.is_empty(), "reaped {:?}", report.reaped);
-    s.read_ref(&br("shop@agent")).unwrap();
+    s.engine().read_ref(&br("shop@agent")).unwrap();
 }
 
 #[test]
@@ -270,9 +273,11 @@ fn durations_are_capped_and_never_overflow() {
     let e = env();
     create_shop(&e, 10);
     e.scion
+        .engine()
         .fork(&br("shop"), &"long".parse().unwrap(), None)
         .unwrap();
     e.scion
+        .engine()
         .touch(
             &br("shop@long"),
             Some(Some(scion_core::clock::MAX_DURATION)),
@@ -287,6 +292,7 @@ fn destroy_refuses_a_dirty_checkout_without_force() {
     let e = env();
     create_shop(&e, 50);
     e.scion
+        .engine()
         .fork(&br("shop"), &"w".parse().unwrap(), None)
         .unwrap();
     let p = e.scion.checkout(&br("shop@w"), false).unwrap().path;
@@ -309,7 +315,7 @@ fn compact_refuses_uncheckpointed_changes() {
         .checkpoint(&br("shop"), &"v1".parse().unwrap())
         .unwrap();
     e.scion.compact(&br("shop"), false).unwrap();
-    let (r, _) = e.scion.read_ref(&br("shop")).unwrap();
+    let (r, _) = e.scion.engine().read_ref(&br("shop")).unwrap();
     assert_eq!(
         e.scion.checkout_state(&br("shop"), &r.root).unwrap(),
         CheckoutState::Clean
@@ -321,6 +327,7 @@ fn gc_ttl_reap_skips_and_touches_branches_whose_checkout_is_dirty() {
     let e = env();
     create_shop(&e, 50);
     e.scion
+        .engine()
         .fork_with_ttl(
             &br("shop"),
             &"agent".parse().unwrap(),
@@ -331,19 +338,19 @@ fn gc_ttl_reap_skips_and_touches_branches_whose_checkout_is_dirty() {
     let b = br("shop@agent");
     let p = e.scion.checkout(&b, false).unwrap().path;
     exec(&p, "INSERT INTO items(name, price) VALUES ('unsaved', 1);");
-    let before = e.scion.read_ref(&b).unwrap().0.touched_at;
+    let before = e.scion.engine().read_ref(&b).unwrap().0.touched_at;
     std::thread::sleep(Duration::from_millis(2100));
     let report = e.scion.gc(Duration::ZERO, true).unwrap();
     assert!(report.reaped.is_empty());
     assert_eq!(report.kept_in_use, vec!["shop@agent".to_string()]);
     assert!(dump(&p).contains("unsaved"));
     // Writes to a checkout count as TTL activity: gc saw the work and touched the branch.
-    let after = e.scion.read_ref(&b).unwrap().0.touched_at;
+    let after = e.scion.engine().read_ref(&b).unwrap().0.touched_at;
     assert!(after > before);
     // Asking for the working copy is activity too.
     std::thread::sleep(Duration::from_millis(1100));
     assert!(e.scion.checkout(&b, false).unwrap().dirty);
-    assert!(e.scion.read_ref(&b).unwrap().0.touched_at > after);
+    assert!(e.scion.engine().read_ref(&b).unwrap().0.touched_at > after);
 }
 
 #[test]
@@ -352,6 +359,7 @@ fn safety_fork_of_a_branch_at_the_name_limit() {
     create_shop(&e, 20);
     let name = "b".repeat(scion_core::names::MAX_NAME_LEN);
     e.scion
+        .engine()
         .fork(&br("shop"), &name.parse().unwrap(), None)
         .unwrap();
     let b = br(&format!("shop@{name}"));
@@ -369,6 +377,7 @@ fn safety_fork_of_a_branch_at_the_name_limit() {
     let too_long = "c".repeat(scion_core::names::MAX_NAME_LEN + 1);
     let err = e
         .scion
+        .engine()
         .fork(&br("shop"), &too_long.parse().unwrap(), None)
         .unwrap_err();
     assert!(matches!(err, EngineError::InvalidName { .. }), "{err}");
@@ -389,6 +398,7 @@ fn status_reports_a_damaged_checkout_per_branch() {
     let e = env();
     create_shop(&e, 20);
     e.scion
+        .engine()
         .fork(&br("shop"), &"ok".parse().unwrap(), None)
         .unwrap();
     let bad = e.scion.checkout_path(&br("shop"));
@@ -457,6 +467,7 @@ fn the_local_stores_own_temp_files_are_listed_and_swept() {
     assert!(!tmp.exists());
     // The store still works: its temp directory is where the next write goes.
     e.scion
+        .engine()
         .fork(&br("shop"), &"after".parse().unwrap(), None)
         .unwrap();
 }

@@ -37,12 +37,16 @@ fn o1_commands_read_a_bounded_number_of_bytes_whatever_the_size() {
     );
     assert!(std::fs::metadata(&src).unwrap().len() >= 64 << 20);
     e.scion
+        .engine()
         .create(&scion_core::DbName::new("big").unwrap(), Some(&src))
         .unwrap();
     let main = br("big");
     let checkout = e.scion.checkout(&main, false).unwrap().path;
     e.scion.checkpoint(&main, &"c1".parse().unwrap()).unwrap();
-    e.scion.fork(&main, &"side".parse().unwrap(), None).unwrap();
+    e.scion
+        .engine()
+        .fork(&main, &"side".parse().unwrap(), None)
+        .unwrap();
     let counter = Arc::new(CountingBackend::new(Arc::new(
         LocalBackend::open(e.store_dir()).unwrap(),
     )));
@@ -70,16 +74,18 @@ fn o1_commands_read_a_bounded_number_of_bytes_whatever_the_size() {
     let n = std::sync::atomic::AtomicUsize::new(0);
     let next = || n.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     measure("fork of a checked-out branch", &mut || {
-        s.fork(&main, &format!("f{}", next()).parse().unwrap(), None)
+        s.engine()
+            .fork(&main, &format!("f{}", next()).parse().unwrap(), None)
             .unwrap();
     });
     measure("fork at a checkpoint", &mut || {
-        s.fork(
-            &main,
-            &format!("g{}", next()).parse().unwrap(),
-            Some(&"c1".parse().unwrap()),
-        )
-        .unwrap();
+        s.engine()
+            .fork(
+                &main,
+                &format!("g{}", next()).parse().unwrap(),
+                Some(&"c1".parse().unwrap()),
+            )
+            .unwrap();
     });
     measure("checkpoint of a clean checkout", &mut || {
         s.checkpoint(&main, &format!("k{}", next()).parse().unwrap())
@@ -108,12 +114,17 @@ fn o1_commands_read_a_bounded_number_of_bytes_whatever_the_size() {
             .unwrap();
     });
     measure("touch", &mut || {
-        s.touch(&side, Some(Some(Duration::from_secs(3600))))
+        s.engine()
+            .touch(&side, Some(Some(Duration::from_secs(3600))))
             .unwrap();
     });
-    measure("protect", &mut || s.set_protected(&side, true).unwrap());
+    measure("protect", &mut || {
+        s.engine().set_protected(&side, true).unwrap()
+    });
     measure("lease acquire", &mut || {
-        s.lease_acquire(&side, Duration::from_secs(30)).unwrap();
+        s.engine()
+            .lease_acquire(&side, Duration::from_secs(30))
+            .unwrap();
     });
     measure("status", &mut || {
         s.status().unwrap();

@@ -133,7 +133,8 @@ fn power_loss_during_a_fork() {
         "fork",
         |_| {},
         |s| {
-            s.fork(&br("shop@work"), &"f".parse().unwrap(), None)
+            s.engine()
+                .fork(&br("shop@work"), &"f".parse().unwrap(), None)
                 .map(drop)
         },
         |s, dir, done| {
@@ -184,7 +185,7 @@ fn power_loss_during_a_destroy_and_a_restore() {
                 assert!(head.is_none(), "destroyed: {head:?}");
             }
             // Whatever the destroy reached, the branch comes back with its head.
-            if s.read_ref_any(&br("shop@work")).is_ok() {
+            if s.engine().read_ref_any(&br("shop@work")).is_ok() {
                 s.destroy(&br("shop@work"), true).unwrap();
             }
             s.restore(&br("shop@work"), None, &MoveOptions::default())
@@ -218,9 +219,11 @@ fn power_loss_during_gc() {
         |e| {
             // Garbage for the gc to delete: a fork made and destroyed, with no history kept.
             e.scion
+                .engine()
                 .set_history_retention(std::time::Duration::ZERO)
                 .unwrap();
             e.scion
+                .engine()
                 .fork(&br("shop@work"), &"g".parse().unwrap(), None)
                 .unwrap();
             let p = e.scion.checkout(&br("shop@g"), false).unwrap().path;

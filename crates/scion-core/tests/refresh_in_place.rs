@@ -41,9 +41,11 @@ fn moved_branch(e: &Env) -> std::path::PathBuf {
     let src = e.path("shop.db");
     seed(&src, 20_000);
     e.scion
+        .engine()
         .create(&DbName::new("shop").unwrap(), Some(&src))
         .unwrap();
     e.scion
+        .engine()
         .fork(&br("shop"), &"b".parse().unwrap(), None)
         .unwrap();
     let path = e.scion.checkout(&br("shop@b"), false).unwrap().path;
@@ -138,7 +140,12 @@ fn a_marker_left_beside_a_valid_record_is_dropped_by_the_next_look() {
     let b = br("shop@b");
     let marker = format!("{}.scion.refreshing", path.display());
     std::fs::write(&marker, b"").unwrap();
-    let head = e.scion.resolve(&"shop@b".parse().unwrap()).unwrap().root;
+    let head = e
+        .scion
+        .engine()
+        .resolve(&"shop@b".parse().unwrap())
+        .unwrap()
+        .root;
     assert_eq!(
         e.scion.checkout_state(&b, &head).unwrap(),
         CheckoutState::Clean
@@ -171,7 +178,12 @@ fn a_refresh_cut_short_is_replaced_whole_without_force() {
         let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
         f.write_all_at(&[0x5a; 4096], 8 * 4096).unwrap();
     }
-    let head = e.scion.resolve(&"shop@b".parse().unwrap()).unwrap().root;
+    let head = e
+        .scion
+        .engine()
+        .resolve(&"shop@b".parse().unwrap())
+        .unwrap()
+        .root;
     assert_eq!(
         e.scion.checkout_state(&b, &head).unwrap(),
         CheckoutState::Stale,

@@ -10,11 +10,12 @@ use scion_core::ops::graph::CommonAncestry;
 use scion_core::Scion;
 
 fn head(scion: &Scion, b: &str) -> Locator {
-    scion.read_ref(&br(b)).unwrap().0.root
+    scion.engine().read_ref(&br(b)).unwrap().0.root
 }
 
 fn parents(scion: &Scion, root: &Locator) -> Parents {
     scion
+        .engine()
         .root_record(root)
         .unwrap()
         .ancestry
@@ -35,7 +36,7 @@ fn every_writer_records_its_parents_and_moves_invent_none() {
     let e = env();
     create_shop(&e, 20);
     let init = head(&e.scion, "shop");
-    let record = e.scion.root_record(&init).unwrap();
+    let record = e.scion.engine().root_record(&init).unwrap();
     let a = record.ancestry.unwrap();
     assert_eq!((a.parents, a.generation), (Parents::None, 1), "an import");
     assert!(
@@ -46,10 +47,11 @@ fn every_writer_records_its_parents_and_moves_invent_none() {
 
     let v2 = commit(&e, "shop", "UPDATE items SET price = 7 WHERE id = 1", "c1");
     assert_eq!(parents(&e.scion, &v2), Parents::One(init), "a checkpoint");
-    assert_eq!(e.scion.generation(&v2).unwrap(), 2);
+    assert_eq!(e.scion.engine().generation(&v2).unwrap(), 2);
 
     // Fork and rollback point refs at versions that exist; neither makes one.
     e.scion
+        .engine()
         .fork(&br("shop"), &"f".parse().unwrap(), None)
         .unwrap();
     assert_eq!(head(&e.scion, "shop@f"), v2);
@@ -69,7 +71,7 @@ fn every_writer_records_its_parents_and_moves_invent_none() {
     e.scion.compact(&br("shop@f"), false).unwrap();
     let compacted = head(&e.scion, "shop@f");
     assert_eq!(parents(&e.scion, &compacted), Parents::One(v4));
-    assert_eq!(e.scion.generation(&compacted).unwrap(), 4);
+    assert_eq!(e.scion.engine().generation(&compacted).unwrap(), 4);
 }
 
 #[test]
@@ -79,6 +81,7 @@ fn common_ancestry_follows_the_graph() {
     let v1 = head(&e.scion, "shop");
     for b in ["a", "b"] {
         e.scion
+            .engine()
             .fork(&br("shop"), &b.parse().unwrap(), None)
             .unwrap();
     }
@@ -102,28 +105,30 @@ fn common_ancestry_follows_the_graph() {
     );
     let g = &e.scion;
     assert_eq!(
-        g.common_ancestry(&a2, &b1).unwrap(),
+        g.engine().common_ancestry(&a2, &b1).unwrap(),
         CommonAncestry::Base(v1)
     );
     assert_eq!(
-        g.common_ancestry(&a2, &a1).unwrap(),
+        g.engine().common_ancestry(&a2, &a1).unwrap(),
         CommonAncestry::Base(a1)
     );
     assert_eq!(
-        g.common_ancestry(&v1, &a2).unwrap(),
+        g.engine().common_ancestry(&v1, &a2).unwrap(),
         CommonAncestry::Base(v1)
     );
-    assert_eq!(g.is_ancestor(&a1, &a2).unwrap(), Some(true));
-    assert_eq!(g.is_ancestor(&a2, &a1).unwrap(), Some(false));
-    assert_eq!(g.is_ancestor(&b1, &a2).unwrap(), Some(false));
+    assert_eq!(g.engine().is_ancestor(&a1, &a2).unwrap(), Some(true));
+    assert_eq!(g.engine().is_ancestor(&a2, &a1).unwrap(), Some(false));
+    assert_eq!(g.engine().is_ancestor(&b1, &a2).unwrap(), Some(false));
 
     // An import shares nothing with shop.
     let src = e.path("other.db");
     seed(&src, 3);
-    g.create(&"other".parse().unwrap(), Some(&src)).unwrap();
+    g.engine()
+        .create(&"other".parse().unwrap(), Some(&src))
+        .unwrap();
     let other = head(g, "other");
     assert_eq!(
-        g.common_ancestry(&other, &a2).unwrap(),
+        g.engine().common_ancestry(&other, &a2).unwrap(),
         CommonAncestry::Unrelated
     );
 }
@@ -133,6 +138,7 @@ fn the_walk_reads_only_what_lies_between_the_heads_and_their_base() {
     let e = env();
     create_shop(&e, 20);
     e.scion
+        .engine()
         .fork(&br("shop"), &"side".parse().unwrap(), None)
         .unwrap();
     // A long history before the fork point of `late`.
@@ -145,6 +151,7 @@ fn the_walk_reads_only_what_lies_between_the_heads_and_their_base() {
         );
     }
     e.scion
+        .engine()
         .fork(&br("shop"), &"late".parse().unwrap(), None)
         .unwrap();
     let main = commit(
@@ -159,7 +166,11 @@ fn the_walk_reads_only_what_lies_between_the_heads_and_their_base() {
         "UPDATE items SET price = 200 WHERE id = 3",
         "l1",
     );
-    let (found, stats) = e.scion.common_ancestry_counted(&main, &late).unwrap();
+    let (found, stats) = e
+        .scion
+        .engine()
+        .common_ancestry_counted(&main, &late)
+        .unwrap();
     assert!(matches!(found, CommonAncestry::Base(_)));
     // The two heads, their one common parent, and nothing of the 30 versions below.
     assert!(
@@ -174,7 +185,11 @@ fn the_walk_reads_only_what_lies_between_the_heads_and_their_base() {
         "UPDATE items SET price = 300 WHERE id = 4",
         "s1",
     );
-    let (found, stats) = e.scion.common_ancestry_counted(&main, &side).unwrap();
+    let (found, stats) = e
+        .scion
+        .engine()
+        .common_ancestry_counted(&main, &side)
+        .unwrap();
     assert!(matches!(found, CommonAncestry::Base(_)));
     assert!(
         stats.versions_visited <= 34,

@@ -76,6 +76,7 @@ impl Check<'_> {
             Ok(s) => (s.owner.map(|o| o.to_string()), s.safety.is_some()),
             Err(_) => (
                 scion
+                    .engine()
                     .head_history(&b, Some(0))
                     .ok()
                     .and_then(|h| h.owner)

@@ -76,7 +76,7 @@ pub async fn compact_fragmented(
 
 /// Re-read the store's settings; a failure is logged and the daemon keeps the ones it had.
 async fn follow_settings(shared: &Arc<Shared>) {
-    match blocking(shared, Context::Other, |s| s.reload_settings()).await {
+    match blocking(shared, Context::Other, |s| s.engine().reload_settings()).await {
         Ok(Some(change)) => tracing::info!(
             before = %change.before,
             after = %change.after,
@@ -106,7 +106,9 @@ pub async fn run(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
             .is_some_and(|every| last_gc.elapsed() >= every);
         let done = if gc_due {
             last_gc = Instant::now();
-            gc(&shared, shared.scion.min_grace(), false).await.map(drop)
+            gc(&shared, shared.scion.engine().min_grace(), false)
+                .await
+                .map(drop)
         } else {
             reap(&shared).await.map(drop)
         };

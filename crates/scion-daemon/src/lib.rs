@@ -145,7 +145,7 @@ impl Daemon {
         tokio::spawn(janitor::run(self.shared.clone(), stop.clone()));
         let follow_stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let followers = follow::start(&self.shared, follow_stop.clone());
-        tracing::info!(socket = %self.listen.socket.display(), store = %self.shared.scion.location(), "serving");
+        tracing::info!(socket = %self.listen.socket.display(), store = %self.shared.scion.engine().location(), "serving");
         wait_for_signal().await;
         tracing::info!("stopping: closing sessions");
         let _ = stop_tx.send(true);

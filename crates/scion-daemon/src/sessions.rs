@@ -273,7 +273,7 @@ pub struct SessionDeps {
 /// Start capture of `spec.branch` (blocking: attaching may check out or reconcile) and the
 /// session's thread. Returns the session's first view of itself.
 pub fn start(deps: SessionDeps, id: String, spec: SessionSpec) -> ApiResult<SessionInfo> {
-    let holder = format!("{}#{id}", deps.scion.holder());
+    let holder = format!("{}#{id}", deps.scion.engine().holder());
     let mut live = LiveBranch::open(
         deps.scion.clone(),
         &spec.branch,

@@ -36,20 +36,20 @@ pub(crate) fn find_base(
                 dst: dst.to_string(),
             });
         }
-        let v = scion.resolve(t)?;
+        let v = scion.engine().resolve(t)?;
         return Ok(Base {
             root: v.root,
             how: format!("{t}, as given by --base"),
         });
     }
-    match scion.common_ancestry(ours, theirs)? {
+    match scion.engine().common_ancestry(ours, theirs)? {
         CommonAncestry::Base(root) => {
             let how = if root == *theirs {
                 format!("{src} itself: {dst} already holds it")
             } else if root == *ours {
                 format!("{dst}'s head: {src} was made from it")
             } else {
-                let generation = scion.generation(&root)?;
+                let generation = scion.engine().generation(&root)?;
                 format!("the newest version both come from (generation {generation} of the version graph)")
             };
             Ok(Base { root, how })
@@ -64,7 +64,7 @@ pub(crate) fn find_base(
             dst: dst.to_string(),
         }),
         CommonAncestry::Unknown { .. } => {
-            let (s, _) = scion.read_ref(&src.branch)?;
+            let (s, _) = scion.engine().read_ref(&src.branch)?;
             Err(MergeError::BaseUnknown {
                 src: src.to_string(),
                 dst: dst.to_string(),

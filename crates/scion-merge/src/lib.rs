@@ -58,12 +58,12 @@ pub fn merge(
             dst: dst.to_string(),
         });
     }
-    let (d, _) = scion.read_ref(dst)?;
+    let (d, _) = scion.engine().read_ref(dst)?;
     let ours = ResolvedVersion {
         root: d.root,
         version: d.version,
     };
-    let theirs = scion.resolve(src)?;
+    let theirs = scion.engine().resolve(src)?;
     if !opts.dry_run {
         // Refused before any work; the publish checks again against the ref it replaces.
         if d.protected && !opts.allow_protected {
@@ -119,7 +119,7 @@ pub fn merge(
         report.outcome = Outcome::FastForward;
         report.unused_resolutions = opts.resolutions.keys().cloned().collect();
         // What it brings, read from the pages the two versions do not share.
-        let delta_theirs = scion.version_delta(&base.root, &theirs.root)?;
+        let delta_theirs = scion.engine().version_delta(&base.root, &theirs.root)?;
         report.pages_read = delta_theirs.pages_read;
         report.tables = plan::fast_forward_tables(&delta_theirs);
         if !opts.dry_run {
@@ -134,8 +134,8 @@ pub fn merge(
         return Ok(report);
     }
 
-    let mut delta_ours = scion.version_delta(&base.root, &ours.root)?;
-    let mut delta_theirs = scion.version_delta(&base.root, &theirs.root)?;
+    let mut delta_ours = scion.engine().version_delta(&base.root, &ours.root)?;
+    let mut delta_theirs = scion.engine().version_delta(&base.root, &theirs.root)?;
     report.pages_read = delta_ours.pages_read + delta_theirs.pages_read;
     let virtual_plan = virtual_tables::prepare(
         scion,
@@ -244,9 +244,11 @@ impl Scratch {
         let stem: String = dst.branch.as_str().chars().take(80).collect();
         let name = BranchName::new(&format!("{stem}-merge-{tag}"))?;
         let branch = BranchRef::new(dst.db.clone(), name);
-        scion.fork_with_ttl(dst, &branch.branch, None, Some(SCRATCH_TTL))?;
+        scion
+            .engine()
+            .fork_with_ttl(dst, &branch.branch, None, Some(SCRATCH_TTL))?;
         let scratch = Scratch { branch };
-        let (r, _) = scion.read_ref(&scratch.branch)?;
+        let (r, _) = scion.engine().read_ref(&scratch.branch)?;
         if r.root != ours.root {
             // dst moved between reading it and forking it: the plan is for another version.
             scratch.remove(scion);
@@ -269,8 +271,8 @@ impl Scratch {
         report: &mut MergeReport,
     ) -> MergeResult<Option<scion_core::format::Locator>> {
         scion_vfs::register().map_err(MergeError::Vfs)?;
-        scion_vfs::adopt(scion.location(), scion.engine().clone());
-        let uri = scion_vfs::uri(&self.branch.to_string(), scion.location(), false);
+        scion_vfs::adopt(scion.engine().location(), scion.engine().clone());
+        let uri = scion_vfs::uri(&self.branch.to_string(), scion.engine().location(), false);
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_URI;
         let conn = Connection::open_with_flags(&uri, flags)
             .map_err(MergeError::apply("opening the scratch fork"))?;
@@ -310,7 +312,7 @@ impl Scratch {
         conn.execute_batch("COMMIT")
             .map_err(MergeError::apply("committing to the scratch fork"))?;
         drop(conn);
-        let (r, _) = scion.read_ref(&self.branch)?;
+        let (r, _) = scion.engine().read_ref(&self.branch)?;
         Ok(Some(r.root))
     }
 

@@ -298,10 +298,10 @@ impl<'a> Readers<'a> {
     fn conn(&mut self, root: &Locator) -> MergeResult<&Connection> {
         if !self.open.contains_key(root) {
             scion_vfs::register().map_err(MergeError::Vfs)?;
-            scion_vfs::adopt(self.scion.location(), self.scion.engine().clone());
+            scion_vfs::adopt(self.scion.engine().location(), self.scion.engine().clone());
             let uri = format!(
                 "{}&root={root}",
-                scion_vfs::uri(&self.dst.to_string(), self.scion.location(), true)
+                scion_vfs::uri(&self.dst.to_string(), self.scion.engine().location(), true)
             );
             let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI;
             let conn = Connection::open_with_flags(&uri, flags).map_err(MergeError::apply(

@@ -35,14 +35,14 @@ fn attach(store: &Path, init: bool) -> Scion {
 }
 
 fn write(scion: &Scion, target: &str, sql: &str) {
-    scion_vfs::adopt(scion.location(), scion.engine().clone());
-    let uri = scion_vfs::uri(target, scion.location(), false);
+    scion_vfs::adopt(scion.engine().location(), scion.engine().clone());
+    let uri = scion_vfs::uri(target, scion.engine().location(), false);
     Connection::open(uri).unwrap().execute_batch(sql).unwrap();
 }
 
 fn state(scion: &Scion, target: &str) -> String {
-    scion_vfs::adopt(scion.location(), scion.engine().clone());
-    let uri = scion_vfs::uri(target, scion.location(), true);
+    scion_vfs::adopt(scion.engine().location(), scion.engine().clone());
+    let uri = scion_vfs::uri(target, scion.engine().location(), true);
     Connection::open(uri)
         .unwrap()
         .query_row(STATE, [], |r| r.get(0))
@@ -64,11 +64,13 @@ fn seeded_store(dir: &Path) -> std::path::PathBuf {
         )
         .unwrap();
     scion
+        .engine()
         .create(&"shop".parse().unwrap(), Some(&plain))
         .unwrap();
     let main: BranchRef = "shop@main".parse().unwrap();
-    scion.set_protected(&main, false).unwrap();
+    scion.engine().set_protected(&main, false).unwrap();
     scion
+        .engine()
         .fork(&main, &"feature".parse().unwrap(), None)
         .unwrap();
     write(&scion, "shop@main", "UPDATE t SET b = -1 WHERE id % 50 = 0");

@@ -199,6 +199,7 @@ impl History<'_> {
     fn head_root(&self, b: &str) -> Locator {
         self.env
             .scion
+            .engine()
             .read_ref(&Self::target(b).parse().unwrap())
             .unwrap()
             .0
@@ -246,7 +247,7 @@ impl History<'_> {
             }
             return;
         }
-        let record = self.env.scion.root_record(&root).unwrap();
+        let record = self.env.scion.engine().root_record(&root).unwrap();
         let got = record
             .ancestry
             .expect("a version written now names its parents")
@@ -340,6 +341,7 @@ impl History<'_> {
         self.log.push(format!("fork {from}@{cp:?} -> {name}"));
         self.env
             .scion
+            .engine()
             .fork(
                 &Self::target(&from).parse().unwrap(),
                 &name.parse().unwrap(),
@@ -479,6 +481,7 @@ impl History<'_> {
         let history = self
             .env
             .scion
+            .engine()
             .head_history(&Self::target(&b).parse().unwrap(), None)
             .unwrap();
         let Some(entry) =
@@ -512,6 +515,7 @@ fn run_history(seed: u64) -> (usize, BTreeMap<&'static str, usize>) {
     let env = Env::new();
     env.create("h", SCHEMA);
     env.scion
+        .engine()
         .set_protected(&"h@main".parse().unwrap(), false)
         .unwrap();
     let mut rng = Rng(seed.max(1));

@@ -10,6 +10,7 @@ fn env_with(sql: &str) -> Env {
     let env = Env::new();
     env.create("shop", sql);
     env.scion
+        .engine()
         .set_protected(&"shop@main".parse().unwrap(), false)
         .unwrap();
     env.fork("shop@main", "feature");
@@ -252,7 +253,11 @@ fn a_merge_racing_a_commit_on_the_destination_publishes_nothing_and_a_retry_merg
     env.write("shop@feature", "UPDATE t SET a = 'f' WHERE id = 2");
     // A commit lands on main after a merge read it: a result computed from the old head
     // loses the compare-and-swap, and main keeps the commit.
-    let (d, _) = env.scion.read_ref(&"shop@main".parse().unwrap()).unwrap();
+    let (d, _) = env
+        .scion
+        .engine()
+        .read_ref(&"shop@main".parse().unwrap())
+        .unwrap();
     env.write("shop@main", "UPDATE t SET b = 12 WHERE id = 1");
     let expect = scion_core::ResolvedVersion {
         root: d.root,
@@ -393,6 +398,7 @@ fn a_destination_leased_by_someone_else_is_refused_and_nothing_is_published() {
     env.write("shop@feature", "UPDATE t SET a = 'f' WHERE id = 2");
     let main: scion_core::BranchRef = "shop@main".parse().unwrap();
     env.scion
+        .engine()
         .lease_acquire_as(&main, "another-agent", std::time::Duration::from_secs(60))
         .unwrap();
     let before = env.version("shop@main");
@@ -412,6 +418,7 @@ fn a_destination_leased_by_someone_else_is_refused_and_nothing_is_published() {
     // Its scratch fork was removed with the refusal.
     let names: Vec<String> = env
         .scion
+        .engine()
         .list_branches(&"shop".parse().unwrap())
         .unwrap()
         .into_iter()

@@ -16,6 +16,7 @@ fn shop() -> Env {
     env.fork("shop@main", "feature");
     // Protection is its own test below; these merge into main freely.
     env.scion
+        .engine()
         .set_protected(&"shop@main".parse().unwrap(), false)
         .unwrap();
     env
@@ -25,6 +26,7 @@ fn shop() -> Env {
 fn a_protected_destination_needs_allow_protected() {
     let env = shop();
     env.scion
+        .engine()
         .set_protected(&"shop@main".parse().unwrap(), true)
         .unwrap();
     env.write("shop@feature", "INSERT INTO t VALUES (9,'a9',90)");
@@ -172,6 +174,7 @@ fn a_source_forked_from_an_unmoved_destination_fast_forwards() {
     assert_eq!(env.rows("shop@main", "SELECT count(*) FROM t"), ["5"]);
     let history = env
         .scion
+        .engine()
         .head_history(&"shop@main".parse().unwrap(), Some(1))
         .unwrap();
     let entry = &history.entries[0];

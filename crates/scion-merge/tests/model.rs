@@ -308,6 +308,7 @@ fn run(case: &Case, strategy: Side) -> Result<(), TestCaseError> {
     apply_plain(&theirs_file, &theirs_sql);
 
     env.scion
+        .engine()
         .set_protected(&"m@main".parse().unwrap(), false)
         .unwrap();
     env.fork("m@main", "feature");
@@ -442,7 +443,7 @@ proptest! {
         std::fs::copy(&plain, &tf).unwrap();
         apply_plain(&of, &ours_sql);
         apply_plain(&tf, &theirs_sql);
-        env.scion.set_protected(&"m@main".parse().unwrap(), false).unwrap();
+        env.scion.engine().set_protected(&"m@main".parse().unwrap(), false).unwrap();
         env.fork("m@main", "feature");
         env.write("m@main", &ours_sql.join(";"));
         env.write("m@feature", &theirs_sql.join(";"));

@@ -13,6 +13,7 @@ fn env_with(schema: &str) -> Env {
     let env = Env::new();
     env.create("shop", schema);
     env.scion
+        .engine()
         .set_protected(&"shop@main".parse().unwrap(), false)
         .unwrap();
     env.fork("shop@main", "ours");

@@ -88,7 +88,7 @@ pub fn clone(
         )?
         .scion;
         let remote = Remote::open_at(&local, opts.remote.clone(), location, progress.clone())?;
-        let recorded = local.add_remote(&opts.remote, location)?;
+        let recorded = local.engine().add_remote(&opts.remote, location)?;
         let report = bring_all(&local, &remote, &recorded, opts, progress.0.as_ref())?;
         Ok((local, report))
     })();
@@ -116,7 +116,7 @@ fn bring_all(
     opts: &CloneOptions,
     progress: &dyn Progress,
 ) -> RemoteResult<CloneReport> {
-    let available = remote.store.list_databases()?;
+    let available = remote.store.engine().list_databases()?;
     for db in &opts.dbs {
         if !available.contains(db) {
             return Err(EngineError::DatabaseNotFound {
@@ -130,7 +130,7 @@ fn bring_all(
         .filter(|d| opts.dbs.is_empty() || opts.dbs.contains(d))
         .collect();
     let mut report = CloneReport {
-        store: local.location().to_string(),
+        store: local.engine().location().to_string(),
         remote: remote.name.to_string(),
         location: location.to_string(),
         databases: dbs.iter().map(|d| d.to_string()).collect(),
@@ -138,14 +138,14 @@ fn bring_all(
         transfer: Transferred::default(),
     };
     for db in &dbs {
-        let mut branches = remote.store.list_branches(db)?;
+        let mut branches = remote.store.engine().list_branches(db)?;
         // `main` first: every other branch's page map is pruned against it.
         branches.retain(|(name, _)| name.tracking().is_none());
         branches.sort_by_key(|(name, _)| (name != &BranchName::main(), name.clone()));
         let main = BranchRef::new(db.clone(), BranchName::main());
         for (name, theirs) in branches {
             let b = BranchRef::new(db.clone(), name);
-            let checkpoints = remote.store.list_checkpoints(&b)?;
+            let checkpoints = remote.store.engine().list_checkpoints(&b)?;
             let roots: Vec<_> = checkpoints.iter().map(|(_, c)| c.root).collect();
             let sent = fetch(local, remote, &theirs, &roots, &[&main], progress)?;
             report.transfer.add(sent.report);
@@ -159,10 +159,14 @@ fn bring_all(
                 reused: &sent.reused,
                 started: sent.started,
             };
-            let got =
-                local.receive_head(&b, &Incoming::from_ref(&theirs), Expect::Absent, receipt)?;
+            let got = local.engine().receive_head(
+                &b,
+                &Incoming::from_ref(&theirs),
+                Expect::Absent,
+                receipt,
+            )?;
             for (name, c) in &checkpoints {
-                local.receive_checkpoint(&b, name, c)?;
+                local.engine().receive_checkpoint(&b, name, c)?;
             }
             report.branches.push(ClonedBranch {
                 branch: b.to_string(),

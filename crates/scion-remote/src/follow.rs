@@ -81,7 +81,7 @@ pub fn follow(
     let mut summary = FollowSummary::default();
     loop {
         let round = Instant::now();
-        let (r, _) = local.read_ref(b)?;
+        let (r, _) = local.engine().read_ref(b)?;
         if pushed != Some(r.root) {
             let silent = scion_core::progress::ProgressSink::default();
             match push(local, remote, b, &opts.push, &*silent) {
@@ -142,7 +142,7 @@ fn may_pass(e: &RemoteError) -> bool {
 
 /// The local store's clock, in Unix milliseconds (what root records' "made at" says).
 fn unix_ms(s: &Scion) -> RemoteResult<u64> {
-    let now = s.store_now()?;
+    let now = s.engine().store_now()?;
     Ok(now
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64))
@@ -156,6 +156,7 @@ fn made_since(s: &Scion, head: Locator, since: Option<Locator>) -> RemoteResult<
     // gets older than `since`.
     let floor = match since {
         Some(v) => s
+            .engine()
             .root_record(&v)
             .ok()
             .and_then(|r| r.ancestry)
@@ -165,7 +166,7 @@ fn made_since(s: &Scion, head: Locator, since: Option<Locator>) -> RemoteResult<
     let mut out = Vec::new();
     let mut at = head;
     while Some(at) != since && out.len() < 100_000 {
-        let Some(ancestry) = s.root_record(&at)?.ancestry else {
+        let Some(ancestry) = s.engine().root_record(&at)?.ancestry else {
             break;
         };
         if ancestry.made_at_ms < floor {

@@ -44,7 +44,7 @@ pub struct Remote {
 impl Remote {
     /// Attach to remote `name` of `local`, as its settings record it.
     pub fn open(local: &Scion, name: &RemoteName, progress: ProgressSink) -> RemoteResult<Self> {
-        let location = local.remote_location(name)?;
+        let location = local.engine().remote_location(name)?;
         Self::open_at(local, name.clone(), &location, progress)
     }
 
@@ -71,7 +71,7 @@ impl Remote {
         };
         let attached = Scion::attach(&spec, options)?;
         let (store, requests) = (attached.scion, attached.counter);
-        if store.store_id() == local.store_id() {
+        if store.engine().store_id() == local.engine().store_id() {
             return Err(RemoteError::SameStore {
                 remote: name.to_string(),
                 location: location.to_string(),
@@ -88,7 +88,7 @@ impl Remote {
 
 /// The head of `b` in `s`, or `None` when the branch (or its database) does not exist.
 pub(crate) fn head_of(s: &Scion, b: &BranchRef) -> RemoteResult<Option<Ref>> {
-    match s.read_ref(b) {
+    match s.engine().read_ref(b) {
         Ok((r, _)) => Ok(Some(r)),
         Err(EngineError::BranchNotFound { .. } | EngineError::DatabaseNotFound { .. }) => Ok(None),
         Err(e) => Err(e.into()),
@@ -128,10 +128,12 @@ pub(crate) fn record_tracking(
         reused: sent.map_or(&[][..], |s| &s.reused),
         started: match sent {
             Some(s) => s.started,
-            None => local.store_clock()?,
+            None => local.engine().store_clock()?,
         },
     };
-    Ok(local.receive_head(tracking, &incoming, expect, receipt)?)
+    Ok(local
+        .engine()
+        .receive_head(tracking, &incoming, expect, receipt)?)
 }
 
 /// Objects and bytes of one transfer, and what the walk found, as reports show them.

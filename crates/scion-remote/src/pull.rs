@@ -76,7 +76,7 @@ pub fn pull(
         }
         .into());
     }
-    let theirs = match remote.store.read_ref(b) {
+    let theirs = match remote.store.engine().read_ref(b) {
         Ok((r, _)) => r,
         Err(EngineError::BranchNotFound { .. }) => {
             return Err(EngineError::BranchNotFound {
@@ -116,9 +116,14 @@ pub fn pull(
             force: false,
             fast_forward: true,
             reused: &[],
-            started: local.store_clock()?,
+            started: local.engine().store_clock()?,
         };
-        local.receive_head(&into, &Incoming::from_ref(&theirs), Expect::Absent, receipt)?;
+        local.engine().receive_head(
+            &into,
+            &Incoming::from_ref(&theirs),
+            Expect::Absent,
+            receipt,
+        )?;
         report.outcome = PullOutcome::Created;
         return Ok(report);
     }

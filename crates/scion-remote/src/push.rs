@@ -82,7 +82,7 @@ pub fn push(
             .into());
         }
     }
-    let (src, _) = local.read_ref(b)?;
+    let (src, _) = local.engine().read_ref(b)?;
     let tracking = tracking_branch(&remote.name, &dst)?;
     let theirs = head_of(&remote.store, &dst)?;
     let outcome = decide(
@@ -97,7 +97,7 @@ pub fn push(
     )?;
 
     let checkpoints = if opts.checkpoints {
-        local.list_checkpoints(b)?
+        local.engine().list_checkpoints(b)?
     } else {
         Vec::new()
     };
@@ -132,7 +132,7 @@ pub fn push(
         };
         let receipt = Receipt {
             op: HeadOp::Push,
-            detail: format!("{b} from {}", local.location()),
+            detail: format!("{b} from {}", local.engine().location()),
             force: opts.force,
             fast_forward: outcome != PushOutcome::Forced,
             reused: &transfer.reused,
@@ -140,6 +140,7 @@ pub fn push(
         };
         match remote
             .store
+            .engine()
             .receive_head(&dst, &Incoming::from_ref(&src), expect, receipt)
         {
             Ok(r) => r.version,
@@ -159,10 +160,10 @@ pub fn push(
     // Checkpoints follow the head: their data arrived with it, and the branch exists now.
     let mut received_checkpoints = Vec::new();
     for (name, c) in &checkpoints {
-        let got = remote.store.receive_checkpoint(&dst, name, c)?;
+        let got = remote.store.engine().receive_checkpoint(&dst, name, c)?;
         received_checkpoints.push((name.to_string(), got));
     }
-    let (pushed, _) = remote.store.read_ref(&dst)?;
+    let (pushed, _) = remote.store.engine().read_ref(&dst)?;
     record_tracking(local, &tracking, &pushed, remote, None)?;
     Ok(PushReport {
         branch: b.to_string(),
@@ -229,10 +230,10 @@ fn decide(
 /// Whether `ancestor` is `of` or below it in this store's version graph. A version this
 /// store does not hold is no ancestor of its own.
 pub(crate) fn is_ancestor_here(s: &Scion, ancestor: &Locator, of: &Locator) -> RemoteResult<bool> {
-    if !s.holds_segments([&ancestor.segment])? {
+    if !s.engine().holds_segments([&ancestor.segment])? {
         return Ok(false);
     }
-    match s.is_ancestor(ancestor, of) {
+    match s.engine().is_ancestor(ancestor, of) {
         Ok(answer) => Ok(answer == Some(true)),
         // A version between the two swept here: the graph cannot prove it, and an unproven
         // push is refused as one that would lose data.
@@ -265,9 +266,9 @@ pub(crate) fn send(
     have: Option<Locator>,
     progress: &dyn Progress,
 ) -> RemoteResult<Sent> {
-    let started = to.store_clock()?;
-    let plan = from.plan_transfer(to, wanted, have)?;
-    let stats: TransferStats = from.send_segments(to, &plan, progress)?;
+    let started = to.engine().store_clock()?;
+    let plan = from.engine().plan_transfer(to.engine(), wanted, have)?;
+    let stats: TransferStats = from.engine().send_segments(to.engine(), &plan, progress)?;
     Ok(Sent {
         report: Transferred {
             segments_needed: plan.needed().count() as u64,

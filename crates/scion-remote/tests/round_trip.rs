@@ -63,7 +63,7 @@ fn laptop_bucket_second_store_merge_back(remote_location: &str, second_location:
             assert_eq!(cloned.databases, vec!["shop".to_string()]);
             assert_eq!(cloned.branches.len(), 1);
             Store {
-                location: s.location().to_string(),
+                location: s.engine().location().to_string(),
                 scion: s,
             }
         }
@@ -277,7 +277,7 @@ fn a_divergent_push_is_refused_and_the_remote_ref_is_untouched() {
     )
     .unwrap();
     let bs = Store {
-        location: second.location().to_string(),
+        location: second.engine().location().to_string(),
         scion: second,
     };
     let b_origin =
@@ -396,6 +396,7 @@ fn force_with_lease_replaces_the_version_last_seen_only() {
     assert_eq!(bucket.root("shop"), a.root("shop@alt"));
     let entry = bucket
         .scion
+        .engine()
         .read_ref(&b("shop"))
         .unwrap()
         .0
@@ -422,7 +423,15 @@ fn a_protected_branch_at_the_remote_takes_fast_forwards_and_needs_force_to_be_re
         &*silent(),
     )
     .unwrap();
-    assert!(bucket.scion.read_ref(&b("shop")).unwrap().0.protected);
+    assert!(
+        bucket
+            .scion
+            .engine()
+            .read_ref(&b("shop"))
+            .unwrap()
+            .0
+            .protected
+    );
     a.write("shop", "INSERT INTO items VALUES (500, 'x', 'x')");
     let ff = push(
         &a.scion,
@@ -482,6 +491,7 @@ fn a_tracking_branch_takes_no_writes() {
     // A fork cannot take a tracking name.
     let taken = a
         .scion
+        .engine()
         .fork(&b("shop"), &"origin~other".parse().unwrap(), None);
     assert!(taken.is_err());
 }
@@ -520,7 +530,7 @@ fn checkpoints_travel_with_push_checkpoints_and_clone() {
     )
     .unwrap();
     let c = Store {
-        location: cloned.location().to_string(),
+        location: cloned.engine().location().to_string(),
         scion: cloned,
     };
     assert_eq!(report.branches.len(), 1, "only try was pushed: {report:?}");
@@ -555,8 +565,12 @@ fn what_an_interrupted_push_left_is_swept_by_the_receivers_gc() {
             &format!("INSERT INTO items VALUES ({}, 'x', 'x')", 1000 + i),
         );
     }
-    let root = a.scion.read_ref(&b("shop")).unwrap().0.root;
-    let plan = a.scion.plan_transfer(&bucket.scion, &[root], None).unwrap();
+    let root = a.scion.engine().read_ref(&b("shop")).unwrap().0.root;
+    let plan = a
+        .scion
+        .engine()
+        .plan_transfer(bucket.scion.engine(), &[root], None)
+        .unwrap();
     assert!(plan.missing.len() >= 4, "{plan:?}");
     // Cut short: the first half of the segments arrived, no ref moved.
     let partial = scion_core::ops::transfer::TransferPlan {
@@ -565,7 +579,8 @@ fn what_an_interrupted_push_left_is_swept_by_the_receivers_gc() {
     };
     let sent = a
         .scion
-        .send_segments(&bucket.scion, &partial, &*silent())
+        .engine()
+        .send_segments(bucket.scion.engine(), &partial, &*silent())
         .unwrap();
     assert_eq!(sent.objects_sent as usize, partial.missing.len());
     let segments = |s: &Store| {

@@ -50,6 +50,7 @@ fn seeded_store(dir: &Path) -> std::path::PathBuf {
     .unwrap();
     drop(c);
     scion
+        .engine()
         .create(&"shop".parse().unwrap(), Some(&plain))
         .unwrap();
     store
@@ -179,7 +180,7 @@ fn kill_9_at_every_step_of_a_vfs_commit_leaves_the_old_or_the_new_version() {
                     .unwrap()
                     .scion,
             );
-            let head = scion.read_ref(&branch()).unwrap().0;
+            let head = scion.engine().read_ref(&branch()).unwrap().0;
             let c = open_fresh(&store, scion.clone());
             let now = state(&c);
             let ok: String = c

@@ -46,6 +46,7 @@ fn forks_sharing_the_cache(seed: u64, forks: usize, steps: usize) -> (u64, u64, 
     for f in 0..forks {
         let name = format!("f{f}");
         e.scion
+            .engine()
             .fork(&"seed@main".parse().unwrap(), &name.parse().unwrap(), None)
             .unwrap();
         let copy = e.path(&format!("{name}.plain.db"));
@@ -147,7 +148,7 @@ fn a_damaged_frame_is_never_cached() {
          WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 2000)
          INSERT INTO t(body) SELECT printf('%.*c', 300, char(97 + i % 26)) FROM n;",
     );
-    let segments = e.scion.backend().list("segments/").unwrap();
+    let segments = e.scion.engine().backend().list("segments/").unwrap();
     assert_eq!(segments.len(), 1, "{segments:?}");
     let file = e.store().join(&segments[0].key);
     let good = std::fs::read(&file).unwrap();
@@ -203,6 +204,7 @@ fn many_threads_on_many_forks_decode_each_page_once() {
     let pages = pages as u64;
     for f in 0..FORKS {
         e.scion
+            .engine()
             .fork(
                 &"many@main".parse().unwrap(),
                 &format!("f{f}").parse().unwrap(),

@@ -82,6 +82,7 @@ fn a_forks_writes_never_show_on_its_parent() {
     let e = Env::new();
     e.create("fam", 4096, "CREATE TABLE t(x); INSERT INTO t VALUES (1);");
     e.scion
+        .engine()
         .fork(
             &"fam@main".parse().unwrap(),
             &"child".parse().unwrap(),
@@ -197,7 +198,7 @@ fn a_read_pinned_across_gc_rounds_on_a_moving_branch_keeps_its_version() {
         .unwrap();
     assert_eq!(rows, 40);
     let main: BranchRef = "pin@main".parse().unwrap();
-    let pinned = e.scion.read_ref(&main).unwrap().0.root;
+    let pinned = e.scion.engine().read_ref(&main).unwrap().0.root;
     let writer = e.open("pin@main");
     for _ in 0..3 {
         writer
@@ -215,7 +216,7 @@ fn a_read_pinned_across_gc_rounds_on_a_moving_branch_keeps_its_version() {
     )
     .unwrap()
     .scion;
-    fresh.page_hashes(&pinned).unwrap();
+    fresh.engine().page_hashes(&pinned).unwrap();
     let before = digest(&reader);
     assert_eq!(before.len(), 40 * 16);
     reader.execute_batch("COMMIT").unwrap();
@@ -368,6 +369,7 @@ fn a_lease_on_the_branch_refuses_vfs_writers() {
     e.create("leased", 4096, "CREATE TABLE t(x);");
     let main: BranchRef = "leased@main".parse().unwrap();
     e.scion
+        .engine()
         .lease_acquire(&main, std::time::Duration::from_secs(60))
         .unwrap();
     let c = e.open("leased@main");
@@ -375,7 +377,7 @@ fn a_lease_on_the_branch_refuses_vfs_writers() {
     assert!(err.to_string().contains("locked"), "{err}");
     let why = scion_vfs::last_error().unwrap();
     assert!(why.contains("is leased by"), "{why}");
-    e.scion.lease_release(&main, false).unwrap();
+    e.scion.engine().lease_release(&main, false).unwrap();
     c.execute_batch("INSERT INTO t VALUES (1)").unwrap();
 }
 

@@ -128,12 +128,12 @@ fn attach(
         },
         other => other?,
     };
-    if let Some(asked) = requested.filter(|c| *c != scion.page_compression()) {
+    if let Some(asked) = requested.filter(|c| *c != scion.engine().page_compression()) {
         return Err(scion_core::EngineError::InvalidInput {
             reason: format!(
                 "page_compression=\"{asked}\" but store {} keeps pages {}; it is chosen when a store is created (change it with `scion config --page-compression {asked}`)",
-                scion.location(),
-                scion.page_compression()
+                scion.engine().location(),
+                scion.engine().page_compression()
             ),
         });
     }
@@ -146,8 +146,8 @@ fn attach(
             path: "tokio runtime".into(),
             source,
         })?;
-    let location = scion.location().to_string();
-    let store_id = scion.store_id().to_string();
+    let location = scion.engine().location().to_string();
+    let store_id = scion.engine().store_id().to_string();
     let checkouts = scion.checkouts_dir().to_path_buf();
     // The API's tasks (sessions, its watch channel) need the runtime entered when made.
     let api = {

@@ -86,6 +86,7 @@ impl ConnectMode {
                     .map_err(|e| format!("copying {parent}: {e}"))
             }
             _ => scion
+                .engine()
                 .fork(&branch(parent), &branch(child).branch, None)
                 .map(drop)
                 .map_err(|e| e.to_string()),

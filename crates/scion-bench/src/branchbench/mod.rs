@@ -204,7 +204,7 @@ fn run_workflow(
         "branchbench",
         ScionOptions::new(dir.join("store/checkouts"), ClonePolicy::Auto),
     )?);
-    scion.create(&DB.parse()?, Some(seed_path))?;
+    scion.engine().create(&DB.parse()?, Some(seed_path))?;
     let before = dir_bytes(&dir);
     progress(&format!(
         "{w}: {} ({} steps, {concurrency} at a time)",

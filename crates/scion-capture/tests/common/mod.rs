@@ -53,7 +53,7 @@ impl Env {
         c.execute_batch("COMMIT").unwrap();
         drop(c);
         let db: DbName = "shop".parse().unwrap();
-        self.scion.create(&db, Some(&seed)).unwrap();
+        self.scion.engine().create(&db, Some(&seed)).unwrap();
         "shop@main".parse().unwrap()
     }
 

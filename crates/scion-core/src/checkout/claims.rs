@@ -40,22 +40,23 @@ impl Scion {
     /// it is in the head the file is made from.
     pub(crate) fn claim_checkout(&self, b: &BranchRef, path: &Path) -> CoreResult<(Ref, ETag)> {
         let (host, path) = (host_name(), path.display().to_string());
-        let (r, etag) = self.read_ref(b)?;
+        let (r, etag) = self.engine.read_ref(b)?;
         if r.checkouts.iter().any(|c| c.is_same_file(&host, &path)) {
             return Ok((r, etag));
         }
-        let since = self.store_time()?;
-        self.update_ref_with(b, false, |r| -> EngineResult<()> {
-            if !r.checkouts.iter().any(|c| c.is_same_file(&host, &path)) {
-                r.checkouts.push(CheckoutClaim {
-                    host: host.clone(),
-                    path: path.clone(),
-                    since,
-                });
-            }
-            Ok(())
-        })
-        .map_err(CoreError::from)
+        let since = self.engine.store_time()?;
+        self.engine
+            .update_ref_with(b, false, |r| -> EngineResult<()> {
+                if !r.checkouts.iter().any(|c| c.is_same_file(&host, &path)) {
+                    r.checkouts.push(CheckoutClaim {
+                        host: host.clone(),
+                        path: path.clone(),
+                        since,
+                    });
+                }
+                Ok(())
+            })
+            .map_err(CoreError::from)
     }
 
     /// Make sure the checkout file of `b` on this host is recorded in its ref (a file
@@ -74,7 +75,7 @@ impl Scion {
     pub fn release_checkout(&self, b: &BranchRef, force: bool) -> CoreResult<ReleaseReport> {
         let path = self.checkout_path(b);
         let (host, text) = (host_name(), path.display().to_string());
-        let (r, _) = self.read_ref(b)?;
+        let (r, _) = self.engine.read_ref(b)?;
         let mut removed = None;
         for _ in 0..JUDGE_TRIES {
             let judged = self.inspect(&path, &r.root)?;
@@ -101,7 +102,7 @@ impl Scion {
             return Err(CoreError::CheckoutBusy { path });
         };
         let mut released_elsewhere = Vec::new();
-        let r = self.update_ref(b, |r| {
+        let r = self.engine.update_ref(b, |r| {
             released_elsewhere.clear();
             r.checkouts.retain(|c| {
                 let mine = c.is_same_file(&host, &text);

@@ -78,7 +78,7 @@ impl Scion {
     /// (mode 0444, rollback-journal mode so readers need no `-wal`/`-shm`), reused when an
     /// unmodified copy is already there.
     pub fn checkout_read_only(&self, t: &crate::names::Target) -> CoreResult<CheckoutReport> {
-        let v = self.resolve(t)?;
+        let v = self.engine.resolve(t)?;
         let path = self.read_only_path(t, &v);
         if let Some(fp) = Fingerprint::of(&path)? {
             if RecordHeader::proving(&path, &fp)?.is_some_and(|h| h.root == v.root) {
@@ -95,13 +95,13 @@ impl Scion {
         let files = DbFiles::checkout(path.clone());
         let tmp = files.temp()?;
         let m = materialize(
-            &self.reader,
+            &self.engine.reader,
             &v.root,
             tmp.as_file(),
             tmp.path(),
             JournalMode::Rollback,
             Durability::Cache,
-            &*self.progress,
+            &*self.engine.progress,
         )?;
         use std::os::unix::fs::PermissionsExt;
         fs::set_permissions(tmp.path(), fs::Permissions::from_mode(0o444))
@@ -199,7 +199,7 @@ impl Scion {
             true
         } else {
             // A file SQLite cannot read is a file scion cannot account for.
-            let scanned = scan(path, None, &*self.progress, |_, _, _| Ok(()));
+            let scanned = scan(path, None, &*self.engine.progress, |_, _, _| Ok(()));
             let (info, hashes) = match scanned {
                 Ok(s) => s,
                 Err(e) if e.is_unreadable_database() => return Ok(unknown(seen)),
@@ -280,7 +280,7 @@ impl Scion {
             if inspection.state == CheckoutState::Clean || (working_copy && !force) {
                 if working_copy && r.ttl_secs.is_some() {
                     // Changes in the working copy are activity: its TTL counts from now.
-                    self.touch(b, None)?;
+                    self.engine.touch(b, None)?;
                 }
                 return Ok(report(CheckoutAction::Reused, None, working_copy));
             }
@@ -361,13 +361,13 @@ impl Scion {
             Some(done) => done,
             None => {
                 let m = materialize(
-                    &self.reader,
+                    &self.engine.reader,
                     &r.root,
                     tmp.as_file(),
                     tmp.path(),
                     JournalMode::Wal,
                     Durability::Cache,
-                    &*self.progress,
+                    &*self.engine.progress,
                 )?;
                 (CheckoutAction::Materialized, m.hashes)
             }

@@ -49,11 +49,14 @@ impl Scion {
         if (old.root == r.root && file_hashes.is_none()) || old.page_size != r.page_size {
             return Ok(false);
         }
-        let (a, b) = (self.reader.root(&old.root)?, self.reader.root(&r.root)?);
+        let (a, b) = (
+            self.engine.reader.root(&old.root)?,
+            self.engine.reader.root(&r.root)?,
+        );
         if a.page_size != b.page_size || old.hashes.len() != a.page_count as usize {
             return Ok(false);
         }
-        let mut changed = changed_pages(&self.reader, &a, &b)?;
+        let mut changed = changed_pages(&self.engine.reader, &a, &b)?;
         let mut hashes = match file_hashes {
             None => old.hashes,
             Some(now) => {
@@ -80,7 +83,13 @@ impl Scion {
         let mut pages: Vec<(u32, Vec<u8>)> = Vec::with_capacity(changed.len());
         let mut slots = Vec::new();
         for &pgno in &changed {
-            match pagemap::lookup(&self.reader, b.node, b.depth, b.fanout_bits, pgno - 1)? {
+            match pagemap::lookup(
+                &self.engine.reader,
+                b.node,
+                b.depth,
+                b.fanout_bits,
+                pgno - 1,
+            )? {
                 Some(slot) => slots.push((slot, pgno)),
                 None => {
                     hashes[pgno as usize - 1] = zero_hash;
@@ -88,7 +97,7 @@ impl Scion {
                 }
             }
         }
-        self.reader.for_each_page(slots, |frame| {
+        self.engine.reader.for_each_page(slots, |frame| {
             let pgno = *frame.tag;
             if frame.raw.len() != page_size {
                 return Err(EngineError::corrupt(

@@ -36,7 +36,7 @@ impl Scion {
         right: &Target,
         opts: &DiffOptions,
     ) -> CoreResult<DiffReport> {
-        let (lv, rv) = (self.resolve(left)?, self.resolve(right)?);
+        let (lv, rv) = (self.engine.resolve(left)?, self.engine.resolve(right)?);
         let mut unsaved = Vec::new();
         for (t, v) in [(left, &lv), (right, &rv)] {
             if t.checkpoint.is_none()
@@ -62,8 +62,11 @@ impl Scion {
         lv: &ResolvedVersion,
         rv: &ResolvedVersion,
     ) -> EngineResult<DiffReport> {
-        let (lr, rr) = (self.reader.root(&lv.root)?, self.reader.root(&rv.root)?);
-        let changed = changed_pages(&self.reader, &lr, &rr)?;
+        let (lr, rr) = (
+            self.engine.reader.root(&lv.root)?,
+            self.engine.reader.root(&rv.root)?,
+        );
+        let changed = changed_pages(&self.engine.reader, &lr, &rr)?;
         // A clean checkout of either side is read locally instead of from the store; it is
         // checked again afterwards, and a diff that raced a write is redone from the store.
         let (local_a, local_b) = (self.clean_file(left, lv), self.clean_file(right, rv));
@@ -94,8 +97,8 @@ impl Scion {
         (lr, la): (RootRecord, Option<std::fs::File>),
         (rr, lb): (RootRecord, Option<std::fs::File>),
     ) -> EngineResult<DiffReport> {
-        let mut a = VersionPages::new(&self.reader, lr).with_local(la);
-        let mut b = VersionPages::new(&self.reader, rr).with_local(lb);
+        let mut a = VersionPages::new(&self.engine.reader, lr).with_local(la);
+        let mut b = VersionPages::new(&self.engine.reader, rr).with_local(lb);
         let schema_a = read_schema(&mut a)?;
         let schema_b = read_schema(&mut b)?;
 

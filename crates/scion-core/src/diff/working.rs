@@ -60,10 +60,10 @@ impl Scion {
     }
 
     fn working_side(&self, t: &Target) -> CoreResult<Side> {
-        let v = self.resolve(t)?;
+        let v = self.engine.resolve(t)?;
         let committed = |s: &Scion| -> CoreResult<Side> {
             Ok(Side {
-                root: s.reader.root(&v.root)?,
+                root: s.engine.reader.root(&v.root)?,
                 file: None,
                 _copy: None,
                 working: false,

@@ -45,15 +45,21 @@ impl Scion {
         meta: BTreeMap<String, String>,
     ) -> CoreResult<CheckpointReport> {
         crate::refs::check_user_meta(&meta)?;
-        self.check_new_checkpoint_name(b, name)?;
-        let (r, etag) = self.read_ref(b)?;
+        self.engine.check_new_checkpoint_name(b, name)?;
+        let (r, etag) = self.engine.read_ref(b)?;
         // Another holder (a daemon's session) is committing this branch: its changes go
         // through it, and the file may hold what only it has captured.
-        self.check_not_leased(b, &r, false)?;
+        self.engine.check_not_leased(b, &r, false)?;
         let path = self.checkout_path(b);
         let (head_root, head_version, head_pages) = (r.root, r.version, r.page_count);
         let bind_head = |stats: WriteStats| -> CoreResult<CheckpointReport> {
-            self.bind_checkpoint_with_meta(b, name, head_root, head_version, meta.clone())?;
+            self.engine.bind_checkpoint_with_meta(
+                b,
+                name,
+                head_root,
+                head_version,
+                meta.clone(),
+            )?;
             Ok(CheckpointReport {
                 checkpoint: format!("{b}@{name}"),
                 version: head_version,
@@ -97,7 +103,7 @@ impl Scion {
         // publish. A file whose pages all hash as before takes no lease, so a checkpoint
         // with nothing to commit writes only its name (it works on a full disk too, as far
         // as the name goes).
-        let held_before = self.holds_lease(&r)?;
+        let held_before = self.engine.holds_lease(&r)?;
         let mut leased: Option<(Ref, ETag)> = held_before.then(|| (r.clone(), etag.clone()));
         let lease_guard = OperationLease {
             scion: self,
@@ -111,9 +117,9 @@ impl Scion {
             }
             Ok(())
         };
-        let old = self.reader.root(&r.root)?;
+        let old = self.engine.reader.root(&r.root)?;
         let committed = crate::retry::with_fresh_ids(|| {
-            let mut commit = Commit::begin(self)?;
+            let mut commit = Commit::begin(&self.engine)?;
             let writer = &mut commit.writer;
             let mut changes: BTreeMap<u32, Option<Slot>> = BTreeMap::new();
             let mut zero = None;
@@ -121,7 +127,7 @@ impl Scion {
             let (info, hashes) = scan(
                 &path,
                 Some(&sidecar),
-                &*self.progress,
+                &*self.engine.progress,
                 |pgno, page, hash| {
                     lease_now(&mut leased)?;
                     let zero = *zero.get_or_insert_with(|| page_hash(&vec![0u8; page.len()]));
@@ -131,10 +137,14 @@ impl Scion {
                     }
                     let mut base = None;
                     if deltas < MAX_DELTA_PAGES && page.len() == old.page_size as usize {
-                        if let Some(slot) =
-                            lookup(&self.reader, old.node, old.depth, old.fanout_bits, pgno - 1)?
-                        {
-                            base = Some(self.reader.delta_base(&slot, pgno)?);
+                        if let Some(slot) = lookup(
+                            &self.engine.reader,
+                            old.node,
+                            old.depth,
+                            old.fanout_bits,
+                            pgno - 1,
+                        )? {
+                            base = Some(self.engine.reader.delta_base(&slot, pgno)?);
                         }
                     }
                     let (slot, _) = writer.add_page(
@@ -166,12 +176,12 @@ impl Scion {
             };
             let new_depth = old_depth.max(depth_for(info.page_count, old.fanout_bits));
             let update = TreeUpdate {
-                reader: &self.reader,
+                reader: &self.engine.reader,
                 fanout_bits: old.fanout_bits,
                 limit: info.page_count,
             };
             let node = update.apply(writer, top, old_depth, new_depth, &changes)?;
-            let ancestry = commit.ancestry(self, Parents::One(r.root))?;
+            let ancestry = commit.ancestry(&self.engine, Parents::One(r.root))?;
             let record = RootRecord {
                 fanout_bits: old.fanout_bits,
                 depth: if node.is_some() { new_depth } else { 0 },
@@ -205,24 +215,26 @@ impl Scion {
         };
         // Adopted by the next load only if the ref below really moves to `root`.
         new_sidecar.store_pending(&path)?;
-        let touched = self.store_time()?;
+        let touched = self.engine.store_time()?;
         let mv = HeadMove::with_detail(HeadOp::Commit, format!("{b}@{name}"));
-        let published = self.publish_head(b, &r, etag, Some(&sealed), &mv, |next| {
-            if !held_before {
-                next.lease = None;
-            }
-            next.root = root;
-            next.version = version;
-            next.page_size = record.page_size;
-            next.page_count = record.page_count;
-            next.touched_at = touched;
-            Ok(())
-        });
+        let published = self
+            .engine
+            .publish_head(b, &r, etag, Some(&sealed), &mv, |next| {
+                if !held_before {
+                    next.lease = None;
+                }
+                next.root = root;
+                next.version = version;
+                next.page_size = record.page_size;
+                next.page_count = record.page_count;
+                next.touched_at = touched;
+                Ok(())
+            });
         if let Err(e) = published {
             // The pending record is adopted only if the head really names the new version
             // (an unknown outcome is decided by the ref, not by the error). Unpublished
             // segments are left to GC.
-            if let Ok((head, _)) = self.read_ref(b) {
+            if let Ok((head, _)) = self.engine.read_ref(b) {
                 Sidecar::load(&path, &head.root)?;
             }
             return Err(e.into());
@@ -230,10 +242,14 @@ impl Scion {
         lease_guard.armed.set(false);
         new_sidecar.store(&path)?;
         Sidecar::load(&path, &root)?;
-        self.bind_checkpoint_with_meta(b, name, root, version, meta)?;
+        self.engine
+            .bind_checkpoint_with_meta(b, name, root, version, meta)?;
         // A destroy that raced this commit must not leave the name behind.
-        if self.read_ref(b).is_err() {
-            let _ = self.backend.delete(&crate::refs::checkpoint_key(b, name));
+        if self.engine.read_ref(b).is_err() {
+            let _ = self
+                .engine
+                .backend
+                .delete(&crate::refs::checkpoint_key(b, name));
             return Err(EngineError::BeingDestroyed {
                 branch: b.to_string(),
             }
@@ -261,15 +277,15 @@ impl Scion {
         r: &Ref,
         etag: &ETag,
     ) -> EngineResult<(Ref, ETag)> {
-        let now = self.store_time()?;
+        let now = self.engine.store_time()?;
         let mut leased = r.clone();
         leased.epoch += 1;
         leased.lease = Some(Lease {
-            holder: self.holder().to_string(),
+            holder: self.engine.holder().to_string(),
             epoch: leased.epoch,
             expires: now.saturating_add(OPERATION_LEASE),
         });
-        let etag = self.write_ref(b, &mut leased, etag)?;
+        let etag = self.engine.write_ref(b, &mut leased, etag)?;
         Ok((leased, etag))
     }
 }
@@ -286,8 +302,8 @@ impl Drop for OperationLease<'_> {
         if !self.armed.get() {
             return;
         }
-        let holder = self.scion.holder().to_string();
-        let _ = self.scion.update_ref(self.branch, |r| {
+        let holder = self.scion.engine.holder().to_string();
+        let _ = self.scion.engine.update_ref(self.branch, |r| {
             if r.lease.as_ref().is_some_and(|l| l.holder == holder) {
                 r.lease = None;
             }

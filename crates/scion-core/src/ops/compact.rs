@@ -98,9 +98,9 @@ impl Scion {
     /// How `b`'s head lies in the store: one walk of its page map (nodes are cached), no
     /// page read.
     pub fn fragmentation(&self, b: &BranchRef) -> CoreResult<Fragmentation> {
-        let (r, _) = self.read_ref(b)?;
-        let root = self.reader.root(&r.root)?;
-        let leaves = pagemap::leaves(&self.reader, root.node, root.depth, root.fanout_bits)?;
+        let (r, _) = self.engine.read_ref(b)?;
+        let root = self.engine.reader.root(&r.root)?;
+        let leaves = pagemap::leaves(&self.engine.reader, root.node, root.depth, root.fanout_bits)?;
         Ok(Fragmentation::of(&leaves).0)
     }
 
@@ -119,8 +119,8 @@ impl Scion {
         force: bool,
         scope: CompactScope,
     ) -> CoreResult<CompactReport> {
-        let (r, etag) = self.read_ref(b)?;
-        self.check_not_leased(b, &r, force)?;
+        let (r, etag) = self.engine.read_ref(b)?;
+        self.engine.check_not_leased(b, &r, force)?;
         // Compaction moves the head: changes never checkpointed would be stranded in a
         // file made from the old version, as with promote.
         let path = self.checkout_path(b);
@@ -129,8 +129,8 @@ impl Scion {
         if !force {
             crate::checkout::refuse_unsaved(&judged, &path, b)?;
         }
-        let root = self.reader.root(&r.root)?;
-        let leaves = pagemap::leaves(&self.reader, root.node, root.depth, root.fanout_bits)?;
+        let root = self.engine.reader.root(&r.root)?;
+        let leaves = pagemap::leaves(&self.engine.reader, root.node, root.depth, root.fanout_bits)?;
         let (before, small) = Fragmentation::of(&leaves);
         let rewrite: Vec<(u32, Slot)> = match scope {
             CompactScope::All => leaves.clone(),
@@ -155,7 +155,7 @@ impl Scion {
             return Ok(report(r.version, 0, 0));
         }
         let sealed = crate::retry::with_fresh_ids(|| {
-            let mut commit = Commit::begin(self)?;
+            let mut commit = Commit::begin(&self.engine)?;
             let writer = &mut commit.writer;
             let mut record = root;
             match scope {
@@ -184,7 +184,7 @@ impl Scion {
                             // A delta stays a delta against the same base, which stays in
                             // its large segment's run.
                             let base = match slot.base {
-                                Some(_) => Some(self.reader.delta_base(&slot, pgno)?),
+                                Some(_) => Some(self.engine.reader.delta_base(&slot, pgno)?),
                                 None => None,
                             };
                             let (new, _) = writer.add_page(
@@ -196,7 +196,7 @@ impl Scion {
                         }
                     }
                     let update = TreeUpdate {
-                        reader: &self.reader,
+                        reader: &self.engine.reader,
                         fanout_bits: root.fanout_bits,
                         limit: root.page_count,
                     };
@@ -205,16 +205,18 @@ impl Scion {
                 }
             }
             // The same content: the compacted version is the old one's only child.
-            record.ancestry = Some(commit.ancestry(self, Parents::One(r.root))?);
+            record.ancestry = Some(commit.ancestry(&self.engine, Parents::One(r.root))?);
             commit.seal(record)
         })?;
         let (new_root, stats) = (sealed.root, sealed.stats);
         let mv = HeadMove::new(HeadOp::Compact);
-        let (next, _) = self.publish_head(b, &r, etag, Some(&sealed), &mv, |next| {
-            next.root = new_root;
-            next.version = r.version + 1;
-            Ok(())
-        })?;
+        let (next, _) = self
+            .engine
+            .publish_head(b, &r, etag, Some(&sealed), &mv, |next| {
+                next.root = new_root;
+                next.version = r.version + 1;
+                Ok(())
+            })?;
         // A clean checkout holds the same bytes: point its record at the new root.
         if state == CheckoutState::Clean {
             if let Some(mut s) = Sidecar::load(&path, &r.root)? {
@@ -233,7 +235,7 @@ impl Scion {
     fn read_chunk(&self, chunk: &[(u32, Slot)]) -> EngineResult<BTreeMap<u32, Vec<u8>>> {
         let mut raw_pages = BTreeMap::new();
         let items = chunk.iter().map(|(i, s)| (*s, i + 1)).collect();
-        self.reader.for_each_page(items, |p| {
+        self.engine.reader.for_each_page(items, |p| {
             raw_pages.insert(*p.tag, p.raw);
             Ok(())
         })?;
@@ -272,11 +274,11 @@ impl Scion {
         policy: FragmentationPolicy,
         judged: &mut HashMap<String, Locator>,
     ) -> CoreResult<FragmentationSweep> {
-        let now = self.store_now()?;
+        let now = self.engine.store_now()?;
         let mut sweep = FragmentationSweep::default();
         let mut seen = HashSet::new();
-        for db in self.list_databases()? {
-            for (branch, r) in self.list_branches(&db)? {
+        for db in self.engine.list_databases()? {
+            for (branch, r) in self.engine.list_branches(&db)? {
                 if r.destroying_since.is_some() {
                     continue;
                 }
@@ -289,7 +291,7 @@ impl Scion {
                 }
                 // Idle: no commit, fork or touch within the window (a fresh fork of an old
                 // version is activity, though its head was made long ago).
-                let root = self.reader.root(&r.root)?;
+                let root = self.engine.reader.root(&r.root)?;
                 let made_at = std::time::UNIX_EPOCH
                     + std::time::Duration::from_millis(
                         root.ancestry.as_ref().map_or(0, |a| a.made_at_ms),
@@ -301,7 +303,7 @@ impl Scion {
                     continue;
                 }
                 let leaves =
-                    pagemap::leaves(&self.reader, root.node, root.depth, root.fanout_bits)?;
+                    pagemap::leaves(&self.engine.reader, root.node, root.depth, root.fanout_bits)?;
                 let (f, _) = Fragmentation::of(&leaves);
                 if f.small_segments < 2 || f.scattered_share() < policy.scattered_share {
                     judged.insert(key, r.root);

@@ -25,7 +25,7 @@ impl Scion {
     /// with `force`. Targets inside the store or its checkout trees are refused.
     pub fn export(&self, t: &Target, out: &Path, force: bool) -> CoreResult<ExportReport> {
         self.refuse_managed_path(out)?;
-        let v = self.resolve(t)?;
+        let v = self.engine.resolve(t)?;
         let files = DbFiles::export(out.to_path_buf());
         if out.is_dir() {
             return Err(CoreError::OutputIsDirectory {
@@ -48,13 +48,13 @@ impl Scion {
         }
         let tmp = files.temp()?;
         let m = materialize(
-            &self.reader,
+            &self.engine.reader,
             &v.root,
             tmp.as_file(),
             tmp.path(),
             JournalMode::Rollback,
             Durability::Synced,
-            &*self.progress,
+            &*self.engine.progress,
         )?;
         let expect = if force {
             Expect::Anything

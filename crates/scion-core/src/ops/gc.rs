@@ -232,17 +232,17 @@ impl Scion {
     /// or holds changes) and finish interrupted destroys: the first step of `gc`, cheap
     /// enough to run on its own on a schedule.
     pub fn reap_expired(&self) -> CoreResult<ReapReport> {
-        let now = self.store_now()?;
+        let now = self.engine.store_now()?;
         let mut reaped = Vec::new();
         let mut kept_in_use = Vec::new();
         let mut finished_destroys = Vec::new();
-        for db in self.list_databases()? {
-            for m in self.backend.list(&crate::refs::refs_prefix(&db))? {
+        for db in self.engine.list_databases()? {
+            for m in self.engine.backend.list(&crate::refs::refs_prefix(&db))? {
                 let Some(branch) = crate::refs::branch_from_key(&db, &m.key) else {
                     continue;
                 };
                 let b = BranchRef::new(db.clone(), branch);
-                let (r, etag) = match self.read_ref_any(&b) {
+                let (r, etag) = match self.engine.read_ref_any(&b) {
                     Ok(x) => x,
                     Err(
                         EngineError::BranchNotFound { .. } | EngineError::DatabaseNotFound { .. },
@@ -266,7 +266,7 @@ impl Scion {
                 let state = self.inspect(&path, &r.root)?.state;
                 if in_use || matches!(state, CheckoutState::Dirty | CheckoutState::Unknown) {
                     // Work in the checkout is activity: the TTL counts from now again.
-                    match self.touch(&b, None) {
+                    match self.engine.touch(&b, None) {
                         Ok(_) | Err(EngineError::Conflict { .. }) => {}
                         Err(
                             EngineError::BranchNotFound { .. } | EngineError::BeingDestroyed { .. },
@@ -292,10 +292,10 @@ impl Scion {
     /// below the store's minimum needs `force`: a commit slower than half of it could
     /// otherwise lose a segment it is about to publish.
     pub fn gc(&self, grace: Duration, force: bool) -> CoreResult<GcReport> {
-        if grace < self.min_grace() && !force {
+        if grace < self.engine.min_grace() && !force {
             return Err(EngineError::GraceBelowMinimum {
                 grace: crate::clock::format_duration(grace.as_secs()),
-                minimum: crate::clock::format_duration(self.min_grace().as_secs()),
+                minimum: crate::clock::format_duration(self.engine.min_grace().as_secs()),
             }
             .into());
         }
@@ -305,13 +305,13 @@ impl Scion {
             finished_destroys,
         } = self.reap_expired()?;
 
-        let marked_at = self.store_now()?;
+        let marked_at = self.engine.store_now()?;
         let Marked {
             live,
             history_only,
             expired_history,
-        } = self.mark()?;
-        let (mut state, state_etag) = match self.backend.get(GC_STATE_KEY) {
+        } = self.engine.mark()?;
+        let (mut state, state_etag) = match self.engine.backend.get(GC_STATE_KEY) {
             Ok((bytes, etag)) => (
                 serde_json::from_slice::<GcState>(&bytes)
                     .map_err(|e| CoreError::corrupt(GC_STATE_KEY, e.to_string()))?,
@@ -329,7 +329,7 @@ impl Scion {
         // The mark saw refs as they were when it started. A commit that published after
         // that is safe only while the sweep follows within half the grace (commits older
         // than that re-check before publishing): a slower mark deletes nothing.
-        let now = self.store_now()?;
+        let now = self.engine.store_now()?;
         let mark_took = now.duration_since(marked_at).unwrap_or_default();
         let sweep_allowed = force || mark_took.saturating_mul(2) <= grace;
         let mut next = BTreeMap::new();
@@ -337,7 +337,7 @@ impl Scion {
         let (mut deleted, mut reclaimed, mut waiting, mut waiting_bytes, mut live_bytes) =
             (0, 0, 0, 0, 0);
         let mut kept_by_history = HistoryKept::default();
-        for m in self.backend.list("segments/")? {
+        for m in self.engine.backend.list("segments/")? {
             let Some(id) = SegmentId::from_key(&m.key) else {
                 continue;
             };
@@ -366,7 +366,7 @@ impl Scion {
         }
         // One batched request per thousand segments on S3.
         for chunk in doomed.chunks(1000) {
-            self.backend.delete_many(chunk)?;
+            self.engine.backend.delete_many(chunk)?;
         }
         // History objects whose every entry passed the retention: nothing reads them as
         // roots any more, and a walk of a history ends where they were.
@@ -377,7 +377,7 @@ impl Scion {
         };
         let history_objects_removed = expired_history.len();
         for chunk in expired_history.chunks(1000) {
-            self.backend.delete_many(chunk)?;
+            self.engine.backend.delete_many(chunk)?;
         }
         // Leftovers of interrupted checkouts: nothing still writes a temp file whose inode
         // changed longer ago than both the grace and the store's minimum grace. A forced
@@ -385,7 +385,7 @@ impl Scion {
         let temp_age = if force {
             grace
         } else {
-            grace.max(self.min_grace())
+            grace.max(self.engine.min_grace())
         };
         let (mut temp_files_removed, mut temp_bytes_removed) = (0, 0);
         for t in self.temp_leftovers()? {
@@ -403,7 +403,8 @@ impl Scion {
             Some(e) => PutMode::Update(e),
             None => PutMode::Create,
         };
-        match crate::conditional::put_exact(self.backend.as_ref(), GC_STATE_KEY, &body, mode) {
+        match crate::conditional::put_exact(self.engine.backend.as_ref(), GC_STATE_KEY, &body, mode)
+        {
             // Another gc ran at the same time: its record is as good as ours.
             Ok(_) | Err(StoreError::Conflict { .. } | StoreError::AlreadyExists { .. }) => {}
             Err(e) => return Err(e.into()),

@@ -84,8 +84,8 @@ impl Scion {
     /// Remove a branch: its ref, its checkpoints and its local checkout files. Its data
     /// goes at the next `gc` that finds it unreachable.
     pub fn destroy(&self, b: &BranchRef, force: bool) -> CoreResult<DestroyReport> {
-        let now = self.store_time()?;
-        let (_, claimed_etag) = self.update_ref_with(b, true, |r| {
+        let now = self.engine.store_time()?;
+        let (_, claimed_etag) = self.engine.update_ref_with(b, true, |r| {
             if r.destroying_since.is_some() {
                 // Finishing an interrupted destroy.
                 return Ok(());
@@ -97,14 +97,14 @@ impl Scion {
                 }
                 .into());
             }
-            if !force && self.holds_only_recent_head_of_protected(b, r)? {
+            if !force && self.engine.holds_only_recent_head_of_protected(b, r)? {
                 return Err(EngineError::Protected {
                     branch: b.to_string(),
                     action: "destroying the only recent copy of a protected branch's head",
                 }
                 .into());
             }
-            self.check_not_leased(b, r, force)?;
+            self.engine.check_not_leased(b, r, force)?;
             let path = self.checkout_path(b);
             if !force {
                 if path.exists() && sqlite_io::in_use(&path)? {
@@ -128,8 +128,8 @@ impl Scion {
         etag: &scion_store::ETag,
     ) -> CoreResult<Option<DestroyReport>> {
         let mut claimed = r.clone();
-        claimed.destroying_since = Some(self.store_time()?);
-        match self.write_ref(b, &mut claimed, etag) {
+        claimed.destroying_since = Some(self.engine.store_time()?);
+        match self.engine.write_ref(b, &mut claimed, etag) {
             Ok(e) => self.finish_destroy(b, &e).map(Some),
             Err(EngineError::Conflict { .. }) => Ok(None),
             Err(e) => Err(e.into()),
@@ -144,14 +144,14 @@ impl Scion {
     ) -> CoreResult<DestroyReport> {
         // The history outlives the branch: `restore` brings it back while it lasts. An
         // ephemeral branch's goes with it, so gc reclaims its pages at once.
-        match self.read_ref_any(b) {
-            Ok((r, _)) if r.is_ephemeral() => self.forget_history(b)?,
-            Ok((r, _)) => self.record_destroy(b, &r)?,
+        match self.engine.read_ref_any(b) {
+            Ok((r, _)) if r.is_ephemeral() => self.engine.forget_history(b)?,
+            Ok((r, _)) => self.engine.record_destroy(b, &r)?,
             Err(EngineError::BranchNotFound { .. } | EngineError::DatabaseNotFound { .. }) => {}
             Err(e) => return Err(e.into()),
         }
         let mut removed = self.delete_checkpoints(b)?;
-        match self.backend.delete_if(&ref_key(b), claimed_etag) {
+        match self.engine.backend.delete_if(&ref_key(b), claimed_etag) {
             Ok(()) | Err(StoreError::NotFound { .. }) | Err(StoreError::Conflict { .. }) => {}
             Err(e) => return Err(e.into()),
         }
@@ -166,9 +166,9 @@ impl Scion {
     }
 
     fn delete_checkpoints(&self, b: &BranchRef) -> CoreResult<usize> {
-        let list = self.backend.list(&checkpoints_prefix(b))?;
+        let list = self.engine.backend.list(&checkpoints_prefix(b))?;
         for m in &list {
-            self.backend.delete(&m.key)?;
+            self.engine.backend.delete(&m.key)?;
         }
         Ok(list.len())
     }

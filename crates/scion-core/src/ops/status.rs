@@ -185,7 +185,7 @@ pub struct StoreSize {
 
 impl Scion {
     pub fn branch_statuses(&self, db: &DbName) -> EngineResult<Vec<BranchStatus>> {
-        self.branch_statuses_noting(db, self.store_now()?, &mut Holders::default())
+        self.branch_statuses_noting(db, self.engine.store_now()?, &mut Holders::default())
     }
 
     fn branch_statuses_noting(
@@ -195,7 +195,7 @@ impl Scion {
         holders: &mut Holders,
     ) -> EngineResult<Vec<BranchStatus>> {
         let mut out = Vec::new();
-        for (branch, r) in self.list_branches(db)? {
+        for (branch, r) in self.engine.list_branches(db)? {
             let b = BranchRef::new(db.clone(), branch);
             holders.add(&b, &r, now);
             out.push(self.status_of(&b, &r, now)?);
@@ -205,8 +205,8 @@ impl Scion {
 
     /// One branch's status (what `branch_statuses` lists, without looking at the others).
     pub fn branch_status(&self, b: &BranchRef) -> EngineResult<BranchStatus> {
-        let (r, _) = self.read_ref(b)?;
-        self.status_of(b, &r, self.store_now()?)
+        let (r, _) = self.engine.read_ref(b)?;
+        self.status_of(b, &r, self.engine.store_now()?)
     }
 
     fn status_of(
@@ -217,6 +217,7 @@ impl Scion {
     ) -> EngineResult<BranchStatus> {
         let db = &b.db;
         let checkpoints = self
+            .engine
             .backend
             .list(&crate::refs::checkpoints_prefix(b))?
             .len();
@@ -267,7 +268,7 @@ impl Scion {
 
     /// Segments and their bytes, from one listing.
     pub(crate) fn store_size(&self) -> EngineResult<StoreSize> {
-        let segments = self.backend.list("segments/")?;
+        let segments = self.engine.backend.list("segments/")?;
         Ok(StoreSize {
             segments: segments.len(),
             bytes: segments.iter().map(|m| m.size).sum(),
@@ -275,32 +276,36 @@ impl Scion {
     }
 
     pub fn status(&self) -> EngineResult<StatusReport> {
-        let now = self.store_now()?;
+        let now = self.engine.store_now()?;
         let mut holders = Holders::default();
         let mut databases = Vec::new();
-        for db in self.list_databases()? {
+        for db in self.engine.list_databases()? {
             databases.push(DatabaseStatus {
                 db: db.to_string(),
                 branches: self.branch_statuses_noting(&db, now, &mut holders)?,
             });
         }
         Ok(StatusReport {
-            store: self.location.clone(),
-            store_id: self.store_id.clone(),
+            store: self.engine.location.clone(),
+            store_id: self.engine.store_id.clone(),
             checkouts: self.options.checkouts_dir.display().to_string(),
             clone_policy: self.options.clone_policy,
             clone_capability: probe_clone(&self.options.checkouts_dir)?,
-            page_compression: self.page_compression(),
-            history_retention_secs: self.history_retention()?.as_secs(),
+            page_compression: self.engine.page_compression(),
+            history_retention_secs: self.engine.history_retention()?.as_secs(),
             space: self.store_size()?,
-            segment_cache: self.backend.local_cache().map(|c| SegmentCacheStatus {
-                dir: c.dir.display().to_string(),
-                bytes: c.held_bytes,
-                limit_bytes: match c.limit {
-                    scion_store::CacheLimit::Bytes(n) => Some(n),
-                    scion_store::CacheLimit::Unbounded => None,
-                },
-            }),
+            segment_cache: self
+                .engine
+                .backend
+                .local_cache()
+                .map(|c| SegmentCacheStatus {
+                    dir: c.dir.display().to_string(),
+                    bytes: c.held_bytes,
+                    limit_bytes: match c.limit {
+                        scion_store::CacheLimit::Bytes(n) => Some(n),
+                        scion_store::CacheLimit::Unbounded => None,
+                    },
+                }),
             databases,
             hosts: holders.0.into_values().collect(),
         })

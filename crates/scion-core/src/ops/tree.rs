@@ -131,7 +131,8 @@ impl Scion {
         let mut merges_of = |b: &BranchStatus| {
             let name = b.branch.parse().ok();
             name.and_then(|n| {
-                self.merges_on_line(&BranchRef::new(db.clone(), n), 256)
+                self.engine
+                    .merges_on_line(&BranchRef::new(db.clone(), n), 256)
                     .ok()
             })
             .unwrap_or_default()

@@ -62,9 +62,9 @@ impl Scion {
                 message,
             })
         };
-        match self.backend.get(MANIFEST_KEY) {
-            Ok((bytes, _)) => match crate::Manifest::decode(&bytes, &self.location) {
-                Ok(m) if m.store_id != self.store_id => {
+        match self.engine.backend.get(MANIFEST_KEY) {
+            Ok((bytes, _)) => match crate::Manifest::decode(&bytes, &self.engine.location) {
+                Ok(m) if m.store_id != self.engine.store_id => {
                     problem(MANIFEST_KEY, "store id changed while open".into())
                 }
                 Ok(m) if m.format > STORE_FORMAT_VERSION => {
@@ -78,8 +78,8 @@ impl Scion {
 
         let mut roots: Vec<(String, Locator)> = Vec::new();
         let mut refs = Vec::new();
-        for m in self.backend.list("refs/")? {
-            let r = match self.backend.get(&m.key) {
+        for m in self.engine.backend.list("refs/")? {
+            let r = match self.engine.backend.get(&m.key) {
                 Ok((bytes, _)) => Ref::decode(&bytes, &m.key),
                 Err(StoreError::NotFound { .. }) => continue,
                 Err(e) => Err(e.into()),
@@ -95,8 +95,8 @@ impl Scion {
                 Err(e) => problem(&m.key, e.to_string()),
             }
         }
-        for m in self.backend.list("checkpoints/")? {
-            let c = match self.backend.get(&m.key) {
+        for m in self.engine.backend.list("checkpoints/")? {
+            let c = match self.engine.backend.get(&m.key) {
                 Ok((bytes, _)) => Checkpoint::decode(&bytes, &m.key),
                 Err(StoreError::NotFound { .. }) => continue,
                 Err(e) => Err(e.into()),
@@ -110,8 +110,9 @@ impl Scion {
 
         // Heads the history keeps from gc must read back too: `undo` and `restore` need them.
         match self
+            .engine
             .history_retention()
-            .and_then(|retention| self.history_marks(&refs, retention))
+            .and_then(|retention| self.engine.history_marks(&refs, retention))
         {
             Ok(marks) => roots.extend(
                 marks
@@ -129,8 +130,8 @@ impl Scion {
                 continue;
             }
             report.versions += 1;
-            let leaves = self.reader.root(root_loc).and_then(|root| {
-                pagemap::leaves(&self.reader, root.node, root.depth, root.fanout_bits)
+            let leaves = self.engine.reader.root(root_loc).and_then(|root| {
+                pagemap::leaves(&self.engine.reader, root.node, root.depth, root.fanout_bits)
             });
             match leaves {
                 Ok(leaves) => slots.extend(leaves.into_iter().map(|(i, s)| (s, i + 1))),
@@ -141,7 +142,7 @@ impl Scion {
         let mut damaged: BTreeMap<String, (usize, String)> = BTreeMap::new();
         for batch in slots.chunks(VERIFY_BATCH) {
             let mut frames = 0;
-            match self.reader.for_each_page(batch.to_vec(), |_| {
+            match self.engine.reader.for_each_page(batch.to_vec(), |_| {
                 frames += 1;
                 Ok(())
             }) {
@@ -150,7 +151,7 @@ impl Scion {
                 // each damaged segment once, with how many pages it fails.
                 Err(_) => {
                     for (slot, pgno) in batch {
-                        match self.reader.page(slot, *pgno) {
+                        match self.engine.reader.page(slot, *pgno) {
                             Ok(_) => report.frames += 1,
                             Err(e) => {
                                 damaged
@@ -172,7 +173,7 @@ impl Scion {
         }
         // Garbage is counted only when every root could be read (a mark that cannot read
         // a root would call its segments unreachable).
-        match self.space() {
+        match self.engine.space() {
             Ok(s) => {
                 report.unreachable_segments = s.segments - s.live_segments;
                 report.unreachable_bytes = s.reclaimable_bytes;

@@ -189,11 +189,11 @@ fn xxh(b: &[u8]) -> u64 {
 /// whole-database checksum of each version).
 pub fn export_every_version(e: &Env) {
     let s = e.reopen();
-    for db in s.list_databases().unwrap() {
-        for (branch, _) in s.list_branches(&db).unwrap() {
+    for db in s.engine().list_databases().unwrap() {
+        for (branch, _) in s.engine().list_branches(&db).unwrap() {
             let b = format!("{db}@{branch}");
             e.dump_target(&s, &b);
-            for (cp, _) in s.list_checkpoints(&b.parse().unwrap()).unwrap() {
+            for (cp, _) in s.engine().list_checkpoints(&b.parse().unwrap()).unwrap() {
                 e.dump_target(&s, &format!("{b}@{cp}"));
             }
         }
@@ -204,6 +204,7 @@ pub fn export_every_version(e: &Env) {
 /// price 2), its head at `c2`.
 pub fn fork_work_with_two_checkpoints(e: &Env) {
     e.scion
+        .engine()
         .fork(&br("shop"), &"work".parse().unwrap(), None)
         .unwrap();
     let p = e.scion.checkout(&br("shop@work"), false).unwrap().path;
@@ -220,6 +221,7 @@ pub fn create_shop(e: &Env, rows: usize) {
     let src = e.path("shop.db");
     seed(&src, rows);
     e.scion
+        .engine()
         .create(&scion_core::DbName::new("shop").unwrap(), Some(&src))
         .unwrap();
 }

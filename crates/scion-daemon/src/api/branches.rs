@@ -29,7 +29,7 @@ pub async fn status(State(shared): State<Arc<Shared>>) -> ApiResult<Response> {
 }
 
 pub async fn databases(State(shared): State<Arc<Shared>>) -> ApiResult<Response> {
-    let dbs = blocking(&shared, Context::Other, |s| s.list_databases()).await?;
+    let dbs = blocking(&shared, Context::Other, |s| s.engine().list_databases()).await?;
     let names: Vec<String> = dbs.iter().map(|d| d.to_string()).collect();
     Ok(json(&serde_json::json!({ "databases": names })))
 }
@@ -65,7 +65,7 @@ pub async fn create(
         socket_only(&peer, "create --from")?;
     }
     let report = blocking(&shared, Context::Other, move |s| {
-        s.create(&db, body.from.as_deref())
+        s.engine().create(&db, body.from.as_deref())
     })
     .await?;
     Ok(json_with(StatusCode::CREATED, &report))
@@ -140,7 +140,7 @@ pub async fn fork(
     let ttl = body.ttl.as_deref().map(duration).transpose()?;
     let owner = body.owner.as_deref().map(parse::<Owner>).transpose()?;
     let report = blocking(&shared, Context::Other, move |s| {
-        s.fork_as(
+        s.engine().fork_as(
             &src,
             &new,
             at.as_ref(),
@@ -188,7 +188,7 @@ pub(crate) fn refuse_live(shared: &Shared, branch: &str) -> ApiResult<()> {
     match shared.sessions.on_branch(branch) {
         Some(id) => Err(ApiError::from(scion_core::EngineError::LeaseHeld {
             branch: branch.to_string(),
-            holder: format!("{}#{id}", shared.scion.holder()),
+            holder: format!("{}#{id}", shared.scion.engine().holder()),
             expires: "while the session is open".into(),
         })),
         None => Ok(()),
@@ -254,7 +254,10 @@ pub async fn checkpoints(
     Path(branch): Path<String>,
 ) -> ApiResult<Response> {
     let b: BranchRef = parse(&branch)?;
-    let list = blocking(&shared, Context::Other, move |s| s.list_checkpoints(&b)).await?;
+    let list = blocking(&shared, Context::Other, move |s| {
+        s.engine().list_checkpoints(&b)
+    })
+    .await?;
     let v: Vec<serde_json::Value> = list
         .into_iter()
         .map(|(name, c)| {
@@ -375,7 +378,7 @@ pub async fn touch(
         Some("") => Some(None),
         Some(t) => Some(Some(duration(t)?)),
     };
-    let r = blocking(&shared, Context::Other, move |s| s.touch(&b, ttl)).await?;
+    let r = blocking(&shared, Context::Other, move |s| s.engine().touch(&b, ttl)).await?;
     Ok(json(
         &serde_json::json!({"branch": branch, "touched_at": r.touched_at, "ttl_secs": r.ttl_secs}),
     ))
@@ -394,7 +397,10 @@ pub async fn protect(
 ) -> ApiResult<Response> {
     let b: BranchRef = parse(&branch)?;
     let on = body.protected;
-    blocking(&shared, Context::Other, move |s| s.set_protected(&b, on)).await?;
+    blocking(&shared, Context::Other, move |s| {
+        s.engine().set_protected(&b, on)
+    })
+    .await?;
     Ok(json(
         &serde_json::json!({"branch": branch, "protected": on}),
     ))
@@ -465,7 +471,7 @@ pub async fn gc(
 ) -> ApiResult<Response> {
     let grace = match body.grace.as_deref() {
         Some(g) => duration(g)?,
-        None => shared.scion.min_grace(),
+        None => shared.scion.engine().min_grace(),
     };
     let report = crate::janitor::gc(&shared, grace, body.force).await?;
     Ok(json(&report))

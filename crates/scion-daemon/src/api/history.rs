@@ -30,7 +30,10 @@ pub async fn history(
 ) -> ApiResult<Response> {
     let b: BranchRef = parse(&branch)?;
     let limit = Some(q.limit.unwrap_or(50));
-    let h = blocking(&shared, Context::Other, move |s| s.head_history(&b, limit)).await?;
+    let h = blocking(&shared, Context::Other, move |s| {
+        s.engine().head_history(&b, limit)
+    })
+    .await?;
     Ok(json(&h))
 }
 

@@ -49,7 +49,10 @@ async fn whoami(axum::Extension(caller): axum::Extension<crate::authorize::Calle
 }
 
 async fn readyz(State(shared): State<Arc<Shared>>) -> ApiResult<&'static str> {
-    blocking(&shared, Context::Other, |s| s.store_now().map(drop)).await?;
+    blocking(&shared, Context::Other, |s| {
+        s.engine().store_now().map(drop)
+    })
+    .await?;
     Ok("ready\n")
 }
 

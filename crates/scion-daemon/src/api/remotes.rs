@@ -30,7 +30,7 @@ pub struct AddBody {
 }
 
 pub async fn list(State(shared): State<Arc<Shared>>) -> ApiResult<Response> {
-    let remotes = blocking(&shared, Context::Other, |s| s.remotes()).await?;
+    let remotes = blocking(&shared, Context::Other, |s| s.engine().remotes()).await?;
     let list: Vec<_> = remotes
         .iter()
         .map(|(n, l)| serde_json::json!({"remote": n, "location": l}))
@@ -45,7 +45,7 @@ pub async fn add(
     let name: RemoteName = parse(&body.name)?;
     let location = body.location;
     let recorded = blocking(&shared, Context::Other, move |s| {
-        s.add_remote(&name, &location)
+        s.engine().add_remote(&name, &location)
     })
     .await?;
     Ok(json_with(
@@ -59,7 +59,10 @@ pub async fn remove(
     Path(name): Path<String>,
 ) -> ApiResult<Response> {
     let remote: RemoteName = parse(&name)?;
-    let was = blocking(&shared, Context::Other, move |s| s.remove_remote(&remote)).await?;
+    let was = blocking(&shared, Context::Other, move |s| {
+        s.engine().remove_remote(&remote)
+    })
+    .await?;
     Ok(json(&serde_json::json!({"removed": name, "location": was})))
 }
 

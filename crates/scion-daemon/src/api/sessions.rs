@@ -115,7 +115,7 @@ pub async fn open(
             ephemeral: body.ephemeral || body.fork_ephemeral,
         };
         let report = blocking(&shared, Context::Other, move |s| {
-            s.fork_as(&src, &branch_name, at.as_ref(), spec)
+            s.engine().fork_as(&src, &branch_name, at.as_ref(), spec)
         })
         .await?;
         shared.events.emit(

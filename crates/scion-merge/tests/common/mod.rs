@@ -34,6 +34,7 @@ impl Env {
         c.execute_batch(sql).unwrap();
         drop(c);
         self.scion
+            .engine()
             .create(&db.parse().unwrap(), Some(&plain))
             .unwrap();
         plain
@@ -41,12 +42,15 @@ impl Env {
 
     pub fn fork(&self, from: &str, name: &str) {
         let b: BranchRef = from.parse().unwrap();
-        self.scion.fork(&b, &name.parse().unwrap(), None).unwrap();
+        self.scion
+            .engine()
+            .fork(&b, &name.parse().unwrap(), None)
+            .unwrap();
     }
 
     /// A connection to `target` through the VFS.
     pub fn open(&self, target: &str) -> Connection {
-        let uri = scion_vfs::uri(target, self.scion.location(), false);
+        let uri = scion_vfs::uri(target, self.scion.engine().location(), false);
         Connection::open_with_flags(
             uri,
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_URI,
@@ -82,7 +86,12 @@ impl Env {
     }
 
     pub fn version(&self, b: &str) -> u64 {
-        self.scion.read_ref(&b.parse().unwrap()).unwrap().0.version
+        self.scion
+            .engine()
+            .read_ref(&b.parse().unwrap())
+            .unwrap()
+            .0
+            .version
     }
 }
 

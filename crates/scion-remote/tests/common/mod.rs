@@ -25,7 +25,7 @@ pub fn store_at(location: &str) -> Store {
         ..Default::default()
     };
     let scion = Scion::attach(&spec, options).unwrap().scion;
-    let location = scion.location().to_string();
+    let location = scion.engine().location().to_string();
     Store { scion, location }
 }
 
@@ -60,13 +60,17 @@ impl Store {
         c.execute_batch(sql).unwrap();
         drop(c);
         self.scion
+            .engine()
             .create(&db.parse().unwrap(), Some(&plain))
             .unwrap();
     }
 
     pub fn fork(&self, from: &str, name: &str) {
         let b: BranchRef = from.parse().unwrap();
-        self.scion.fork(&b, &name.parse().unwrap(), None).unwrap();
+        self.scion
+            .engine()
+            .fork(&b, &name.parse().unwrap(), None)
+            .unwrap();
     }
 
     pub fn open(&self, target: &str) -> Connection {
@@ -96,11 +100,17 @@ impl Store {
     }
 
     pub fn version(&self, b: &str) -> u64 {
-        self.scion.read_ref(&b.parse().unwrap()).unwrap().0.version
+        self.scion
+            .engine()
+            .read_ref(&b.parse().unwrap())
+            .unwrap()
+            .0
+            .version
     }
 
     pub fn root(&self, b: &str) -> String {
         self.scion
+            .engine()
             .read_ref(&b.parse().unwrap())
             .unwrap()
             .0
@@ -132,7 +142,10 @@ impl Store {
     /// This store's view of `other` as remote `name`.
     pub fn remote(&self, name: &str, other: &Store) -> Remote {
         let name = RemoteName::new(name).unwrap();
-        self.scion.add_remote(&name, &other.location).unwrap();
+        self.scion
+            .engine()
+            .add_remote(&name, &other.location)
+            .unwrap();
         Remote::open(&self.scion, &name, ProgressSink::default()).unwrap()
     }
 }

@@ -49,6 +49,7 @@ impl Env {
         c.execute_batch(sql).unwrap();
         drop(c);
         self.scion
+            .engine()
             .create(&db.parse().unwrap(), Some(&plain))
             .unwrap();
         plain
@@ -70,7 +71,7 @@ impl Env {
 
     pub fn head_version(&self, b: &str) -> u64 {
         let b: BranchRef = b.parse().unwrap();
-        self.scion.read_ref(&b).unwrap().0.version
+        self.scion.engine().read_ref(&b).unwrap().0.version
     }
 }
 
