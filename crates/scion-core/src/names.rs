@@ -120,9 +120,9 @@ name_type!(
 
 /// What joins a remote's name and a branch's in a remote-tracking branch (`origin~main`):
 /// a character no other name may hold, so a tracking branch never takes a name people pick.
-pub const TRACKING_SEPARATOR: char = '~';
+pub(crate) const TRACKING_SEPARATOR: char = '~';
 /// Remote names stay short: a tracking branch's name holds one and a branch's.
-pub const MAX_REMOTE_NAME_LEN: usize = 32;
+pub(crate) const MAX_REMOTE_NAME_LEN: usize = 32;
 name_type!(
     /// A checkpoint on a branch, e.g. `v1`.
     CheckpointName,

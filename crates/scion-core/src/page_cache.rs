@@ -19,7 +19,7 @@ use quick_cache::{DefaultHashBuilder, Weighter};
 use crate::format::Locator;
 
 /// The bound when `SCION_PAGE_CACHE` does not set one.
-pub const DEFAULT_PAGE_CACHE_BYTES: u64 = 256 << 20;
+pub(crate) const DEFAULT_PAGE_CACHE_BYTES: u64 = 256 << 20;
 
 /// What an entry costs beyond its page bytes (key, hash, `Arc` header, slot).
 const ENTRY_OVERHEAD: u64 = 96;
@@ -116,15 +116,10 @@ impl PageCache {
     }
 
     /// The process's cache, bounded by `SCION_PAGE_CACHE` (a size such as `512MiB`; `0`
-    /// turns it off) or [`DEFAULT_PAGE_CACHE_BYTES`].
+    /// turns it off) or 256 MiB.
     pub fn process() -> &'static PageCache {
         static CACHE: OnceLock<PageCache> = OnceLock::new();
         CACHE.get_or_init(|| PageCache::new(capacity_from_env()))
-    }
-
-    /// Change the bound; entries over it are evicted at once.
-    pub fn set_capacity(&self, bytes: u64) {
-        self.pages.set_capacity(bytes);
     }
 
     /// Drop every kept page (what a benchmark's cold read starts from); the counters stay.

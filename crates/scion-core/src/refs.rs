@@ -157,7 +157,7 @@ pub struct CheckoutClaim {
 
 impl CheckoutClaim {
     /// The same file: one host, one path.
-    pub fn is_same_file(&self, host: &str, path: &str) -> bool {
+    pub(crate) fn is_same_file(&self, host: &str, path: &str) -> bool {
         self.host == host && self.path == path
     }
 }
@@ -255,7 +255,7 @@ impl Ref {
 
     /// A branch made for one test or attempt, whose history goes with it (see
     /// [`crate::ops::fork::ForkSpec::ephemeral`]).
-    pub fn is_ephemeral(&self) -> bool {
+    pub(crate) fn is_ephemeral(&self) -> bool {
         self.meta.get(EPHEMERAL_META).is_some_and(|v| v == "true")
     }
 

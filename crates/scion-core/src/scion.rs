@@ -48,7 +48,7 @@ impl ScionOptions {
 
     /// What the working tree's engine runs with: its page writers take turns beside the
     /// checkouts, so a VFS writer and a checkout of one branch on this host meet there.
-    pub fn engine_options(&self) -> EngineOptions {
+    pub(crate) fn engine_options(&self) -> EngineOptions {
         EngineOptions {
             holder: self.holder.clone(),
             progress: self.progress.clone(),

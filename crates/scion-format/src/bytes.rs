@@ -70,7 +70,7 @@ impl<'a> Cursor<'a> {
         err("varint longer than 10 bytes")
     }
 
-    pub fn expect_end(&self, what: &str) -> Result<(), DecodeError> {
+    pub(crate) fn expect_end(&self, what: &str) -> Result<(), DecodeError> {
         if self.remaining() != 0 {
             return err(format!("{} trailing bytes after {what}", self.remaining()));
         }

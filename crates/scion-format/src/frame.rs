@@ -20,7 +20,7 @@ pub enum FrameKind {
 }
 
 impl FrameKind {
-    pub fn from_u8(b: u8) -> Option<Self> {
+    pub(crate) fn from_u8(b: u8) -> Option<Self> {
         match b {
             1 => Some(FrameKind::Page),
             2 => Some(FrameKind::Node),

@@ -21,12 +21,9 @@ pub use frame::{
     encode_page_frame, is_delta_frame, FrameKind, FRAME_HEADER_LEN,
 };
 pub use locator::{Locator, SegmentId};
-pub use node::{Node, Slot, NODE_FORMAT_VERSION};
-pub use root::{Ancestry, Parents, RootRecord, ROOT_FORMAT_VERSION};
-pub use segment::{
-    check_segment, decode_segment_index, FrameIndexEntry, SegmentBuilder, SEGMENT_FORMAT_VERSION,
-    SEGMENT_HEADER_LEN, SEGMENT_TRAILER_LEN,
-};
+pub use node::{Node, Slot};
+pub use root::{Ancestry, Parents, RootRecord};
+pub use segment::{check_segment, decode_segment_index, FrameIndexEntry, SegmentBuilder};
 
 /// Hash of one page's bytes (page 1 in its normalized form).
 pub fn page_hash(page: &[u8]) -> u64 {

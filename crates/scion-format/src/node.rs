@@ -4,7 +4,7 @@
 use super::bytes::{err, put_varint, unzigzag, zigzag, Cursor};
 use super::{DecodeError, Locator, SegmentId};
 
-pub const NODE_FORMAT_VERSION: u8 = 1;
+pub(crate) const NODE_FORMAT_VERSION: u8 = 1;
 const MAX_FANOUT_BITS: u8 = 10;
 
 /// One slot's content: the frame, and for a page stored as a delta, the full frame of

@@ -11,7 +11,7 @@ use super::{DecodeError, Locator, SegmentId};
 
 /// Format 2 adds the ancestry; format 1 is still read, and written for a record without
 /// one (only ever a record decoded from format 1).
-pub const ROOT_FORMAT_VERSION: u8 = 2;
+pub(crate) const ROOT_FORMAT_VERSION: u8 = 2;
 const ROOT_FORMAT_V1: u8 = 1;
 const ROOT_V1_LEN: usize = 44;
 const LOCATOR_LEN: usize = 20;

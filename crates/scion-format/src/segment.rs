@@ -13,9 +13,9 @@ use super::bytes::{err, Cursor};
 use super::frame::{encode_frame, FrameKind};
 use super::{DecodeError, Locator, SegmentId};
 
-pub const SEGMENT_FORMAT_VERSION: u16 = 1;
-pub const SEGMENT_HEADER_LEN: usize = 32;
-pub const SEGMENT_TRAILER_LEN: usize = 24;
+pub(crate) const SEGMENT_FORMAT_VERSION: u16 = 1;
+pub(crate) const SEGMENT_HEADER_LEN: usize = 32;
+pub(crate) const SEGMENT_TRAILER_LEN: usize = 24;
 const MAGIC: &[u8; 8] = b"SCIONSEG";
 const END_MAGIC: &[u8; 8] = b"SCIONEND";
 const INDEX_ENTRY_LEN: usize = 21;
@@ -58,10 +58,6 @@ impl SegmentBuilder {
 
     pub fn len(&self) -> usize {
         self.buf.len()
-    }
-
-    pub fn frame_count(&self) -> usize {
-        self.index.len()
     }
 
     pub fn is_empty(&self) -> bool {

@@ -37,7 +37,8 @@ pub struct ObjectMeta {
 
 /// The storage contract every scion backend implements.
 ///
-/// Keys are validated by [`crate::validate_key`]. Objects are whole: a put is all or
+/// Keys are validated alike by every backend (`/`-separated, no empty, `.` or `..`
+/// segment). Objects are whole: a put is all or
 /// nothing, and a get returns exactly what one put wrote.
 pub trait Backend: Send + Sync + std::fmt::Debug {
     /// Read a whole object and the etag of the state read.

@@ -49,7 +49,8 @@ impl StoreError {
         matches!(self, StoreError::Transient { .. })
     }
 
-    pub fn is_not_found(&self) -> bool {
+    #[cfg(feature = "conformance")]
+    pub(crate) fn is_not_found(&self) -> bool {
         matches!(self, StoreError::NotFound { .. })
     }
 

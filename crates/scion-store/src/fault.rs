@@ -90,7 +90,7 @@ impl FaultyBackend {
         self.writes.load(Ordering::SeqCst)
     }
 
-    pub fn has_crashed(&self) -> bool {
+    pub(crate) fn has_crashed(&self) -> bool {
         self.crashed.load(Ordering::SeqCst)
     }
 

@@ -2,7 +2,7 @@ use crate::StoreError;
 
 /// Object keys are relative, `/`-separated paths of plain segments. Refusing anything else
 /// here means no backend can be tricked into writing outside its root.
-pub fn validate_key(key: &str) -> Result<(), StoreError> {
+pub(crate) fn validate_key(key: &str) -> Result<(), StoreError> {
     let bad = |reason| {
         Err(StoreError::InvalidKey {
             key: key.to_string(),

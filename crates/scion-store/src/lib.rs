@@ -40,7 +40,7 @@ pub use cloud::{CloudBackend, Requests};
 pub use counting::{CountingBackend, Counts};
 pub use error::{StoreError, StoreResult};
 pub use fault::{FaultPlan, FaultyBackend, LostAnswer};
-pub use key::validate_key;
+pub(crate) use key::validate_key;
 pub use local::LocalBackend;
 pub use memory::MemoryBackend;
 pub use observed::{ObservedBackend, Outcome, RequestObserver, StoreOp};

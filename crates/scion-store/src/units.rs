@@ -40,7 +40,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 }
 
 /// `1`, `true`, `yes`, `on` and their opposites; empty is off.
-pub fn parse_switch(s: &str) -> Result<bool, String> {
+pub(crate) fn parse_switch(s: &str) -> Result<bool, String> {
     match s.trim().to_ascii_lowercase().as_str() {
         "1" | "true" | "yes" | "on" => Ok(true),
         "" | "0" | "false" | "no" | "off" => Ok(false),

@@ -46,7 +46,7 @@ impl Api {
     ///
     /// # Safety
     /// `routines` must point to a `sqlite3_api_routines` of SQLite 3.7.7 or later.
-    pub unsafe fn from_routines(routines: *const c_void) -> Option<Api> {
+    pub(crate) unsafe fn from_routines(routines: *const c_void) -> Option<Api> {
         if routines.is_null() {
             return None;
         }

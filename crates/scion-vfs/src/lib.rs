@@ -24,10 +24,7 @@ mod vfs;
 
 pub use api::Api;
 pub use registry::{adopt, last_error, last_failure, VfsFailure};
-pub use target::{OpenTarget, TargetError};
-
-/// The name SQLite knows the VFS by (`?vfs=scion`).
-pub const VFS_NAME: &str = "scion";
+pub(crate) use target::TargetError;
 
 /// `file:<target>?vfs=scion&store=<store>` (`&mode=ro` when `read_only`): the URI SQLite
 /// opens a target through the VFS by, the store's location escaped for a URI.
@@ -50,7 +47,7 @@ pub fn register() -> Result<(), i32> {
 
 /// SQLITE_OK_LOAD_PERMANENTLY (sqlite3.h): keep the library loaded after the connection
 /// that loaded it closes, since the VFS it registered points into it.
-pub const OK_LOAD_PERMANENTLY: i32 = 256;
+pub(crate) const OK_LOAD_PERMANENTLY: i32 = 256;
 
 /// The body of a loadable extension's entry point: register the VFS into the SQLite that
 /// is loading it, and ask to stay loaded.
@@ -72,7 +69,7 @@ pub unsafe fn extension_entry(routines: *const std::ffi::c_void) -> i32 {
 /// # Safety
 /// `routines` must be the `sqlite3_api_routines` pointer SQLite passed to the extension's
 /// entry point.
-pub unsafe fn register_from_extension(routines: *const std::ffi::c_void) -> Result<(), i32> {
+pub(crate) unsafe fn register_from_extension(routines: *const std::ffi::c_void) -> Result<(), i32> {
     // SAFETY: forwarded from the caller's contract.
     let api = unsafe { Api::from_routines(routines) }.ok_or(rusqlite::ffi::SQLITE_ERROR)?;
     vfs::register(api)

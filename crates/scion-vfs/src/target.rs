@@ -9,7 +9,7 @@ use scion_core::{BranchRef, CheckpointName, Target};
 
 /// A database name the VFS was asked to open.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OpenTarget {
+pub(crate) struct OpenTarget {
     pub branch: BranchRef,
     /// A checkpoint (read-only), or the head.
     pub checkpoint: Option<CheckpointName>,
@@ -20,7 +20,7 @@ pub struct OpenTarget {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum TargetError {
+pub(crate) enum TargetError {
     #[error("{name:?} is not a scion database name: use db, db@branch or db@branch@checkpoint ({reason})")]
     Invalid { name: String, reason: String },
     #[error("version={0:?} is not a version number: use ?version=N with N as `scion branches` or `scion checkpoints` shows it")]
@@ -51,7 +51,7 @@ impl OpenTarget {
     }
 
     /// Fix the target at the version whose root is `text` (the `root` URI parameter).
-    pub fn at_root(mut self, text: &str) -> Result<OpenTarget, TargetError> {
+    pub(crate) fn at_root(mut self, text: &str) -> Result<OpenTarget, TargetError> {
         let root = text
             .trim()
             .parse::<Locator>()
@@ -64,7 +64,7 @@ impl OpenTarget {
     }
 
     /// Fix the target at version `text` (the `version` URI parameter).
-    pub fn at_version(mut self, text: &str) -> Result<OpenTarget, TargetError> {
+    pub(crate) fn at_version(mut self, text: &str) -> Result<OpenTarget, TargetError> {
         let n = text
             .trim()
             .parse::<u64>()
@@ -76,7 +76,10 @@ impl OpenTarget {
         Ok(self)
     }
 
-    pub fn read_only(&self) -> bool {
+    /// Whether the target names a fixed version (checkpoint, version or root): what the
+    /// tests check of the parsing.
+    #[cfg(test)]
+    fn read_only(&self) -> bool {
         self.checkpoint.is_some() || self.version.is_some() || self.root.is_some()
     }
 

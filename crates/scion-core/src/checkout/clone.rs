@@ -69,7 +69,7 @@ pub fn probe(dir: &Path) -> EngineResult<CloneCapability> {
 /// How a file was duplicated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum CopyKind {
+pub(crate) enum CopyKind {
     Cloned,
     Copied,
 }

@@ -19,7 +19,8 @@ use std::time::{Duration, SystemTime};
 
 pub use claims::ReleaseReport;
 pub(crate) use clean::CleanFile;
-pub use clone::{probe as probe_clone, CloneCapability, ClonePolicy, CopyKind};
+pub(crate) use clone::CopyKind;
+pub use clone::{probe as probe_clone, CloneCapability, ClonePolicy};
 pub(crate) use files::{DbFiles, Expect, Install};
 pub(crate) use sidecar::RecordHeader;
 pub use sidecar::{Fingerprint, Sidecar};

@@ -20,7 +20,7 @@ use crate::Scion;
 /// A segment holding fewer of a version's pages than this is "small": reading its pages
 /// costs a read each, where a large segment's pages come in long runs (64 pages of
 /// 4 KiB is 256 KiB, a read worth making on its own).
-pub const SMALL_SEGMENT_PAGES: usize = 64;
+pub(crate) const SMALL_SEGMENT_PAGES: usize = 64;
 
 /// What `compact` rewrites.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
@@ -30,7 +30,7 @@ pub enum CompactScope {
     /// no segment with older versions (a fork's head then stops sharing with its parent).
     #[default]
     All,
-    /// Only the pages in small segments (fewer than [`SMALL_SEGMENT_PAGES`] of the head's
+    /// Only the pages in small segments (fewer than 64 of the head's
     /// pages), into one new segment in page order; deltas stay deltas against the same
     /// bases. Cheap, and pages shared with other branches stay shared.
     Scattered,
@@ -43,7 +43,7 @@ pub struct Fragmentation {
     pub pages: u32,
     /// Segments holding them.
     pub segments: usize,
-    /// Pages in small segments (fewer than [`SMALL_SEGMENT_PAGES`] of the head's pages each).
+    /// Pages in small segments (fewer than 64 of the head's pages each).
     pub scattered_pages: u32,
     /// Those small segments.
     pub small_segments: usize,

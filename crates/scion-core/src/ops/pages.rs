@@ -72,23 +72,13 @@ impl PageChanges {
     }
 }
 
-/// What becomes of the committing holder's lease when a page commit publishes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum LeaseAfter {
-    /// Kept: the holder goes on committing (a capture session).
-    #[default]
-    Keep,
-    /// Ended in the same write (a writer whose transaction ends here).
-    Release,
-}
-
 /// Makes the `meta` entries a new version's ref carries, given the version's root.
 pub(crate) type MetaFor<'a> = &'a dyn Fn(&Locator) -> BTreeMap<String, String>;
 
 /// One commit of changed pages onto a branch head, for [`Engine::commit_pages`](crate::Engine::commit_pages): the head
 /// it builds on (as read, with the etag to compare-and-swap) and the changes, plus what
-/// only some writers have (the old pages' hashes, entries for the ref's `meta`, the end of
-/// the lease), each optional.
+/// only some writers have (the old pages' hashes, entries for the ref's `meta`), each
+/// optional.
 pub struct PageCommit<'a> {
     branch: &'a BranchRef,
     base: &'a Ref,
@@ -96,14 +86,13 @@ pub struct PageCommit<'a> {
     changes: &'a PageChanges,
     known_hash: Option<&'a dyn Fn(u32) -> Option<u64>>,
     meta: Option<MetaFor<'a>>,
-    lease: LeaseAfter,
     writer: PageWriter,
 }
 
 /// Who commits the pages: a page writer of its own (the VFS), or the capturer of the
 /// branch's checkout file, whose changes these are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum PageWriter {
+pub(crate) enum PageWriter {
     /// Refused while the branch is checked out anywhere ([`EngineError::CheckedOut`]).
     #[default]
     Own,
@@ -126,7 +115,6 @@ impl<'a> PageCommit<'a> {
             changes,
             known_hash: None,
             meta: None,
-            lease: LeaseAfter::Keep,
             writer: PageWriter::Own,
         }
     }
@@ -142,12 +130,6 @@ impl<'a> PageCommit<'a> {
     /// compare-and-swap (a capture cursor travels with the version it describes).
     pub fn with_meta(mut self, meta: MetaFor<'a>) -> Self {
         self.meta = Some(meta);
-        self
-    }
-
-    /// What becomes of the committing holder's lease (kept unless said).
-    pub fn lease_after(mut self, lease: LeaseAfter) -> Self {
-        self.lease = lease;
         self
     }
 
@@ -242,7 +224,6 @@ impl Engine {
             changes,
             known_hash,
             meta,
-            lease,
             writer,
         } = c;
         let admit = |r: &Ref| match writer {
@@ -382,9 +363,6 @@ impl Engine {
             next.touched_at = touched;
             for (k, v) in &meta {
                 next.meta.insert(k.clone(), v.clone());
-            }
-            if lease == LeaseAfter::Release {
-                next.lease = None;
             }
             Ok(())
         })?;
