@@ -38,7 +38,9 @@ pub fn diff_cost(
 ) -> BenchResult<DiffCost> {
     progress(&format!("diff of two versions ten rows apart at {mib} MiB"));
     let main = br("db")?;
-    scion.engine().fork(&main, &"diff".parse()?, None)?;
+    scion
+        .engine()
+        .fork(&main, &"diff".parse()?, scion_core::ForkOptions::default())?;
     let d = br("db@diff")?;
     let d_path = scion.checkout(&d, false)?.path;
     {

@@ -191,47 +191,68 @@ pub fn run(opts: &ForkBenchOptions, progress: Progress<'_>) -> BenchResult<ForkB
         // alternation: both sources name the same version, so the ratio is the cost of the
         // look at the checkout.
         let plain = br("db@plain")?;
-        b.scion.engine().fork(&main, &"plain".parse()?, None)?;
+        b.scion
+            .engine()
+            .fork(&main, &"plain".parse()?, scion_core::ForkOptions::default())?;
         let source = b.scion.checkout(&main, false)?.path;
         // The checkout's writeback must not land in the timed forks' fsyncs.
         crate::stats::settle_disk();
         let (fork_at_head, fork_with_checkout) = measure_interleaved(
             opts.runs,
             |i| -> BenchResult<()> {
-                b.scion
-                    .engine()
-                    .fork(&plain, &format!("head-{i}").parse()?, None)?;
+                b.scion.engine().fork(
+                    &plain,
+                    &format!("head-{i}").parse()?,
+                    scion_core::ForkOptions::default(),
+                )?;
                 Ok(())
             },
             |i| -> BenchResult<()> {
-                b.scion
-                    .engine()
-                    .fork(&main, &format!("co-{i}").parse()?, None)?;
+                b.scion.engine().fork(
+                    &main,
+                    &format!("co-{i}").parse()?,
+                    scion_core::ForkOptions::default(),
+                )?;
                 b.scion.checkout_maybe_written(&main)?;
                 Ok(())
             },
         )?;
         remove_checkout(&source);
         let before = b.counter.counts();
-        b.scion.engine().fork(&main, &"one".parse()?, None)?;
+        b.scion
+            .engine()
+            .fork(&main, &"one".parse()?, scion_core::ForkOptions::default())?;
         let one = b.counter.counts();
         for i in 0..100 {
-            b.scion
-                .engine()
-                .fork(&main, &format!("many-{i}").parse()?, None)?;
+            b.scion.engine().fork(
+                &main,
+                &format!("many-{i}").parse()?,
+                scion_core::ForkOptions::default(),
+            )?;
         }
         let many = b.counter.counts();
         b.scion.checkpoint(&main, &"c0".parse()?)?;
-        let c0 = "c0".parse()?;
+        let c0: scion_core::CheckpointName = "c0".parse()?;
         let fork_at_checkpoint = measure(opts.runs, |i| {
-            b.scion
-                .engine()
-                .fork(&main, &format!("cp-{i}").parse()?, Some(&c0))
+            b.scion.engine().fork(
+                &main,
+                &format!("cp-{i}").parse()?,
+                scion_core::ForkOptions {
+                    at: Some(c0.clone()),
+                    ..Default::default()
+                },
+            )
         })?;
         // Rollback and promote: pointer moves, each with its safety fork.
         let rb = br("db@rb")?;
-        b.scion.engine().fork(&main, &"rb".parse()?, None)?;
-        b.scion.engine().fork(&main, &"target".parse()?, None)?;
+        b.scion
+            .engine()
+            .fork(&main, &"rb".parse()?, scion_core::ForkOptions::default())?;
+        b.scion.engine().fork(
+            &main,
+            &"target".parse()?,
+            scion_core::ForkOptions::default(),
+        )?;
         let count = |f: &mut dyn FnMut() -> BenchResult<()>| -> BenchResult<(u64, u64)> {
             let before = b.counter.counts();
             f()?;
@@ -319,9 +340,11 @@ pub fn run(opts: &ForkBenchOptions, progress: Progress<'_>) -> BenchResult<ForkB
             ));
             crate::stats::settle_disk();
             let fork = |b: &Bed, i: usize| -> BenchResult<()> {
-                b.scion
-                    .engine()
-                    .fork(&br("db@plain")?, &format!("ratio-{i}").parse()?, None)?;
+                b.scion.engine().fork(
+                    &br("db@plain")?,
+                    &format!("ratio-{i}").parse()?,
+                    scion_core::ForkOptions::default(),
+                )?;
                 Ok(())
             };
             let (small, large) =

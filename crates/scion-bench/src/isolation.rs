@@ -124,7 +124,9 @@ fn scion_row(
     let mut timer = PhaseTimer::new(&["fork", "checkout", "open + query + close", "destroy"]);
     timer.run(runs, |run, lap| {
         let test: BranchRef = format!("seed@test-{run}").parse()?;
-        scion.engine().fork(&main, &test.branch, None)?;
+        scion
+            .engine()
+            .fork(&main, &test.branch, scion_core::ForkOptions::default())?;
         lap(0);
         let path = scion.checkout(&test, false)?.path;
         lap(1);

@@ -28,7 +28,9 @@ pub fn row(dir: &Path, seed: &Path, runs: usize, probe_id: i64) -> BenchResult<M
     let mut timer = PhaseTimer::new(&["fork", "open + query + close", "destroy"]);
     timer.run(runs, |run, lap| {
         let test: BranchRef = format!("seed@test-{run}").parse()?;
-        scion.engine().fork(&main, &test.branch, None)?;
+        scion
+            .engine()
+            .fork(&main, &test.branch, scion_core::ForkOptions::default())?;
         lap(0);
         let uri = scion_vfs::uri(&test.to_string(), &store_dir.display().to_string(), false);
         let conn = Connection::open_with_flags(

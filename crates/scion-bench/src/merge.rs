@@ -128,9 +128,13 @@ pub fn run(opts: &MergeBenchOptions, progress: Progress<'_>) -> BenchResult<Merg
         let mut costs = Vec::new();
         for run in 0..=opts.runs {
             let (dst, src) = (format!("dst{run}"), format!("src{run}"));
-            scion.engine().fork(&main, &dst.parse()?, None)?;
+            scion
+                .engine()
+                .fork(&main, &dst.parse()?, scion_core::ForkOptions::default())?;
             let dst_ref: BranchRef = format!("db@{dst}").parse()?;
-            scion.engine().fork(&dst_ref, &src.parse()?, None)?;
+            scion
+                .engine()
+                .fork(&dst_ref, &src.parse()?, scion_core::ForkOptions::default())?;
             change_row(&scion, &format!("db@{dst}"), rows / 3, "ours")?;
             change_row(&scion, &format!("db@{src}"), rows * 2 / 3, "theirs")?;
             let src_t: Target = format!("db@{src}").parse()?;

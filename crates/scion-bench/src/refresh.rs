@@ -48,7 +48,11 @@ pub fn refresh_cost(
     ));
     let main = br("db")?;
     let main_path = scion.checkout(&main, false)?.path;
-    scion.engine().fork(&main, &"refresh".parse()?, None)?;
+    scion.engine().fork(
+        &main,
+        &"refresh".parse()?,
+        scion_core::ForkOptions::default(),
+    )?;
     let b = br("db@refresh")?;
     let path = scion.checkout(&b, false)?.path;
     let change = |status: &str| -> BenchResult<()> {

@@ -219,7 +219,9 @@ pub fn run(opts: &VfsOptions, progress: Progress<'_>) -> BenchResult<VfsReport> 
         for run in 0..=opts.runs {
             let test: BranchRef = format!("seed@t{run}").parse()?;
             let t = timed(|| {
-                scion.engine().fork(&main, &test.branch, None)?;
+                scion
+                    .engine()
+                    .fork(&main, &test.branch, scion_core::ForkOptions::default())?;
                 let c = open_vfs(&test.to_string(), &store_dir)?;
                 let _: f64 =
                     c.query_row(&FIRST_QUERY.replace("$1", "?1"), [rows / 2], |r| r.get(0))?;

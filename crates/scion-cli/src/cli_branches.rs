@@ -160,9 +160,16 @@ pub fn fork(p: &Printer, open: &Open, a: &ForkArgs) -> Result<()> {
     let ttl = a.ttl.as_deref().map(parse_duration).transpose()?;
     let s = open()?;
     let meta = a.meta.iter().cloned().collect();
-    let report = s
-        .engine()
-        .fork_with_meta(&src, &new, at.as_ref(), ttl, meta)?;
+    let report = s.engine().fork(
+        &src,
+        &new,
+        scion_core::ForkOptions {
+            at: at.as_ref().cloned(),
+            ttl,
+            meta,
+            ..Default::default()
+        },
+    )?;
     // Told from the file's fingerprint alone: a fork stays O(1) whatever the size.
     if at.is_none() && !p.json && s.checkout_maybe_written(&src)? {
         eprintln!(

@@ -472,6 +472,7 @@ impl Printer {
         let cap = match &s.clone_capability {
             CloneCapability::Supported => "supported".to_string(),
             CloneCapability::Unsupported { reason } => format!("cannot clone: {reason}"),
+            _ => "unknown".to_string(),
         };
         println!(
             "clone:     policy {}, filesystem {cap}",

@@ -56,6 +56,6 @@ fn open_with(
             let location = spec.location();
             Scion::attach(&spec, options).with_context(|| format!("attaching to {location}"))
         }
-        StoreSpec::Local(_) => Ok(Scion::attach(&spec, options)?),
+        _ => Ok(Scion::attach(&spec, options)?),
     }
 }

@@ -359,7 +359,7 @@ fn a_thousand_branch_tree_renders_completely() {
             .fork(
                 &format!("mcts@{parent}").parse().unwrap(),
                 &name.parse().unwrap(),
-                None,
+                scion_core::ForkOptions::default(),
             )
             .unwrap();
         names.push((name, depth + 1));

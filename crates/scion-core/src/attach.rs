@@ -44,6 +44,7 @@ fn discover(start: &Path) -> (Option<PathBuf>, PathBuf) {
 
 /// Where a store lives.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum StoreSpec {
     Local(PathBuf),
     S3(S3Location),

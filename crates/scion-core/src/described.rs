@@ -8,6 +8,7 @@ use crate::error::{CoreError, EngineError};
 
 /// Exit codes are part of the interface: scripts branch on them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[non_exhaustive]
 pub enum Exit {
     Failure = 1,
     NotFound = 3,
@@ -34,6 +35,7 @@ pub struct Described {
 /// The command that failed, where a hint depends on it: commands with their own `--force`
 /// that discards a checkout's changes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Context {
     Rollback,
     Promote,

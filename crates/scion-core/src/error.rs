@@ -6,6 +6,7 @@ use scion_store::StoreError;
 /// refs and versions, and the SQLite files it reads or writes as a whole. Nothing about this
 /// host's checkouts, which an engine does not have.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum EngineError {
     #[error("invalid {kind} name {name:?}: {reason}")]
     InvalidName {
@@ -200,6 +201,7 @@ pub type EngineResult<T> = Result<T, EngineError>;
 /// about this host's checkout files. The CLI, the daemon and the SDKs map both, in one place
 /// ([`crate::described`]), to an exit code, a stable code and a hint.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum CoreError {
     #[error(transparent)]
     Engine(#[from] EngineError),

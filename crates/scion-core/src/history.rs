@@ -64,6 +64,7 @@ pub const DEFAULT_HISTORY_RETENTION: Duration = Duration::from_secs(7 * 86_400);
 /// What moved a head.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
 pub enum HeadOp {
     /// New pages: a checkpoint of a checkout, a session flush, a write through the VFS.
     Commit,

@@ -69,6 +69,7 @@ pub(crate) enum JournalMode {
 
 /// Whether the caller will sync the output before reporting it written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Durability {
     /// A cache (a checkout): the kernel writes the pages back when it likes.
     Cache,

@@ -119,7 +119,13 @@ mod tests {
             .create(&DbName::new("shop").unwrap(), None)
             .unwrap();
         let main: BranchRef = "shop".parse().unwrap();
-        s.engine.fork(&main, &"x".parse().unwrap(), None).unwrap();
+        s.engine
+            .fork(
+                &main,
+                &"x".parse().unwrap(),
+                crate::ops::fork::ForkOptions::default(),
+            )
+            .unwrap();
         let b: BranchRef = "shop@x".parse().unwrap();
         let (r, etag) = s.engine.read_ref(&b).unwrap();
         // Another writer moved the ref between our create and our clean-up.
@@ -170,7 +176,11 @@ mod tests {
         for round in 0..24 {
             let b: BranchRef = format!("shop@r{round}").parse().unwrap();
             s.engine
-                .fork(&main, &format!("r{round}").parse().unwrap(), None)
+                .fork(
+                    &main,
+                    &format!("r{round}").parse().unwrap(),
+                    crate::ops::fork::ForkOptions::default(),
+                )
                 .unwrap();
             let (r, etag) = s.engine.read_ref(&b).unwrap();
             let wrote = std::thread::scope(|t| {

@@ -52,6 +52,7 @@ impl Nonce {
 /// promote replaced it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
 pub enum SafetyKind {
     PreRollback,
     PrePromote,
@@ -254,7 +255,7 @@ impl Ref {
     }
 
     /// A branch made for one test or attempt, whose history goes with it (see
-    /// [`crate::ops::fork::ForkSpec::ephemeral`]).
+    /// [`crate::ForkOptions::ephemeral`]).
     pub(crate) fn is_ephemeral(&self) -> bool {
         self.meta.get(EPHEMERAL_META).is_some_and(|v| v == "true")
     }

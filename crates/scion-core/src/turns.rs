@@ -56,6 +56,7 @@ pub struct WriteTurn {
 
 /// What asking for a branch's writing turn found.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum TurnAnswer {
     /// This caller writes next.
     Mine(WriteTurn),

@@ -145,7 +145,11 @@ fn destroy_removes_journals_records_and_lock_file_with_the_database() {
     create_shop(&e, 10);
     e.scion
         .engine()
-        .fork(&br("shop"), &"tmp".parse().unwrap(), None)
+        .fork(
+            &br("shop"),
+            &"tmp".parse().unwrap(),
+            scion_core::ForkOptions::default(),
+        )
         .unwrap();
     let b = br("shop@tmp");
     let path = e.scion.checkout(&b, false).unwrap().path;
@@ -164,7 +168,11 @@ fn destroy_removes_journals_records_and_lock_file_with_the_database() {
     // A new branch of the same name starts from its own head only.
     e.scion
         .engine()
-        .fork(&br("shop"), &"tmp".parse().unwrap(), None)
+        .fork(
+            &br("shop"),
+            &"tmp".parse().unwrap(),
+            scion_core::ForkOptions::default(),
+        )
         .unwrap();
     let again = e.scion.checkout(&b, false).unwrap().path;
     assert_eq!(
@@ -364,7 +372,14 @@ fn a_read_only_checkout_of_the_version_is_a_clone_source() {
         .unwrap();
     e.scion
         .engine()
-        .fork(&b, &"x".parse().unwrap(), Some(&"c1".parse().unwrap()))
+        .fork(
+            &b,
+            &"x".parse().unwrap(),
+            scion_core::ForkOptions {
+                at: Some("c1".parse().unwrap()),
+                ..Default::default()
+            },
+        )
         .unwrap();
     let x = e.scion.checkout(&br("shop@x"), false).unwrap();
     assert!(

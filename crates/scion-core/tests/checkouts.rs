@@ -110,7 +110,11 @@ fn a_stale_checkout_is_refreshed_but_never_checkpointed() {
     let b = br("shop");
     e.scion
         .engine()
-        .fork(&b, &"other".parse().unwrap(), None)
+        .fork(
+            &b,
+            &"other".parse().unwrap(),
+            scion_core::ForkOptions::default(),
+        )
         .unwrap();
     let other = e.scion.checkout(&br("shop@other"), false).unwrap().path;
     exec(&other, "DELETE FROM items WHERE id > 10;");
@@ -146,13 +150,18 @@ fn a_second_checkout_of_the_same_version_is_copied_and_verified() {
     create_shop(&e, 3000);
     e.scion
         .engine()
-        .fork(&br("shop"), &"twin".parse().unwrap(), None)
+        .fork(
+            &br("shop"),
+            &"twin".parse().unwrap(),
+            scion_core::ForkOptions::default(),
+        )
         .unwrap();
     let a = e.scion.checkout(&br("shop"), false).unwrap();
     let b = e.scion.checkout(&br("shop@twin"), false).unwrap();
     let expected = match probe_clone(e.scion.checkouts_dir()).unwrap() {
         CloneCapability::Supported => CheckoutAction::Cloned,
         CloneCapability::Unsupported { .. } => CheckoutAction::Copied,
+        other => panic!("a clone capability this test does not know: {other:?}"),
     };
     assert_eq!(b.action, expected);
     assert_eq!(dump(&a.path), dump(&b.path));
@@ -241,7 +250,11 @@ fn clone_policy_always_clones_on_a_copy_on_write_filesystem() {
             .create(&DbName::new("shop").unwrap(), Some(&src))
             .unwrap();
         s.engine()
-            .fork(&br("shop"), &"b".parse().unwrap(), None)
+            .fork(
+                &br("shop"),
+                &"b".parse().unwrap(),
+                scion_core::ForkOptions::default(),
+            )
             .unwrap();
         assert_eq!(
             s.checkout(&br("shop"), false).unwrap().action,
@@ -430,7 +443,11 @@ fn a_dirty_checkout_of_a_head_that_moved_is_refused() {
     exec(&path, "UPDATE items SET name = 'mine' WHERE id = 3;");
     e.scion
         .engine()
-        .fork(&b, &"other".parse().unwrap(), None)
+        .fork(
+            &b,
+            &"other".parse().unwrap(),
+            scion_core::ForkOptions::default(),
+        )
         .unwrap();
     let p2 = e.scion.checkout(&br("shop@other"), false).unwrap().path;
     exec(&p2, "DELETE FROM items WHERE id > 50;");

@@ -78,7 +78,11 @@ fn fork_stopped_after_each_write() {
         let (_, s) = faulty(&e, plan);
         assert!(s
             .engine()
-            .fork(&br("shop"), &"f".parse().unwrap(), None)
+            .fork(
+                &br("shop"),
+                &"f".parse().unwrap(),
+                scion_core::ForkOptions::default()
+            )
             .is_err());
         let s = e.reopen();
         assert_eq!(
@@ -92,7 +96,11 @@ fn fork_stopped_after_each_write() {
     }
     e.scion
         .engine()
-        .fork(&br("shop"), &"f".parse().unwrap(), None)
+        .fork(
+            &br("shop"),
+            &"f".parse().unwrap(),
+            scion_core::ForkOptions::default(),
+        )
         .unwrap();
     export_every_version(&e);
 }

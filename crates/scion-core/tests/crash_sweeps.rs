@@ -188,7 +188,11 @@ fn crash_sweep_fork() {
         shop,
         |s| {
             s.engine()
-                .fork(&br("shop"), &"f".parse().unwrap(), None)
+                .fork(
+                    &br("shop"),
+                    &"f".parse().unwrap(),
+                    scion_core::ForkOptions::default(),
+                )
                 .map(drop)
         },
         |e, ok| {

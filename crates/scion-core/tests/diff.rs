@@ -19,7 +19,11 @@ fn setup(rows: usize) -> Env {
         .unwrap();
     e.scion
         .engine()
-        .fork(&br("shop"), &"t".parse().unwrap(), None)
+        .fork(
+            &br("shop"),
+            &"t".parse().unwrap(),
+            scion_core::ForkOptions::default(),
+        )
         .unwrap();
     e
 }

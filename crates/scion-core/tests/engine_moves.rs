@@ -16,7 +16,11 @@ fn the_engine_alone_does_not_move_a_checked_out_head_without_force() {
     create_shop(&e, 100);
     e.scion
         .engine()
-        .fork(&br("shop"), &"try".parse().unwrap(), None)
+        .fork(
+            &br("shop"),
+            &"try".parse().unwrap(),
+            scion_core::ForkOptions::default(),
+        )
         .unwrap();
     let b = br("shop@try");
     e.scion.checkpoint(&b, &"v1".parse().unwrap()).unwrap();

@@ -101,7 +101,11 @@ fn a_version_1_store_reads_back() {
         exec(&p, "UPDATE items SET price = 1 WHERE id = 3;");
         s.checkpoint(&br("shop"), &"v1".parse().unwrap()).unwrap();
         s.engine()
-            .fork(&br("shop"), &"big".parse().unwrap(), None)
+            .fork(
+                &br("shop"),
+                &"big".parse().unwrap(),
+                scion_core::ForkOptions::default(),
+            )
             .unwrap();
         let p = s.checkout(&br("shop@big"), false).unwrap().path;
         exec(&p, "INSERT INTO items(name, price) SELECT name || '-copy', price FROM items; CREATE TABLE notes(t TEXT); INSERT INTO notes VALUES (zeroblob(300000));");

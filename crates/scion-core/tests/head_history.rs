@@ -22,7 +22,11 @@ fn force() -> MoveOptions {
 fn branch_with_commits(e: &common::Env, b: &str, prices: &[u32]) {
     e.scion
         .engine()
-        .fork(&br("shop"), &b.parse().unwrap(), None)
+        .fork(
+            &br("shop"),
+            &b.parse().unwrap(),
+            scion_core::ForkOptions::default(),
+        )
         .unwrap();
     let target = br(&format!("shop@{b}"));
     let p = e.scion.checkout(&target, false).unwrap().path;
@@ -394,13 +398,13 @@ fn an_ephemeral_fork_leaves_nothing_for_gc_to_keep_once_destroyed() {
     let main = br("shop@main");
     let mut written = Vec::new();
     for (name, ephemeral) in [("kept", false), ("test-1", true)] {
-        let spec = scion_core::ops::fork::ForkSpec {
+        let options = scion_core::ForkOptions {
             ephemeral,
             ..Default::default()
         };
         e.scion
             .engine()
-            .fork_as(&main, &name.parse().unwrap(), None, spec)
+            .fork(&main, &name.parse().unwrap(), options)
             .unwrap();
         let b = br(&format!("shop@{name}"));
         let path = e.scion.checkout(&b, false).unwrap().path;

@@ -79,7 +79,11 @@ fn invariant_3_a_version_never_changes() {
     let v1 = e.dump_target(&e.scion, "shop");
     e.scion
         .engine()
-        .fork(&b, &"try".parse().unwrap(), None)
+        .fork(
+            &b,
+            &"try".parse().unwrap(),
+            scion_core::ForkOptions::default(),
+        )
         .unwrap();
     let path = e.scion.checkout(&br("shop@try"), false).unwrap().path;
     exec(&path, "DELETE FROM items WHERE id % 2 = 0; VACUUM;");
@@ -109,7 +113,11 @@ fn invariant_4_reads_never_follow_a_parent() {
         let name = format!("d{i}");
         e.scion
             .engine()
-            .fork(&br(&prev), &name.parse().unwrap(), None)
+            .fork(
+                &br(&prev),
+                &name.parse().unwrap(),
+                scion_core::ForkOptions::default(),
+            )
             .unwrap();
         prev = format!("shop@{name}");
     }
@@ -213,7 +221,11 @@ fn invariant_10_cost_follows_change_not_size() {
     let s = e.reopen_with(c.clone());
     let before = c.counts();
     s.engine()
-        .fork(&br("shop"), &"f".parse().unwrap(), None)
+        .fork(
+            &br("shop"),
+            &"f".parse().unwrap(),
+            scion_core::ForkOptions::default(),
+        )
         .unwrap();
     let fork = c.counts();
     assert_eq!(fork.puts - before.puts, 1, "a fork is one object write");
@@ -250,7 +262,11 @@ fn a_checkpoint_with_nothing_to_commit_writes_only_its_name() {
     )));
     let s = e.reopen_with(c.clone());
     s.engine()
-        .fork(&br("shop"), &"f".parse().unwrap(), None)
+        .fork(
+            &br("shop"),
+            &"f".parse().unwrap(),
+            scion_core::ForkOptions::default(),
+        )
         .unwrap();
     let path = s.checkout(&br("shop@f"), false).unwrap().path;
     // Same bytes, new modification time: the fingerprint no longer proves it clean.

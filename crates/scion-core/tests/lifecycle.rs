@@ -51,11 +51,19 @@ fn racing_head_moves_have_one_winner_and_lose_nothing() {
                 create_shop(&e, 400);
                 e.scion
                     .engine()
-                    .fork(&br("shop"), &"x".parse().unwrap(), None)
+                    .fork(
+                        &br("shop"),
+                        &"x".parse().unwrap(),
+                        scion_core::ForkOptions::default(),
+                    )
                     .unwrap();
                 e.scion
                     .engine()
-                    .fork(&br("shop"), &"y".parse().unwrap(), None)
+                    .fork(
+                        &br("shop"),
+                        &"y".parse().unwrap(),
+                        scion_core::ForkOptions::default(),
+                    )
                     .unwrap();
                 let px = e.scion.checkout(&br("shop@x"), false).unwrap().path;
                 exec(&px, "UPDATE items SET price = 1001 WHERE id = 1;");
@@ -160,7 +168,11 @@ fn gc_racing_forks_and_checkpoints_never_leaves_a_dangling_branch() {
         for i in 0..25 {
             let name = format!("g{i}");
             s.engine()
-                .fork(&br(&format!("shop@{prev}")), &name.parse().unwrap(), None)
+                .fork(
+                    &br(&format!("shop@{prev}")),
+                    &name.parse().unwrap(),
+                    scion_core::ForkOptions::default(),
+                )
                 .unwrap();
             let p = s
                 .checkout(&br(&format!("shop@{name}")), false)
@@ -206,11 +218,13 @@ fn expired_branches_are_reaped_and_protected_or_leased_ones_never() {
         let ttl = if name == "long" { 3600 } else { 1 };
         e.scion
             .engine()
-            .fork_with_ttl(
+            .fork(
                 &br("shop"),
                 &name.parse().unwrap(),
-                None,
-                Some(Duration::from_secs(ttl)),
+                scion_core::ForkOptions {
+                    ttl: Some(Duration::from_secs(ttl)),
+                    ..Default::default()
+                },
             )
             .unwrap();
     }
@@ -243,11 +257,13 @@ fn touch_restarts_the_ttl_clock() {
     create_shop(&e, 50);
     e.scion
         .engine()
-        .fork_with_ttl(
+        .fork(
             &br("shop"),
             &"t".parse().unwrap(),
-            None,
-            Some(Duration::from_secs(2)),
+            scion_core::ForkOptions {
+                ttl: Some(Duration::from_secs(2)),
+                ..Default::default()
+            },
         )
         .unwrap();
     std::thread::sleep(Duration::from_millis(1500));
@@ -272,7 +288,11 @@ fn rollback_and_promote_write_at_most_two_small_objects() {
     create_shop(&e, 5000);
     e.scion
         .engine()
-        .fork(&br("shop"), &"w".parse().unwrap(), None)
+        .fork(
+            &br("shop"),
+            &"w".parse().unwrap(),
+            scion_core::ForkOptions::default(),
+        )
         .unwrap();
     let p = e.scion.checkout(&br("shop@w"), false).unwrap().path;
     exec(&p, "DELETE FROM items WHERE id > 10;");
@@ -338,12 +358,13 @@ fn user_meta_travels_with_forks_and_checkpoints_and_scions_own_keys_are_refused(
     let main = br("shop@main");
     e.scion
         .engine()
-        .fork_with_meta(
+        .fork(
             &main,
             &"run".parse().unwrap(),
-            None,
-            None,
-            meta(&[("pytest_nodeid", "t::a"), ("worker", "gw0")]),
+            scion_core::ForkOptions {
+                meta: meta(&[("pytest_nodeid", "t::a"), ("worker", "gw0")]),
+                ..Default::default()
+            },
         )
         .unwrap();
     let status = e.scion.branch_status(&br("shop@run")).unwrap();
@@ -360,7 +381,14 @@ fn user_meta_travels_with_forks_and_checkpoints_and_scions_own_keys_are_refused(
         let err = e
             .scion
             .engine()
-            .fork_with_meta(&main, &"bad".parse().unwrap(), None, None, bad)
+            .fork(
+                &main,
+                &"bad".parse().unwrap(),
+                scion_core::ForkOptions {
+                    meta: bad,
+                    ..Default::default()
+                },
+            )
             .unwrap_err();
         assert!(matches!(err, EngineError::InvalidInput { .. }), "{err}");
     }

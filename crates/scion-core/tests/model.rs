@@ -309,7 +309,10 @@ fn run_in(e: Env, ops: Vec<Op>) {
                     .fork(
                         &branches[src].scion,
                         &name.parse().unwrap(),
-                        at_name.as_ref(),
+                        scion_core::ForkOptions {
+                            at: at_name.as_ref().cloned(),
+                            ..Default::default()
+                        },
                     )
                     .unwrap();
                 let from = at

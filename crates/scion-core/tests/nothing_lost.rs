@@ -247,11 +247,13 @@ fn store_clock_stamps_a_fresh_fork_with_a_ttl_survives_gc_on_a_host_behind_the_s
     );
     let s = e.reopen_with(skewed.clone());
     s.engine()
-        .fork_with_ttl(
+        .fork(
             &br("shop"),
             &"agent".parse().unwrap(),
-            None,
-            Some(Duration::from_secs(3600)),
+            scion_core::ForkOptions {
+                ttl: Some(Duration::from_secs(3600)),
+                ..Default::default()
+            },
         )
         .unwrap();
     let (r, _) = s.engine().read_ref(&br("shop@agent")).unwrap();
@@ -274,7 +276,11 @@ fn durations_are_capped_and_never_overflow() {
     create_shop(&e, 10);
     e.scion
         .engine()
-        .fork(&br("shop"), &"long".parse().unwrap(), None)
+        .fork(
+            &br("shop"),
+            &"long".parse().unwrap(),
+            scion_core::ForkOptions::default(),
+        )
         .unwrap();
     e.scion
         .engine()
@@ -293,7 +299,11 @@ fn destroy_refuses_a_dirty_checkout_without_force() {
     create_shop(&e, 50);
     e.scion
         .engine()
-        .fork(&br("shop"), &"w".parse().unwrap(), None)
+        .fork(
+            &br("shop"),
+            &"w".parse().unwrap(),
+            scion_core::ForkOptions::default(),
+        )
         .unwrap();
     let p = e.scion.checkout(&br("shop@w"), false).unwrap().path;
     exec(&p, "DELETE FROM items WHERE id < 10;");
@@ -328,11 +338,13 @@ fn gc_ttl_reap_skips_and_touches_branches_whose_checkout_is_dirty() {
     create_shop(&e, 50);
     e.scion
         .engine()
-        .fork_with_ttl(
+        .fork(
             &br("shop"),
             &"agent".parse().unwrap(),
-            None,
-            Some(Duration::from_secs(1)),
+            scion_core::ForkOptions {
+                ttl: Some(Duration::from_secs(1)),
+                ..Default::default()
+            },
         )
         .unwrap();
     let b = br("shop@agent");
@@ -360,7 +372,11 @@ fn safety_fork_of_a_branch_at_the_name_limit() {
     let name = "b".repeat(scion_core::names::MAX_NAME_LEN);
     e.scion
         .engine()
-        .fork(&br("shop"), &name.parse().unwrap(), None)
+        .fork(
+            &br("shop"),
+            &name.parse().unwrap(),
+            scion_core::ForkOptions::default(),
+        )
         .unwrap();
     let b = br(&format!("shop@{name}"));
     let p = e.scion.checkout(&b, false).unwrap().path;
@@ -378,7 +394,11 @@ fn safety_fork_of_a_branch_at_the_name_limit() {
     let err = e
         .scion
         .engine()
-        .fork(&br("shop"), &too_long.parse().unwrap(), None)
+        .fork(
+            &br("shop"),
+            &too_long.parse().unwrap(),
+            scion_core::ForkOptions::default(),
+        )
         .unwrap_err();
     assert!(matches!(err, EngineError::InvalidName { .. }), "{err}");
 }
@@ -399,7 +419,11 @@ fn status_reports_a_damaged_checkout_per_branch() {
     create_shop(&e, 20);
     e.scion
         .engine()
-        .fork(&br("shop"), &"ok".parse().unwrap(), None)
+        .fork(
+            &br("shop"),
+            &"ok".parse().unwrap(),
+            scion_core::ForkOptions::default(),
+        )
         .unwrap();
     let bad = e.scion.checkout_path(&br("shop"));
     std::fs::create_dir_all(&bad).unwrap();
@@ -468,7 +492,11 @@ fn the_local_stores_own_temp_files_are_listed_and_swept() {
     // The store still works: its temp directory is where the next write goes.
     e.scion
         .engine()
-        .fork(&br("shop"), &"after".parse().unwrap(), None)
+        .fork(
+            &br("shop"),
+            &"after".parse().unwrap(),
+            scion_core::ForkOptions::default(),
+        )
         .unwrap();
 }
 

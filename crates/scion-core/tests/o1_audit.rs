@@ -45,7 +45,11 @@ fn o1_commands_read_a_bounded_number_of_bytes_whatever_the_size() {
     e.scion.checkpoint(&main, &"c1".parse().unwrap()).unwrap();
     e.scion
         .engine()
-        .fork(&main, &"side".parse().unwrap(), None)
+        .fork(
+            &main,
+            &"side".parse().unwrap(),
+            scion_core::ForkOptions::default(),
+        )
         .unwrap();
     let counter = Arc::new(CountingBackend::new(Arc::new(
         LocalBackend::open(e.store_dir()).unwrap(),
@@ -75,7 +79,11 @@ fn o1_commands_read_a_bounded_number_of_bytes_whatever_the_size() {
     let next = || n.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     measure("fork of a checked-out branch", &mut || {
         s.engine()
-            .fork(&main, &format!("f{}", next()).parse().unwrap(), None)
+            .fork(
+                &main,
+                &format!("f{}", next()).parse().unwrap(),
+                scion_core::ForkOptions::default(),
+            )
             .unwrap();
     });
     measure("fork at a checkpoint", &mut || {
@@ -83,7 +91,10 @@ fn o1_commands_read_a_bounded_number_of_bytes_whatever_the_size() {
             .fork(
                 &main,
                 &format!("g{}", next()).parse().unwrap(),
-                Some(&"c1".parse().unwrap()),
+                scion_core::ForkOptions {
+                    at: Some("c1".parse().unwrap()),
+                    ..Default::default()
+                },
             )
             .unwrap();
     });

@@ -134,7 +134,11 @@ fn power_loss_during_a_fork() {
         |_| {},
         |s| {
             s.engine()
-                .fork(&br("shop@work"), &"f".parse().unwrap(), None)
+                .fork(
+                    &br("shop@work"),
+                    &"f".parse().unwrap(),
+                    scion_core::ForkOptions::default(),
+                )
                 .map(drop)
         },
         |s, dir, done| {
@@ -224,7 +228,11 @@ fn power_loss_during_gc() {
                 .unwrap();
             e.scion
                 .engine()
-                .fork(&br("shop@work"), &"g".parse().unwrap(), None)
+                .fork(
+                    &br("shop@work"),
+                    &"g".parse().unwrap(),
+                    scion_core::ForkOptions::default(),
+                )
                 .unwrap();
             let p = e.scion.checkout(&br("shop@g"), false).unwrap().path;
             exec(&p, "UPDATE items SET price = 9;");

@@ -46,7 +46,11 @@ fn moved_branch(e: &Env) -> std::path::PathBuf {
         .unwrap();
     e.scion
         .engine()
-        .fork(&br("shop"), &"b".parse().unwrap(), None)
+        .fork(
+            &br("shop"),
+            &"b".parse().unwrap(),
+            scion_core::ForkOptions::default(),
+        )
         .unwrap();
     let path = e.scion.checkout(&br("shop@b"), false).unwrap().path;
     exec(

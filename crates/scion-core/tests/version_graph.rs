@@ -52,7 +52,11 @@ fn every_writer_records_its_parents_and_moves_invent_none() {
     // Fork and rollback point refs at versions that exist; neither makes one.
     e.scion
         .engine()
-        .fork(&br("shop"), &"f".parse().unwrap(), None)
+        .fork(
+            &br("shop"),
+            &"f".parse().unwrap(),
+            scion_core::ForkOptions::default(),
+        )
         .unwrap();
     assert_eq!(head(&e.scion, "shop@f"), v2);
     let v3 = commit(&e, "shop@f", "DELETE FROM items WHERE id = 2", "d1");
@@ -82,7 +86,11 @@ fn common_ancestry_follows_the_graph() {
     for b in ["a", "b"] {
         e.scion
             .engine()
-            .fork(&br("shop"), &b.parse().unwrap(), None)
+            .fork(
+                &br("shop"),
+                &b.parse().unwrap(),
+                scion_core::ForkOptions::default(),
+            )
             .unwrap();
     }
     let a1 = commit(
@@ -139,7 +147,11 @@ fn the_walk_reads_only_what_lies_between_the_heads_and_their_base() {
     create_shop(&e, 20);
     e.scion
         .engine()
-        .fork(&br("shop"), &"side".parse().unwrap(), None)
+        .fork(
+            &br("shop"),
+            &"side".parse().unwrap(),
+            scion_core::ForkOptions::default(),
+        )
         .unwrap();
     // A long history before the fork point of `late`.
     for i in 0..30 {
@@ -152,7 +164,11 @@ fn the_walk_reads_only_what_lies_between_the_heads_and_their_base() {
     }
     e.scion
         .engine()
-        .fork(&br("shop"), &"late".parse().unwrap(), None)
+        .fork(
+            &br("shop"),
+            &"late".parse().unwrap(),
+            scion_core::ForkOptions::default(),
+        )
         .unwrap();
     let main = commit(
         &e,

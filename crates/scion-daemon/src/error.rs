@@ -40,7 +40,8 @@ fn status_of(exit: Exit) -> StatusCode {
         Exit::InvalidInput => StatusCode::BAD_REQUEST,
         Exit::Transient => StatusCode::SERVICE_UNAVAILABLE,
         Exit::Unsupported => StatusCode::NOT_IMPLEMENTED,
-        Exit::Corrupt | Exit::Failure => StatusCode::INTERNAL_SERVER_ERROR,
+        // Corrupt, Failure, and any exit a newer engine adds: a server-side failure.
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
 

@@ -63,7 +63,9 @@ pub(crate) fn find_base(
             src: src.to_string(),
             dst: dst.to_string(),
         }),
-        CommonAncestry::Unknown { .. } => {
+        // Unknown (versions written before scion recorded parents), or an answer this
+        // merge does not know: the base cannot be told, so it must be given.
+        _ => {
             let (s, _) = scion.engine().read_ref(&src.branch)?;
             Err(MergeError::BaseUnknown {
                 src: src.to_string(),

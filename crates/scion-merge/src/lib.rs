@@ -244,9 +244,14 @@ impl Scratch {
         let stem: String = dst.branch.as_str().chars().take(80).collect();
         let name = BranchName::new(&format!("{stem}-merge-{tag}"))?;
         let branch = BranchRef::new(dst.db.clone(), name);
-        scion
-            .engine()
-            .fork_with_ttl(dst, &branch.branch, None, Some(SCRATCH_TTL))?;
+        scion.engine().fork(
+            dst,
+            &branch.branch,
+            scion_core::ForkOptions {
+                ttl: Some(SCRATCH_TTL),
+                ..Default::default()
+            },
+        )?;
         let scratch = Scratch { branch };
         let (r, _) = scion.engine().read_ref(&scratch.branch)?;
         if r.root != ours.root {

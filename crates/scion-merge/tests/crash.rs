@@ -71,7 +71,11 @@ fn seeded_store(dir: &Path) -> std::path::PathBuf {
     scion.engine().set_protected(&main, false).unwrap();
     scion
         .engine()
-        .fork(&main, &"feature".parse().unwrap(), None)
+        .fork(
+            &main,
+            &"feature".parse().unwrap(),
+            scion_core::ForkOptions::default(),
+        )
         .unwrap();
     write(&scion, "shop@main", "UPDATE t SET b = -1 WHERE id % 50 = 0");
     write(

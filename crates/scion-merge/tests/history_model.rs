@@ -345,7 +345,10 @@ impl History<'_> {
             .fork(
                 &Self::target(&from).parse().unwrap(),
                 &name.parse().unwrap(),
-                cp.map(|c| c.parse().unwrap()).as_ref(),
+                scion_core::ForkOptions {
+                    at: cp.map(|c| c.parse().unwrap()).as_ref().cloned(),
+                    ..Default::default()
+                },
             )
             .unwrap();
         self.moved(&name);

@@ -489,10 +489,11 @@ fn a_tracking_branch_takes_no_writes() {
     a.fork("shop@origin~main", "mine");
     a.write("shop@mine", "INSERT INTO items VALUES (99, 'yes', 'yes')");
     // A fork cannot take a tracking name.
-    let taken = a
-        .scion
-        .engine()
-        .fork(&b("shop"), &"origin~other".parse().unwrap(), None);
+    let taken = a.scion.engine().fork(
+        &b("shop"),
+        &"origin~other".parse().unwrap(),
+        scion_core::ForkOptions::default(),
+    );
     assert!(taken.is_err());
 }
 

@@ -289,6 +289,7 @@ impl DbFile {
         })?;
         let turn = match self.engine.try_write_turn(b).map_err(VfsError::io)? {
             TurnAnswer::Mine(turn) => Some(turn),
+            // No turn to be had here: writers meet at the head's compare-and-swap alone.
             TurnAnswer::Unavailable => None,
             TurnAnswer::Taken => {
                 return Err(VfsError::new(
@@ -296,6 +297,7 @@ impl DbFile {
                     format!("scion: another connection on this host is writing {b}: retry when its transaction ends"),
                 ))
             }
+            _ => None,
         };
         // Read after the turn was taken: a writer that just finished is seen.
         let (base, etag) = self.engine.read_ref(b).map_err(VfsError::io)?;

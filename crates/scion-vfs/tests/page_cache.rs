@@ -47,7 +47,11 @@ fn forks_sharing_the_cache(seed: u64, forks: usize, steps: usize) -> (u64, u64, 
         let name = format!("f{f}");
         e.scion
             .engine()
-            .fork(&"seed@main".parse().unwrap(), &name.parse().unwrap(), None)
+            .fork(
+                &"seed@main".parse().unwrap(),
+                &name.parse().unwrap(),
+                scion_core::ForkOptions::default(),
+            )
             .unwrap();
         let copy = e.path(&format!("{name}.plain.db"));
         std::fs::copy(&plain, &copy).unwrap();
@@ -208,7 +212,7 @@ fn many_threads_on_many_forks_decode_each_page_once() {
             .fork(
                 &"many@main".parse().unwrap(),
                 &format!("f{f}").parse().unwrap(),
-                None,
+                scion_core::ForkOptions::default(),
             )
             .unwrap();
     }

@@ -86,7 +86,7 @@ fn a_forks_writes_never_show_on_its_parent() {
         .fork(
             &"fam@main".parse().unwrap(),
             &"child".parse().unwrap(),
-            None,
+            scion_core::ForkOptions::default(),
         )
         .unwrap();
     let parent = e.open("fam@main");

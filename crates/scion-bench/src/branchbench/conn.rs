@@ -87,7 +87,11 @@ impl ConnectMode {
             }
             _ => scion
                 .engine()
-                .fork(&branch(parent), &branch(child).branch, None)
+                .fork(
+                    &branch(parent),
+                    &branch(child).branch,
+                    scion_core::ForkOptions::default(),
+                )
                 .map(drop)
                 .map_err(|e| e.to_string()),
         }

@@ -12,6 +12,7 @@ use crate::sqlite_io::normalize_page1;
 /// How checkouts may be made from another clean file of the same version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum ClonePolicy {
     /// Clone where the filesystem can, else copy in the kernel.
     #[default]
@@ -39,6 +40,7 @@ impl FromStr for ClonePolicy {
 /// Whether the checkout directory's filesystem can clone files.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(tag = "clone", rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum CloneCapability {
     Supported,
     Unsupported { reason: String },

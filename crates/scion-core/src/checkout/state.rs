@@ -14,6 +14,7 @@ use crate::sqlite_io::{self, SnapshotInfo};
 /// What a checkout file holds compared with its branch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum CheckoutState {
     /// No checkout file.
     None,
@@ -42,6 +43,7 @@ impl std::fmt::Display for CheckoutState {
 /// How `checkout` produced the file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum CheckoutAction {
     /// The clean, current file was already there.
     Reused,

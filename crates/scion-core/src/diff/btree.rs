@@ -4,7 +4,8 @@
 
 use crate::error::{EngineError, EngineResult};
 
-/// A value decoded from a record.
+/// A value decoded from a record: one of SQLite's five storage classes, which its file
+/// format fixes (so, unlike scion's other enums, this one is exhaustive).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Value {
     Null,

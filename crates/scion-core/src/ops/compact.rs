@@ -25,6 +25,7 @@ pub(crate) const SMALL_SEGMENT_PAGES: usize = 64;
 /// What `compact` rewrites.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum CompactScope {
     /// Every page, in page order, as full frames: the head reads sequentially and shares
     /// no segment with older versions (a fork's head then stops sharing with its parent).

@@ -18,9 +18,12 @@ pub struct ForkReport {
     pub ref_bytes: u64,
 }
 
-/// What a fork may carry besides its source.
+/// What a fork takes besides its source and its name; the default forks the source's
+/// head with nothing else.
 #[derive(Debug, Clone, Default)]
-pub struct ForkSpec {
+pub struct ForkOptions {
+    /// Fork at this checkpoint of the source instead of its head.
+    pub at: Option<CheckpointName>,
     /// Let `gc` reap the branch after this long without a commit or touch.
     pub ttl: Option<std::time::Duration>,
     /// The user's entries (who made it and why).
@@ -34,64 +37,22 @@ pub struct ForkSpec {
 }
 
 impl Engine {
+    /// A new branch `new` at the source's head (or the checkpoint `options.at` names), in
+    /// one create-only write whatever the database's size: no page is copied.
     pub fn fork(
         &self,
         source: &BranchRef,
         new: &BranchName,
-        at: Option<&CheckpointName>,
+        options: ForkOptions,
     ) -> EngineResult<ForkReport> {
-        self.fork_with_ttl(source, new, at, None)
-    }
-
-    /// Fork with a TTL: the new branch may be reaped by `gc` after `ttl` without a commit
-    /// or touch. Still one object write.
-    pub fn fork_with_ttl(
-        &self,
-        source: &BranchRef,
-        new: &BranchName,
-        at: Option<&CheckpointName>,
-        ttl: Option<std::time::Duration>,
-    ) -> EngineResult<ForkReport> {
-        self.fork_with_meta(source, new, at, ttl, BTreeMap::new())
-    }
-
-    /// Fork with a TTL and the user's `meta` entries on the new branch (who made it and
-    /// why: a test's id, an agent's run), still in the one create-only write.
-    pub fn fork_with_meta(
-        &self,
-        source: &BranchRef,
-        new: &BranchName,
-        at: Option<&CheckpointName>,
-        ttl: Option<std::time::Duration>,
-        meta: BTreeMap<String, String>,
-    ) -> EngineResult<ForkReport> {
-        self.fork_as(
-            source,
-            new,
+        let ForkOptions {
             at,
-            ForkSpec {
-                ttl,
-                meta,
-                ..Default::default()
-            },
-        )
-    }
-
-    /// Fork with everything a front end may ask for (see [`ForkSpec`]), still in one
-    /// create-only write.
-    pub fn fork_as(
-        &self,
-        source: &BranchRef,
-        new: &BranchName,
-        at: Option<&CheckpointName>,
-        spec: ForkSpec,
-    ) -> EngineResult<ForkReport> {
-        let ForkSpec {
             ttl,
             meta,
             owner,
             ephemeral,
-        } = spec;
+        } = options;
+        let at = at.as_ref();
         new.check_new()?;
         check_user_meta(&meta)?;
         let target = Target {

@@ -22,6 +22,7 @@ const FOUND: u8 = 8;
 
 /// What the version graph says about the common ancestry of two versions.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum CommonAncestry {
     /// The one best common ancestor (possibly one of the two versions themselves).
     Base(Locator),

@@ -59,6 +59,7 @@ impl Incoming {
 
 /// The head the receiving branch must have for the move to go ahead.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Expect {
     /// No such branch yet: the ref is created.
     Absent,
@@ -105,6 +106,7 @@ enum Undo {
 /// How receiving a checkpoint went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum CheckpointReceipt {
     Created,
     /// The receiver had it already, naming the same version.

@@ -205,7 +205,11 @@ pub fn export_every_version(e: &Env) {
 pub fn fork_work_with_two_checkpoints(e: &Env) {
     e.scion
         .engine()
-        .fork(&br("shop"), &"work".parse().unwrap(), None)
+        .fork(
+            &br("shop"),
+            &"work".parse().unwrap(),
+            scion_core::ForkOptions::default(),
+        )
         .unwrap();
     let p = e.scion.checkout(&br("shop@work"), false).unwrap().path;
     for price in [1, 2] {

@@ -11,8 +11,8 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use scion_core::described::{Context, Exit};
 use scion_core::diff::DiffOptions;
-use scion_core::ops::fork::ForkSpec;
 use scion_core::ops::lifecycle::MoveOptions;
+use scion_core::ForkOptions;
 use scion_core::{BranchName, BranchRef, CheckpointName, DbName, Owner, Target};
 use serde::Deserialize;
 
@@ -140,11 +140,11 @@ pub async fn fork(
     let ttl = body.ttl.as_deref().map(duration).transpose()?;
     let owner = body.owner.as_deref().map(parse::<Owner>).transpose()?;
     let report = blocking(&shared, Context::Other, move |s| {
-        s.engine().fork_as(
+        s.engine().fork(
             &src,
             &new,
-            at.as_ref(),
-            ForkSpec {
+            ForkOptions {
+                at,
                 ttl,
                 meta: body.meta,
                 owner,

@@ -7,7 +7,7 @@ use axum::extract::{ConnectInfo, Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use scion_core::described::Context;
-use scion_core::ops::fork::ForkSpec;
+use scion_core::ForkOptions;
 use scion_core::{BranchName, BranchRef, CheckpointName, DbName, Owner};
 use serde::Deserialize;
 
@@ -107,7 +107,8 @@ pub async fn open(
             None => (parse::<BranchName>(from)?, None),
         };
         let src = BranchRef::new(db.clone(), src);
-        let spec = ForkSpec {
+        let options = ForkOptions {
+            at,
             ttl,
             meta,
             owner: branch_owner,
@@ -115,7 +116,7 @@ pub async fn open(
             ephemeral: body.ephemeral || body.fork_ephemeral,
         };
         let report = blocking(&shared, Context::Other, move |s| {
-            s.engine().fork_as(&src, &branch_name, at.as_ref(), spec)
+            s.engine().fork(&src, &branch_name, options)
         })
         .await?;
         shared.events.emit(

@@ -44,7 +44,11 @@ impl Env {
         let b: BranchRef = from.parse().unwrap();
         self.scion
             .engine()
-            .fork(&b, &name.parse().unwrap(), None)
+            .fork(
+                &b,
+                &name.parse().unwrap(),
+                scion_core::ForkOptions::default(),
+            )
             .unwrap();
     }
 
