@@ -112,7 +112,7 @@ pub fn measure(
         "importing {size_mib} MiB into a store without page compression"
     ));
     let raw_dir = work.join("uncompressed");
-    let raw = Scion::init_with(
+    let raw = Scion::init(
         Arc::new(LocalBackend::open(&raw_dir).map_err(|e| BenchError::Other(e.to_string()))?),
         "bench-uncompressed",
         ScionOptions::new(raw_dir.join("checkouts"), ClonePolicy::Auto),

@@ -53,7 +53,11 @@ pub fn diff_cost(
             )?;
         }
     }
-    scion.checkpoint(&d, &"audited".parse()?)?;
+    scion.checkpoint(
+        &d,
+        &"audited".parse()?,
+        scion_core::CheckpointOptions::default(),
+    )?;
     let (l, r): (Target, Target) = ("db".parse()?, "db@diff".parse()?);
     let main_path = scion.checkout(&main, false)?.path;
     let report = scion.diff(&l, &r, &Default::default())?;

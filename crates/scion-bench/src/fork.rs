@@ -140,6 +140,7 @@ fn bed(root: &Path, mib: u64) -> BenchResult<Bed> {
         counter.clone(),
         "bench",
         ScionOptions::new(dir.join("store/checkouts"), ClonePolicy::Auto),
+        scion_core::StoreSettings::default(),
     )?;
     scion.engine().create(&"db".parse()?, Some(&src))?;
     crate::stats::settle_disk();
@@ -231,7 +232,11 @@ pub fn run(opts: &ForkBenchOptions, progress: Progress<'_>) -> BenchResult<ForkB
             )?;
         }
         let many = b.counter.counts();
-        b.scion.checkpoint(&main, &"c0".parse()?)?;
+        b.scion.checkpoint(
+            &main,
+            &"c0".parse()?,
+            scion_core::CheckpointOptions::default(),
+        )?;
         let c0: scion_core::CheckpointName = "c0".parse()?;
         let fork_at_checkpoint = measure(opts.runs, |i| {
             b.scion.engine().fork(
@@ -380,7 +385,9 @@ pub fn run(opts: &ForkBenchOptions, progress: Progress<'_>) -> BenchResult<ForkB
         let size_before = store_object_bytes(b.scion.engine().backend().as_ref())?;
         let name = format!("s{i}").parse()?;
         let started = std::time::Instant::now();
-        let report = b.scion.checkpoint(&main, &name)?;
+        let report = b
+            .scion
+            .checkpoint(&main, &name, scion_core::CheckpointOptions::default())?;
         times.push(started.elapsed());
         let size_after = store_object_bytes(b.scion.engine().backend().as_ref())?;
         added.push(size_after.saturating_sub(size_before));
@@ -409,9 +416,17 @@ pub fn run(opts: &ForkBenchOptions, progress: Progress<'_>) -> BenchResult<ForkB
     // fingerprinted is always re-hashed (the racily-clean rule), so the steady state this
     // measures starts a second after the last write.
     progress("checkpoints of a clean checkout (after the 1 s racily-clean window)");
-    b.scion.checkpoint(&main, &"settle".parse()?)?;
+    b.scion.checkpoint(
+        &main,
+        &"settle".parse()?,
+        scion_core::CheckpointOptions::default(),
+    )?;
     std::thread::sleep(std::time::Duration::from_millis(1100));
-    b.scion.checkpoint(&main, &"settled".parse()?)?;
+    b.scion.checkpoint(
+        &main,
+        &"settled".parse()?,
+        scion_core::CheckpointOptions::default(),
+    )?;
     let segments = |b: &Bed| -> BenchResult<u64> {
         Ok(b.scion
             .engine()
@@ -423,7 +438,11 @@ pub fn run(opts: &ForkBenchOptions, progress: Progress<'_>) -> BenchResult<ForkB
     let segments_before = segments(b)?;
     let before = b.counter.counts();
     let time = measure(opts.runs, |i| {
-        b.scion.checkpoint(&main, &format!("clean-{i}").parse()?)
+        b.scion.checkpoint(
+            &main,
+            &format!("clean-{i}").parse()?,
+            scion_core::CheckpointOptions::default(),
+        )
     })?;
     let after = b.counter.counts();
     let clean_checkpoint = CleanCheckpoint {
@@ -449,8 +468,11 @@ pub fn run(opts: &ForkBenchOptions, progress: Progress<'_>) -> BenchResult<ForkB
             .query_row("SELECT max(id) FROM orders", [], |r| r.get::<_, i64>(0))? as u64;
     let time = measure(opts.runs, |i| -> BenchResult<()> {
         update_one_row(&big_path, &mut rng, big_rows)?;
-        big.scion
-            .checkpoint(&main, &format!("dirty-{}", i.min(999_999)).parse()?)?;
+        big.scion.checkpoint(
+            &main,
+            &format!("dirty-{}", i.min(999_999)).parse()?,
+            scion_core::CheckpointOptions::default(),
+        )?;
         Ok(())
     })?;
     let dirty_checkpoint = DirtyCheckpoint {

@@ -114,6 +114,7 @@ fn scion_row(
         std::sync::Arc::new(store),
         "isolation",
         ScionOptions::new(dir.join("store/checkouts"), ClonePolicy::Auto),
+        scion_core::StoreSettings::default(),
     )?;
     scion.engine().create(&"seed".parse()?, Some(seed))?;
     let main: BranchRef = "seed".parse()?;

@@ -21,6 +21,7 @@ pub fn row(dir: &Path, seed: &Path, runs: usize, probe_id: i64) -> BenchResult<M
         std::sync::Arc::new(store),
         "isolation",
         ScionOptions::new(store_dir.join("checkouts"), ClonePolicy::Auto),
+        scion_core::StoreSettings::default(),
     )?;
     scion.engine().create(&"seed".parse()?, Some(seed))?;
     let main: BranchRef = "seed".parse()?;

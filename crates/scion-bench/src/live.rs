@@ -205,7 +205,12 @@ fn store(dir: &Path) -> BenchResult<Arc<Scion>> {
     let backend = LocalBackend::open(dir.join("store")).map_err(other)?;
     let mut o = ScionOptions::new(dir.join("store/checkouts"), ClonePolicy::Auto);
     o.store_dir = Some(dir.join("store"));
-    Ok(Arc::new(Scion::init(Arc::new(backend), "live", o)?))
+    Ok(Arc::new(Scion::init(
+        Arc::new(backend),
+        "live",
+        o,
+        scion_core::StoreSettings::default(),
+    )?))
 }
 
 fn flush_row(dir: &Path, mib: u64, runs: usize) -> BenchResult<FlushRow> {
@@ -258,7 +263,7 @@ fn flush_row(dir: &Path, mib: u64, runs: usize) -> BenchResult<FlushRow> {
         }
         let name = CheckpointName::new(&format!("c{i}"))?;
         let start = Instant::now();
-        let r = scion.checkpoint(&b, &name)?;
+        let r = scion.checkpoint(&b, &name, scion_core::CheckpointOptions::default())?;
         if i > 0 {
             ckpt.push(start.elapsed());
             ckpt_bytes.push(r.store.bytes as f64);

@@ -114,6 +114,7 @@ pub fn run(opts: &MergeBenchOptions, progress: Progress<'_>) -> BenchResult<Merg
             counter.clone(),
             &StoreSpec::parse(&store_dir.display().to_string())?.location(),
             ScionOptions::new(store_dir.join("checkouts"), ClonePolicy::Auto),
+            scion_core::StoreSettings::default(),
         )?;
         scion_vfs::adopt(scion.engine().location(), scion.engine().clone());
         scion.engine().create(&"db".parse()?, Some(&native))?;

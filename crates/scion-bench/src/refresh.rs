@@ -60,7 +60,11 @@ pub fn refresh_cost(
         Ok(())
     };
     change("moved")?;
-    scion.checkpoint(&b, &"moved".parse()?)?;
+    scion.checkpoint(
+        &b,
+        &"moved".parse()?,
+        scion_core::CheckpointOptions::default(),
+    )?;
     let opts = MoveOptions {
         no_backup: true,
         ..MoveOptions::default()

@@ -205,6 +205,7 @@ pub fn run(opts: &VfsOptions, progress: Progress<'_>) -> BenchResult<VfsReport> 
             counter.clone(),
             "bench-vfs",
             ScionOptions::new(store_dir.join("checkouts"), ClonePolicy::Auto),
+            scion_core::StoreSettings::default(),
         )?);
         // Connections the VFS opens use this very attachment: its requests are counted.
         let location = StoreSpec::parse(&store_dir.display().to_string())?.location();

@@ -161,7 +161,7 @@ impl LiveBranch {
             if sidecar.is_none() {
                 return Err(CoreError::UnknownCheckout {
                     path,
-                    branch: b.to_string(),
+                    branch: b.clone(),
                 }
                 .into());
             }

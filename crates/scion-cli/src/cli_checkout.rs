@@ -79,7 +79,7 @@ pub fn checkout(p: &Printer, open: &Open, a: &CheckoutArgs) -> Result<()> {
         let t: Target = a.target.parse()?;
         if let Some(checkpoint) = &t.checkpoint {
             return Err(scion_core::EngineError::CheckpointTarget {
-                branch: t.branch.to_string(),
+                branch: t.branch.clone(),
                 checkpoint: checkpoint.to_string(),
             }
             .into());
@@ -115,7 +115,7 @@ pub fn checkpoint(p: &Printer, open: &Open, a: &CheckpointArgs) -> Result<()> {
     let name = CheckpointName::new(name)?;
     let s = open()?;
     let meta = a.meta.iter().cloned().collect();
-    p.checkpoint(&s.checkpoint_with_meta(&b, &name, meta)?);
+    p.checkpoint(&s.checkpoint(&b, &name, scion_core::CheckpointOptions { meta })?);
     Ok(())
 }
 

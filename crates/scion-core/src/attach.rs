@@ -370,7 +370,7 @@ impl Scion {
             o.holder = h;
         }
         let scion = match options.init {
-            Some(settings) => Scion::init_with(c.backend, &location, o, settings)?,
+            Some(settings) => Scion::init(c.backend, &location, o, settings)?,
             None => Scion::open(c.backend, &location, o)?,
         };
         Ok(Attached {

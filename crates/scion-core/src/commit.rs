@@ -102,7 +102,7 @@ impl Engine {
         }
         if !self.segments_exist(&sealed.segments)? {
             return Err(EngineError::CommitExpired {
-                branch: b.to_string(),
+                branch: b.clone(),
                 took_secs: age.as_secs(),
             });
         }
@@ -130,9 +130,7 @@ impl Engine {
         if !self.segments_exist(&sealed.segments)? {
             // Only our own, still unchanged ref is removed: nobody has built on it.
             let _ = self.remove_own_ref(b, r, &etag);
-            return Err(EngineError::CommitLost {
-                branch: b.to_string(),
-            });
+            return Err(EngineError::CommitLost { branch: b.clone() });
         }
         Ok(etag)
     }
@@ -161,9 +159,7 @@ impl Engine {
         }
         // A remote-tracking branch shows what the remote held at the last pull, nothing else.
         if b.branch.tracking().is_some() && mv.op != crate::history::HeadOp::Fetch {
-            return Err(EngineError::TrackingBranch {
-                branch: b.to_string(),
-            });
+            return Err(EngineError::TrackingBranch { branch: b.clone() });
         }
         let at = self.store_time()?;
         let (mut current, mut etag) = (base.clone(), etag);
@@ -182,9 +178,7 @@ impl Engine {
                 Err(EngineError::Conflict { .. }) if retry.again() => {
                     let (fresh, fresh_etag) = self.read_ref(b)?;
                     if !fresh.same_head(base) {
-                        return Err(EngineError::Conflict {
-                            branch: b.to_string(),
-                        });
+                        return Err(EngineError::Conflict { branch: b.clone() });
                     }
                     (current, etag) = (fresh, fresh_etag);
                 }
@@ -206,7 +200,7 @@ impl Engine {
         }
         match self.write_ref(b, previous, published) {
             Ok(_) => Err(EngineError::CommitLost {
-                branch: b.to_string(),
+                branch: b.clone(),
             }),
             Err(_) => Err(EngineError::corrupt(
                 ref_key(b),

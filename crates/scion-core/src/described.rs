@@ -5,6 +5,7 @@
 use scion_store::StoreError;
 
 use crate::error::{CoreError, EngineError};
+use crate::names::BranchRef;
 
 /// Exit codes are part of the interface: scripts branch on them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -63,7 +64,7 @@ impl Context {
 }
 
 /// What to do about a checkout holding changes, said for the command that refused.
-fn unsaved_hint(branch: &str, context: Context, discard_with_checkout: &str) -> String {
+fn unsaved_hint(branch: &BranchRef, context: Context, discard_with_checkout: &str) -> String {
     if context == Context::Merge {
         return format!(
             "keep the changes with `scion checkpoint {branch} <name>` first, then merge again"
@@ -128,7 +129,7 @@ pub fn describe_engine(e: &EngineError) -> Described {
         FormatTooNew { .. } => d(Exit::Unsupported, "format_too_new", Some("upgrade scion to read this store".into())),
         DatabaseNotFound { .. } => d(Exit::NotFound, "database_not_found", Some("`scion status` lists the databases".into())),
         DatabaseExists { .. } => d(Exit::AlreadyExists, "database_exists", None),
-        BranchNotFound { branch } => d(Exit::NotFound, "branch_not_found", Some(format!("`scion branches {}` lists the branches", branch.split('@').next().unwrap_or("")))),
+        BranchNotFound { branch, .. } => d(Exit::NotFound, "branch_not_found", Some(format!("`scion branches {}` lists the branches", branch.db))),
         BranchExists { .. } => d(Exit::AlreadyExists, "branch_exists", Some("pick another name".into())),
         CheckpointNotFound { checkpoint } => d(Exit::NotFound, "checkpoint_not_found", Some(match checkpoint.rsplit_once('@') {
             Some((branch, _)) => format!("`scion checkpoints {branch}` lists them"),

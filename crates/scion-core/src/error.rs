@@ -2,6 +2,8 @@ use std::path::PathBuf;
 
 use scion_store::StoreError;
 
+use crate::names::{BranchRef, DbName, RemoteName};
+
 /// What an [`Engine`](crate::Engine) operation can refuse or fail at: the store, its names,
 /// refs and versions, and the SQLite files it reads or writes as a whole. Nothing about this
 /// host's checkouts, which an engine does not have.
@@ -29,14 +31,22 @@ pub enum EngineError {
         found: u32,
         supported: u32,
     },
-    #[error("database {db} does not exist")]
-    DatabaseNotFound { db: String },
+    #[error("database {db}{} does not exist", at_remote(remote))]
+    DatabaseNotFound {
+        db: DbName,
+        /// The remote store looked in, when it was not this one.
+        remote: Option<RemoteName>,
+    },
     #[error("database {db} already exists")]
-    DatabaseExists { db: String },
-    #[error("branch {branch} does not exist")]
-    BranchNotFound { branch: String },
+    DatabaseExists { db: DbName },
+    #[error("branch {branch}{} does not exist", at_remote(remote))]
+    BranchNotFound {
+        branch: BranchRef,
+        /// The remote store looked in, when it was not this one.
+        remote: Option<RemoteName>,
+    },
     #[error("branch {branch} already exists")]
-    BranchExists { branch: String },
+    BranchExists { branch: BranchRef },
     #[error("checkpoint {checkpoint} does not exist")]
     CheckpointNotFound { checkpoint: String },
     #[error("checkpoint {checkpoint} already exists")]
@@ -44,10 +54,10 @@ pub enum EngineError {
     #[error("checkpoint name {name:?} is reserved")]
     ReservedName { name: String },
     #[error("branch {branch} changed while this operation ran (another writer won); nothing was changed by this one")]
-    Conflict { branch: String },
+    Conflict { branch: BranchRef },
     #[error("branch {branch} is checked out ({}): it is written through that file, not by page writers", checkouts.join(", "))]
     CheckedOut {
-        branch: String,
+        branch: BranchRef,
         /// `host:path` of each writable checkout.
         checkouts: Vec<String>,
     },
@@ -58,38 +68,41 @@ pub enum EngineError {
     #[error("{path} is not a usable SQLite database: {reason}")]
     NotSqlite { path: PathBuf, reason: String },
     #[error("{branch}@{checkpoint} names a checkpoint; a writable checkout is of a branch head")]
-    CheckpointTarget { branch: String, checkpoint: String },
+    CheckpointTarget {
+        branch: BranchRef,
+        checkpoint: String,
+    },
     #[error("corrupt store data in {object}: {reason}")]
     Corrupt { object: String, reason: String },
     #[error("branch {branch} is protected: {action} needs --force")]
     Protected {
-        branch: String,
+        branch: BranchRef,
         action: &'static str,
     },
     #[error("branch {branch} is leased by {holder} until {expires}")]
     LeaseHeld {
-        branch: String,
+        branch: BranchRef,
         holder: String,
         expires: String,
     },
     #[error("branch {branch} is being destroyed")]
-    BeingDestroyed { branch: String },
+    BeingDestroyed { branch: BranchRef },
     #[error("table {table:?} exists on neither side of the diff")]
     NoSuchTable { table: String },
     #[error("invalid duration {value:?}: {reason}")]
     InvalidDuration { value: String, reason: String },
     #[error("a commit to {branch} took {took_secs} s, longer than half the store's minimum GC grace, and a GC removed part of it meanwhile; nothing was published: retry")]
-    CommitExpired { branch: String, took_secs: u64 },
+    CommitExpired { branch: BranchRef, took_secs: u64 },
     #[error("a commit to {branch} was published, but a GC run with a grace below the store's minimum removed its data; the previous head was put back: retry, and keep `gc --grace` at or above the minimum")]
-    CommitLost { branch: String },
+    CommitLost { branch: BranchRef },
     #[error("the store failed verification: {problems} problem(s)")]
     VerifyFailed { problems: usize },
     #[error("a grace of {grace} is below this store's minimum of {minimum}: a commit in flight could lose its data; pass --force only while nothing else writes to the store")]
     GraceBelowMinimum { grace: String, minimum: String },
     #[error("nothing to undo on {branch}: {reason}")]
-    NothingToUndo { branch: String, reason: String },
+    NothingToUndo { branch: BranchRef, reason: String },
     #[error("{branch} has no history entry #{entry} (`scion log {branch}` lists them)")]
-    HistoryEntryNotFound { branch: String, entry: u64 },
+    HistoryEntryNotFound { branch: BranchRef, entry: u64 },
     #[error("invalid input: {reason}")]
     InvalidInput { reason: String },
     #[error("segment id {id} is already taken in the store; retry the operation")]
@@ -101,18 +114,20 @@ pub enum EngineError {
     #[error("{remote}'s {branch} has a version this side does not hold (version {theirs}): pull and merge first")]
     NotFastForward {
         remote: String,
-        branch: String,
+        branch: BranchRef,
         theirs: u64,
     },
     #[error("{remote}'s {branch} moved since it was last seen (expected {expected}, found {found}); nothing was pushed: pull first")]
     RemoteMoved {
-        remote: String,
-        branch: String,
-        expected: String,
-        found: String,
+        remote: RemoteName,
+        branch: BranchRef,
+        /// The remote head this store last saw (`version N (root)`).
+        expected: Box<str>,
+        /// The remote head found now.
+        found: Box<str>,
     },
     #[error("{branch} is a remote-tracking branch: only `scion pull` moves it")]
-    TrackingBranch { branch: String },
+    TrackingBranch { branch: BranchRef },
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error("SQLite error on {path}: {source}")]
@@ -206,13 +221,13 @@ pub enum CoreError {
     #[error(transparent)]
     Engine(#[from] EngineError),
     #[error("checkout {path} has changes that were never checkpointed")]
-    DirtyCheckout { path: PathBuf, branch: String },
+    DirtyCheckout { path: PathBuf, branch: BranchRef },
     #[error("checkout {path} has no scion record; it may hold changes scion cannot account for")]
-    UnknownCheckout { path: PathBuf, branch: String },
+    UnknownCheckout { path: PathBuf, branch: BranchRef },
     #[error(
         "checkout {path} was materialized from an older version of {branch}, which has moved since"
     )]
-    StaleCheckout { path: PathBuf, branch: String },
+    StaleCheckout { path: PathBuf, branch: BranchRef },
     #[error("checkout {path} is open in another connection")]
     CheckoutBusy { path: PathBuf },
     #[error("{path} has SQLite journal files beside it ({files}); a new database there would take in their contents")]
@@ -256,3 +271,11 @@ impl From<StoreError> for CoreError {
 
 /// The result of a working-tree operation.
 pub type CoreResult<T> = Result<T, CoreError>;
+
+/// ` at REMOTE` for an error about another store, else nothing.
+fn at_remote(remote: &Option<RemoteName>) -> String {
+    remote
+        .as_ref()
+        .map(|r| format!(" at {r}"))
+        .unwrap_or_default()
+}

@@ -41,6 +41,7 @@ pub use format::PageCompression;
 pub(crate) use manifest::{Manifest, MANIFEST_KEY};
 pub use manifest::{StoreSettings, DEFAULT_MIN_GRACE};
 pub use names::{BranchName, BranchRef, CheckpointName, DbName, Owner, RemoteName, Target};
+pub use ops::checkpoint::CheckpointOptions;
 pub use ops::fork::{ForkOptions, ForkReport};
 pub use page_cache::{PageCache, PageCacheStats};
 pub use pattern::BranchPattern;

@@ -17,9 +17,9 @@ impl Engine {
         let body = r.encode_fresh();
         match put_exact(self.backend.as_ref(), &ref_key(b), &body, PutMode::Create) {
             Ok(e) => Ok(e),
-            Err(StoreError::AlreadyExists { .. }) => Err(EngineError::BranchExists {
-                branch: b.to_string(),
-            }),
+            Err(StoreError::AlreadyExists { .. }) => {
+                Err(EngineError::BranchExists { branch: b.clone() })
+            }
             Err(e) => Err(e.into()),
         }
     }
@@ -54,9 +54,7 @@ impl Engine {
             PutMode::Update(etag.clone()),
         ) {
             Ok(e) => Ok(e),
-            Err(StoreError::Conflict { .. }) => Err(EngineError::Conflict {
-                branch: b.to_string(),
-            }),
+            Err(StoreError::Conflict { .. }) => Err(EngineError::Conflict { branch: b.clone() }),
             Err(e) => Err(e.into()),
         }
     }
@@ -113,6 +111,7 @@ mod tests {
             Arc::new(MemoryBackend::new()),
             "mem",
             ScionOptions::new(dir.path().join("co"), ClonePolicy::Auto),
+            crate::StoreSettings::default(),
         )
         .unwrap();
         s.engine
@@ -166,6 +165,7 @@ mod tests {
             Arc::new(s3),
             "s3",
             ScionOptions::new(dir.path().join("co"), ClonePolicy::Auto),
+            crate::StoreSettings::default(),
         )
         .unwrap();
         s.engine

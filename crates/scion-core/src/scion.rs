@@ -154,17 +154,9 @@ pub struct ResolvedVersion {
 }
 
 impl Scion {
-    /// Create a new store with the default settings. Fails if one exists at the location.
+    /// Create a new store with `settings` recorded in its manifest (and this host's
+    /// working tree for it). Fails if one exists at the location.
     pub fn init(
-        backend: Arc<dyn Backend>,
-        location: &str,
-        options: ScionOptions,
-    ) -> EngineResult<Self> {
-        Self::init_with(backend, location, options, StoreSettings::default())
-    }
-
-    /// Create a new store with `settings` recorded in its manifest.
-    pub fn init_with(
         backend: Arc<dyn Backend>,
         location: &str,
         options: ScionOptions,
@@ -298,9 +290,7 @@ impl Engine {
     pub fn read_ref(&self, b: &BranchRef) -> EngineResult<(Ref, ETag)> {
         let (r, etag) = self.read_ref_any(b)?;
         if r.destroying_since.is_some() {
-            return Err(EngineError::BeingDestroyed {
-                branch: b.to_string(),
-            });
+            return Err(EngineError::BeingDestroyed { branch: b.clone() });
         }
         Ok((r, etag))
     }
@@ -343,11 +333,13 @@ impl Engine {
     fn missing_branch(&self, b: &BranchRef) -> EngineResult<EngineError> {
         if self.backend.list(&refs_prefix(&b.db))?.is_empty() {
             return Ok(EngineError::DatabaseNotFound {
-                db: b.db.to_string(),
+                db: b.db.clone(),
+                remote: None,
             });
         }
         Ok(EngineError::BranchNotFound {
-            branch: b.to_string(),
+            branch: b.clone(),
+            remote: None,
         })
     }
 
@@ -478,7 +470,10 @@ impl Engine {
             }
         }
         if out.is_empty() {
-            return Err(EngineError::DatabaseNotFound { db: db.to_string() });
+            return Err(EngineError::DatabaseNotFound {
+                db: db.clone(),
+                remote: None,
+            });
         }
         Ok(out)
     }

@@ -61,7 +61,14 @@ fn stale_wal_beside_a_missing_checkout_is_never_replayed() {
         count(&path, "SELECT count(*) FROM items WHERE id = 999999"),
         0
     );
-    let cp = e.scion.checkpoint(&b, &"after".parse().unwrap()).unwrap();
+    let cp = e
+        .scion
+        .checkpoint(
+            &b,
+            &"after".parse().unwrap(),
+            scion_core::CheckpointOptions::default(),
+        )
+        .unwrap();
     assert!(!cp.committed, "nothing from the stale WAL was committed");
 }
 
@@ -226,7 +233,13 @@ fn rollback_with_a_write_landing(
     // Rolling a protected main back would need force, which is what this compares against.
     e.scion.engine().set_protected(&b, false).unwrap();
     exec(&path, "UPDATE items SET price = 12345 WHERE id = 1;");
-    e.scion.checkpoint(&b, &"one".parse().unwrap()).unwrap();
+    e.scion
+        .checkpoint(
+            &b,
+            &"one".parse().unwrap(),
+            scion_core::CheckpointOptions::default(),
+        )
+        .unwrap();
     let s = with_write_during_materialize(
         &e,
         &path,
@@ -364,7 +377,13 @@ fn a_record_from_another_boot_is_checked_by_hashing() {
 fn a_read_only_checkout_of_the_version_is_a_clone_source() {
     let (e, b, path) = shop_checked_out(300);
     exec(&path, "UPDATE items SET price = 1 WHERE id < 50;");
-    e.scion.checkpoint(&b, &"c1".parse().unwrap()).unwrap();
+    e.scion
+        .checkpoint(
+            &b,
+            &"c1".parse().unwrap(),
+            scion_core::CheckpointOptions::default(),
+        )
+        .unwrap();
     std::fs::remove_file(&path).unwrap();
     let ro = e
         .scion

@@ -78,7 +78,14 @@ fn wal_content_of_an_open_connection_counts_as_a_change() {
             .len()
             > 0
     );
-    let report = e.scion.checkpoint(&b, &"wal".parse().unwrap()).unwrap();
+    let report = e
+        .scion
+        .checkpoint(
+            &b,
+            &"wal".parse().unwrap(),
+            scion_core::CheckpointOptions::default(),
+        )
+        .unwrap();
     assert!(report.committed);
     drop(conn);
     assert!(e
@@ -119,7 +126,11 @@ fn a_stale_checkout_is_refreshed_but_never_checkpointed() {
     let other = e.scion.checkout(&br("shop@other"), false).unwrap().path;
     exec(&other, "DELETE FROM items WHERE id > 10;");
     e.scion
-        .checkpoint(&br("shop@other"), &"small".parse().unwrap())
+        .checkpoint(
+            &br("shop@other"),
+            &"small".parse().unwrap(),
+            scion_core::CheckpointOptions::default(),
+        )
         .unwrap();
     let path = e.scion.checkout(&b, false).unwrap().path;
     // Move main's head under its checkout, as another process would.
@@ -136,7 +147,11 @@ fn a_stale_checkout_is_refreshed_but_never_checkpointed() {
         CheckoutState::Stale
     );
     assert!(matches!(
-        e.scion.checkpoint(&b, &"x".parse().unwrap()),
+        e.scion.checkpoint(
+            &b,
+            &"x".parse().unwrap(),
+            scion_core::CheckpointOptions::default()
+        ),
         Err(CoreError::StaleCheckout { .. })
     ));
     let report = e.scion.checkout(&b, false).unwrap();
@@ -175,7 +190,12 @@ fn a_second_checkout_of_the_same_version_is_copied_and_verified() {
 fn policy_env(dir: &std::path::Path, policy: ClonePolicy) -> Scion {
     let backend = Arc::new(LocalBackend::open(dir.join("store")).unwrap());
     let options = ScionOptions::new(dir.join("store").join("checkouts"), policy);
-    match Scion::init(backend.clone(), "t", options.clone()) {
+    match Scion::init(
+        backend.clone(),
+        "t",
+        options.clone(),
+        scion_core::StoreSettings::default(),
+    ) {
         Ok(s) => s,
         Err(_) => Scion::open(backend, "t", options).unwrap(),
     }
@@ -384,7 +404,13 @@ fn posix_locks_of_this_process_survive_a_checkpoint() {
     };
     let held = mine();
     assert!(held > 0, "the read transaction holds locks");
-    e.scion.checkpoint(&b, &"c".parse().unwrap()).unwrap();
+    e.scion
+        .checkpoint(
+            &b,
+            &"c".parse().unwrap(),
+            scion_core::CheckpointOptions::default(),
+        )
+        .unwrap();
     e.scion.checkout(&b, false).unwrap();
     assert_eq!(mine(), held, "scion dropped no lock of this process");
     reader.execute_batch("COMMIT").unwrap();
@@ -452,7 +478,11 @@ fn a_dirty_checkout_of_a_head_that_moved_is_refused() {
     let p2 = e.scion.checkout(&br("shop@other"), false).unwrap().path;
     exec(&p2, "DELETE FROM items WHERE id > 50;");
     e.scion
-        .checkpoint(&br("shop@other"), &"c".parse().unwrap())
+        .checkpoint(
+            &br("shop@other"),
+            &"c".parse().unwrap(),
+            scion_core::CheckpointOptions::default(),
+        )
         .unwrap();
     // Another process moves main's head underneath the file.
     let (r, etag) = e.scion.engine().read_ref(&b).unwrap();

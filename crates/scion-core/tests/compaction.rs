@@ -26,7 +26,11 @@ fn fragmented_shop(e: &Env, rows: usize, commits: usize) {
             &format!("UPDATE items SET price = price + 1 WHERE id = {id}"),
         );
         e.scion
-            .checkpoint(&br("shop"), &format!("c{i}").parse().unwrap())
+            .checkpoint(
+                &br("shop"),
+                &format!("c{i}").parse().unwrap(),
+                scion_core::CheckpointOptions::default(),
+            )
             .unwrap();
     }
 }
@@ -168,7 +172,11 @@ fn the_sweep_compacts_fragmented_idle_branches_only_and_then_has_nothing_to_do()
             &format!("UPDATE items SET price = 0 WHERE id = {}", 1 + i * 5000),
         );
         e.scion
-            .checkpoint(&br("shop"), &format!("d{i}").parse().unwrap())
+            .checkpoint(
+                &br("shop"),
+                &format!("d{i}").parse().unwrap(),
+                scion_core::CheckpointOptions::default(),
+            )
             .unwrap();
     }
     exec(&path, "UPDATE items SET price = -1 WHERE id = 7");

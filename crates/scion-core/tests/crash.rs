@@ -124,13 +124,22 @@ fn checkpoint_stopped_after_each_write() {
     };
     let (e, _, _) = setup();
     let (f, s) = faulty(&e, FaultPlan::None);
-    s.checkpoint(&br("shop"), &"v1".parse().unwrap()).unwrap();
+    s.checkpoint(
+        &br("shop"),
+        &"v1".parse().unwrap(),
+        scion_core::CheckpointOptions::default(),
+    )
+    .unwrap();
     let writes = f.writes_attempted();
     assert_eq!(writes, 4, "lease, segment, ref, checkpoint object");
     for plan in plans(writes) {
         let (e, old, new) = setup();
         let (_, s) = faulty(&e, plan);
-        let result = s.checkpoint(&br("shop"), &"v1".parse().unwrap());
+        let result = s.checkpoint(
+            &br("shop"),
+            &"v1".parse().unwrap(),
+            scion_core::CheckpointOptions::default(),
+        );
         let s = e.reopen();
         let (r, _) = s.engine().read_ref(&br("shop")).unwrap();
         let head = e.dump_target(&s, "shop");
@@ -157,7 +166,11 @@ fn checkpoint_stopped_after_each_write() {
         }
         export_every_version(&e);
         // A retry of the same checkpoint finishes the job.
-        match s.checkpoint(&br("shop"), &"v1".parse().unwrap()) {
+        match s.checkpoint(
+            &br("shop"),
+            &"v1".parse().unwrap(),
+            scion_core::CheckpointOptions::default(),
+        ) {
             Ok(_) => {}
             Err(scion_core::CoreError::Engine(scion_core::EngineError::CheckpointExists {
                 ..

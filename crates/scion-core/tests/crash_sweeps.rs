@@ -162,7 +162,14 @@ fn crash_sweep_checkpoint() {
             exec(&p, "UPDATE items SET price = 777777 WHERE id % 3 = 0;");
             e
         },
-        |s| s.checkpoint(&br("shop"), &"v1".parse().unwrap()).map(drop),
+        |s| {
+            s.checkpoint(
+                &br("shop"),
+                &"v1".parse().unwrap(),
+                scion_core::CheckpointOptions::default(),
+            )
+            .map(drop)
+        },
         |e, ok| {
             let head = prices(e, "shop");
             if ok {

@@ -32,7 +32,11 @@ fn change_and_checkpoint(e: &Env, sql: &str) {
     let p = e.scion.checkout(&br("shop@t"), false).unwrap().path;
     exec(&p, sql);
     e.scion
-        .checkpoint(&br("shop@t"), &format!("c{}", unique()).parse().unwrap())
+        .checkpoint(
+            &br("shop@t"),
+            &format!("c{}", unique()).parse().unwrap(),
+            scion_core::CheckpointOptions::default(),
+        )
         .unwrap();
 }
 

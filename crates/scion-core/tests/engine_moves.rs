@@ -23,10 +23,22 @@ fn the_engine_alone_does_not_move_a_checked_out_head_without_force() {
         )
         .unwrap();
     let b = br("shop@try");
-    e.scion.checkpoint(&b, &"v1".parse().unwrap()).unwrap();
+    e.scion
+        .checkpoint(
+            &b,
+            &"v1".parse().unwrap(),
+            scion_core::CheckpointOptions::default(),
+        )
+        .unwrap();
     let path = e.scion.checkout(&b, false).unwrap().path;
     exec(&path, "UPDATE items SET name = 'changed' WHERE id = 3;");
-    e.scion.checkpoint(&b, &"v2".parse().unwrap()).unwrap();
+    e.scion
+        .checkpoint(
+            &b,
+            &"v2".parse().unwrap(),
+            scion_core::CheckpointOptions::default(),
+        )
+        .unwrap();
     let opts = scion_core::ops::lifecycle::MoveOptions {
         force: false,
         no_backup: true,

@@ -90,6 +90,7 @@ fn a_version_1_store_reads_back() {
             Arc::new(LocalBackend::open(&store).unwrap()),
             "golden",
             ScionOptions::new(work.path().join("co"), ClonePolicy::Auto),
+            scion_core::StoreSettings::default(),
         )
         .unwrap();
         let src = work.path().join("src.db");
@@ -99,7 +100,12 @@ fn a_version_1_store_reads_back() {
             .unwrap();
         let p = s.checkout(&br("shop"), false).unwrap().path;
         exec(&p, "UPDATE items SET price = 1 WHERE id = 3;");
-        s.checkpoint(&br("shop"), &"v1".parse().unwrap()).unwrap();
+        s.checkpoint(
+            &br("shop"),
+            &"v1".parse().unwrap(),
+            scion_core::CheckpointOptions::default(),
+        )
+        .unwrap();
         s.engine()
             .fork(
                 &br("shop"),
@@ -109,8 +115,12 @@ fn a_version_1_store_reads_back() {
             .unwrap();
         let p = s.checkout(&br("shop@big"), false).unwrap().path;
         exec(&p, "INSERT INTO items(name, price) SELECT name || '-copy', price FROM items; CREATE TABLE notes(t TEXT); INSERT INTO notes VALUES (zeroblob(300000));");
-        s.checkpoint(&br("shop@big"), &"grown".parse().unwrap())
-            .unwrap();
+        s.checkpoint(
+            &br("shop@big"),
+            &"grown".parse().unwrap(),
+            scion_core::CheckpointOptions::default(),
+        )
+        .unwrap();
         std::fs::create_dir_all(&expected_dir).unwrap();
         for t in [
             "shop",

@@ -33,7 +33,11 @@ fn branch_with_commits(e: &common::Env, b: &str, prices: &[u32]) {
     for n in prices {
         exec(&p, &format!("UPDATE items SET price = {n};"));
         e.scion
-            .checkpoint(&target, &format!("c{n}").parse().unwrap())
+            .checkpoint(
+                &target,
+                &format!("c{n}").parse().unwrap(),
+                scion_core::CheckpointOptions::default(),
+            )
             .unwrap();
     }
 }
@@ -290,7 +294,13 @@ fn rollback_of_a_protected_branch_needs_force() {
     let main = br("shop");
     let p = e.scion.checkout(&main, false).unwrap().path;
     exec(&p, "UPDATE items SET price = 9;");
-    e.scion.checkpoint(&main, &"v1".parse().unwrap()).unwrap();
+    e.scion
+        .checkpoint(
+            &main,
+            &"v1".parse().unwrap(),
+            scion_core::CheckpointOptions::default(),
+        )
+        .unwrap();
     for opts in [
         MoveOptions::default(),
         MoveOptions {
@@ -369,7 +379,13 @@ fn a_safety_fork_holding_the_only_recent_head_of_a_protected_branch_is_protected
     let main = br("shop");
     let p = e.scion.checkout(&main, false).unwrap().path;
     exec(&p, "UPDATE items SET price = 9;");
-    e.scion.checkpoint(&main, &"v1".parse().unwrap()).unwrap();
+    e.scion
+        .checkpoint(
+            &main,
+            &"v1".parse().unwrap(),
+            scion_core::CheckpointOptions::default(),
+        )
+        .unwrap();
     std::thread::sleep(Duration::from_millis(5));
     let r = e
         .scion
@@ -409,7 +425,13 @@ fn an_ephemeral_fork_leaves_nothing_for_gc_to_keep_once_destroyed() {
         let b = br(&format!("shop@{name}"));
         let path = e.scion.checkout(&b, false).unwrap().path;
         exec(&path, "UPDATE items SET name = hex(randomblob(40))");
-        e.scion.checkpoint(&b, &"c".parse().unwrap()).unwrap();
+        e.scion
+            .checkpoint(
+                &b,
+                &"c".parse().unwrap(),
+                scion_core::CheckpointOptions::default(),
+            )
+            .unwrap();
         e.scion.destroy(&b, false).unwrap();
         let gc = e.scion.gc(Duration::ZERO, true).unwrap();
         written.push((name, gc.kept_by_history.bytes, gc.deleted_segments));

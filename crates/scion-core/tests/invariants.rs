@@ -27,10 +27,18 @@ fn invariant_1_objects_are_create_only() {
     // Checkpoints are create-only too: a name is bound once.
     e.scion.checkout(&br("shop"), false).unwrap();
     e.scion
-        .checkpoint(&br("shop"), &"v1".parse().unwrap())
+        .checkpoint(
+            &br("shop"),
+            &"v1".parse().unwrap(),
+            scion_core::CheckpointOptions::default(),
+        )
         .unwrap();
     assert!(matches!(
-        e.scion.checkpoint(&br("shop"), &"v1".parse().unwrap()),
+        e.scion.checkpoint(
+            &br("shop"),
+            &"v1".parse().unwrap(),
+            scion_core::CheckpointOptions::default()
+        ),
         Err(CoreError::Engine(EngineError::CheckpointExists { .. }))
     ));
 }
@@ -88,7 +96,11 @@ fn invariant_3_a_version_never_changes() {
     let path = e.scion.checkout(&br("shop@try"), false).unwrap().path;
     exec(&path, "DELETE FROM items WHERE id % 2 = 0; VACUUM;");
     e.scion
-        .checkpoint(&br("shop@try"), &"half".parse().unwrap())
+        .checkpoint(
+            &br("shop@try"),
+            &"half".parse().unwrap(),
+            scion_core::CheckpointOptions::default(),
+        )
         .unwrap();
     assert_eq!(
         e.dump_target(&e.scion, "shop"),
@@ -237,7 +249,11 @@ fn invariant_10_cost_follows_change_not_size() {
     exec(&path, "UPDATE items SET price = 1 WHERE id = 777;");
     let before = c.counts();
     let report = s
-        .checkpoint(&br("shop@f"), &"one".parse().unwrap())
+        .checkpoint(
+            &br("shop@f"),
+            &"one".parse().unwrap(),
+            scion_core::CheckpointOptions::default(),
+        )
         .unwrap();
     let after = c.counts();
     assert!(report.committed);
@@ -279,7 +295,11 @@ fn a_checkpoint_with_nothing_to_commit_writes_only_its_name() {
         .unwrap();
     let before = c.counts();
     let report = s
-        .checkpoint(&br("shop@f"), &"same".parse().unwrap())
+        .checkpoint(
+            &br("shop@f"),
+            &"same".parse().unwrap(),
+            scion_core::CheckpointOptions::default(),
+        )
         .unwrap();
     let after = c.counts();
     assert!(!report.committed, "{report:?}");

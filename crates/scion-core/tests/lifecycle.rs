@@ -26,7 +26,11 @@ fn run_op(s: &Scion, op: Op, round: usize) -> Result<(), CoreError> {
     };
     match op {
         Op::Checkpoint => s
-            .checkpoint(&br("shop@x"), &format!("n{round}").parse().unwrap())
+            .checkpoint(
+                &br("shop@x"),
+                &format!("n{round}").parse().unwrap(),
+                scion_core::CheckpointOptions::default(),
+            )
             .map(drop),
         Op::Rollback => s
             .rollback(&br("shop@x"), &"c1".parse().unwrap(), &force)
@@ -68,17 +72,29 @@ fn racing_head_moves_have_one_winner_and_lose_nothing() {
                 let px = e.scion.checkout(&br("shop@x"), false).unwrap().path;
                 exec(&px, "UPDATE items SET price = 1001 WHERE id = 1;");
                 e.scion
-                    .checkpoint(&br("shop@x"), &"c1".parse().unwrap())
+                    .checkpoint(
+                        &br("shop@x"),
+                        &"c1".parse().unwrap(),
+                        scion_core::CheckpointOptions::default(),
+                    )
                     .unwrap();
                 exec(&px, "UPDATE items SET price = 1002 WHERE id = 2;");
                 e.scion
-                    .checkpoint(&br("shop@x"), &"c2".parse().unwrap())
+                    .checkpoint(
+                        &br("shop@x"),
+                        &"c2".parse().unwrap(),
+                        scion_core::CheckpointOptions::default(),
+                    )
                     .unwrap();
                 exec(&px, "UPDATE items SET price = 1003 WHERE id = 3;");
                 let py = e.scion.checkout(&br("shop@y"), false).unwrap().path;
                 exec(&py, "DELETE FROM items WHERE id > 200;");
                 e.scion
-                    .checkpoint(&br("shop@y"), &"small".parse().unwrap())
+                    .checkpoint(
+                        &br("shop@y"),
+                        &"small".parse().unwrap(),
+                        scion_core::CheckpointOptions::default(),
+                    )
                     .unwrap();
                 let before = e.scion.engine().read_ref(&br("shop@x")).unwrap().0;
                 let barrier = Arc::new(Barrier::new(2));
@@ -182,8 +198,12 @@ fn gc_racing_forks_and_checkpoints_never_leaves_a_dangling_branch() {
                 &p,
                 &format!("UPDATE items SET price = {i} WHERE id % 5 = {};", i % 5),
             );
-            s.checkpoint(&br(&format!("shop@{name}")), &"c".parse().unwrap())
-                .unwrap();
+            s.checkpoint(
+                &br(&format!("shop@{name}")),
+                &"c".parse().unwrap(),
+                scion_core::CheckpointOptions::default(),
+            )
+            .unwrap();
             if prev != "main" {
                 s.destroy(&br(&format!("shop@{prev}")), true).unwrap();
             }
@@ -297,7 +317,11 @@ fn rollback_and_promote_write_at_most_two_small_objects() {
     let p = e.scion.checkout(&br("shop@w"), false).unwrap().path;
     exec(&p, "DELETE FROM items WHERE id > 10;");
     e.scion
-        .checkpoint(&br("shop@w"), &"small".parse().unwrap())
+        .checkpoint(
+            &br("shop@w"),
+            &"small".parse().unwrap(),
+            scion_core::CheckpointOptions::default(),
+        )
         .unwrap();
     std::fs::remove_file(&p).unwrap();
     let c = Arc::new(CountingBackend::new(Arc::new(
@@ -395,10 +419,12 @@ fn user_meta_travels_with_forks_and_checkpoints_and_scions_own_keys_are_refused(
     assert!(e.scion.engine().read_ref(&br("shop@bad")).is_err());
     let report = e
         .scion
-        .checkpoint_with_meta(
+        .checkpoint(
             &br("shop@run"),
             &"c".parse().unwrap(),
-            meta(&[("why", "x")]),
+            scion_core::CheckpointOptions {
+                meta: meta(&[("why", "x")]),
+            },
         )
         .unwrap();
     assert_eq!(report.version, status.version);
@@ -411,10 +437,12 @@ fn user_meta_travels_with_forks_and_checkpoints_and_scions_own_keys_are_refused(
     assert_eq!(c.meta, meta(&[("why", "x")]));
     let err = e
         .scion
-        .checkpoint_with_meta(
+        .checkpoint(
             &br("shop@run"),
             &"d".parse().unwrap(),
-            meta(&[("scion.x", "1")]),
+            scion_core::CheckpointOptions {
+                meta: meta(&[("scion.x", "1")]),
+            },
         )
         .unwrap_err();
     assert!(

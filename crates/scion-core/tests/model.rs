@@ -349,7 +349,11 @@ fn run_in(e: Env, ops: Vec<Op>) {
                 let name = format!("c{counter}");
                 let report = e
                     .scion
-                    .checkpoint(&branches[i].scion, &name.parse().unwrap())
+                    .checkpoint(
+                        &branches[i].scion,
+                        &name.parse().unwrap(),
+                        scion_core::CheckpointOptions::default(),
+                    )
                     .unwrap();
                 let b = &mut branches[i];
                 if report.committed {

@@ -135,7 +135,11 @@ fn half_grace_rule_a_slow_commit_whose_segments_were_swept_publishes_nothing() {
     racer.on_segment = Some(Box::new(sweep_all));
     let s = e.reopen_with(Arc::new(racer));
     let err = s
-        .checkpoint(&br("shop"), &"v1".parse().unwrap())
+        .checkpoint(
+            &br("shop"),
+            &"v1".parse().unwrap(),
+            scion_core::CheckpointOptions::default(),
+        )
         .unwrap_err();
     assert!(
         matches!(err, CoreError::Engine(EngineError::CommitExpired { .. })),
@@ -159,7 +163,12 @@ fn half_grace_rule_a_slow_commit_whose_segments_are_intact_publishes() {
     let mut racer = Interleave::new(&e);
     racer.slow = true;
     let s = e.reopen_with(Arc::new(racer));
-    s.checkpoint(&br("shop"), &"v1".parse().unwrap()).unwrap();
+    s.checkpoint(
+        &br("shop"),
+        &"v1".parse().unwrap(),
+        scion_core::CheckpointOptions::default(),
+    )
+    .unwrap();
     assert_eq!(e.dump_target(&e.reopen(), "shop"), new);
 }
 
@@ -177,7 +186,11 @@ fn half_grace_rule_segments_swept_after_publishing_put_the_old_head_back() {
     }));
     let s = e.reopen_with(Arc::new(racer));
     let err = s
-        .checkpoint(&br("shop"), &"v1".parse().unwrap())
+        .checkpoint(
+            &br("shop"),
+            &"v1".parse().unwrap(),
+            scion_core::CheckpointOptions::default(),
+        )
         .unwrap_err();
     assert!(
         matches!(err, CoreError::Engine(EngineError::CommitLost { .. })),
@@ -225,7 +238,12 @@ fn touch_and_protect_during_a_lease_holders_checkpoint_do_not_fail_it() {
         .lease_acquire(&br("shop"), Duration::from_secs(60))
         .unwrap();
     *other.lock().unwrap() = Some(e.reopen());
-    s.checkpoint(&br("shop"), &"v1".parse().unwrap()).unwrap();
+    s.checkpoint(
+        &br("shop"),
+        &"v1".parse().unwrap(),
+        scion_core::CheckpointOptions::default(),
+    )
+    .unwrap();
     let s = e.reopen();
     assert_eq!(e.dump_target(&s, "shop"), new);
     let (r, _) = s.engine().read_ref(&br("shop")).unwrap();
@@ -322,7 +340,11 @@ fn compact_refuses_uncheckpointed_changes() {
     let p = e.scion.checkout_path(&br("shop"));
     assert_eq!(dump(&p), new, "the changes are untouched");
     e.scion
-        .checkpoint(&br("shop"), &"v1".parse().unwrap())
+        .checkpoint(
+            &br("shop"),
+            &"v1".parse().unwrap(),
+            scion_core::CheckpointOptions::default(),
+        )
         .unwrap();
     e.scion.compact(&br("shop"), false).unwrap();
     let (r, _) = e.scion.engine().read_ref(&br("shop")).unwrap();
@@ -381,7 +403,13 @@ fn safety_fork_of_a_branch_at_the_name_limit() {
     let b = br(&format!("shop@{name}"));
     let p = e.scion.checkout(&b, false).unwrap().path;
     exec(&p, "DELETE FROM items;");
-    e.scion.checkpoint(&b, &"empty".parse().unwrap()).unwrap();
+    e.scion
+        .checkpoint(
+            &b,
+            &"empty".parse().unwrap(),
+            scion_core::CheckpointOptions::default(),
+        )
+        .unwrap();
     let r = e
         .scion
         .rollback(&b, &"fork".parse().unwrap(), &Default::default())
@@ -438,7 +466,7 @@ fn status_reports_a_damaged_checkout_per_branch() {
 fn gc_sweeps_temp_leftovers_older_than_the_grace() {
     // Temp files are swept once older than both the grace and the store's minimum grace.
     let e = env();
-    let s = Scion::init_with(
+    let s = Scion::init(
         Arc::new(LocalBackend::open(e.path("store0")).unwrap()),
         "store0",
         scion_core::ScionOptions::new(e.path("store0/checkouts"), scion_core::ClonePolicy::Auto),

@@ -42,7 +42,13 @@ fn o1_commands_read_a_bounded_number_of_bytes_whatever_the_size() {
         .unwrap();
     let main = br("big");
     let checkout = e.scion.checkout(&main, false).unwrap().path;
-    e.scion.checkpoint(&main, &"c1".parse().unwrap()).unwrap();
+    e.scion
+        .checkpoint(
+            &main,
+            &"c1".parse().unwrap(),
+            scion_core::CheckpointOptions::default(),
+        )
+        .unwrap();
     e.scion
         .engine()
         .fork(
@@ -99,8 +105,12 @@ fn o1_commands_read_a_bounded_number_of_bytes_whatever_the_size() {
             .unwrap();
     });
     measure("checkpoint of a clean checkout", &mut || {
-        s.checkpoint(&main, &format!("k{}", next()).parse().unwrap())
-            .unwrap();
+        s.checkpoint(
+            &main,
+            &format!("k{}", next()).parse().unwrap(),
+            scion_core::CheckpointOptions::default(),
+        )
+        .unwrap();
     });
     measure("re-checkout of a clean checkout", &mut || {
         assert_eq!(s.checkout(&main, false).unwrap().path, checkout);

@@ -113,8 +113,12 @@ fn power_loss_during_a_checkpoint() {
             exec(&p, "UPDATE items SET price = 3;");
         },
         |s| {
-            s.checkpoint(&br("shop@work"), &"c3".parse().unwrap())
-                .map(drop)
+            s.checkpoint(
+                &br("shop@work"),
+                &"c3".parse().unwrap(),
+                scion_core::CheckpointOptions::default(),
+            )
+            .map(drop)
         },
         |s, dir, done| {
             let head = prices(s, dir, "shop@work").expect("the branch is there");
@@ -237,7 +241,11 @@ fn power_loss_during_gc() {
             let p = e.scion.checkout(&br("shop@g"), false).unwrap().path;
             exec(&p, "UPDATE items SET price = 9;");
             e.scion
-                .checkpoint(&br("shop@g"), &"nine".parse().unwrap())
+                .checkpoint(
+                    &br("shop@g"),
+                    &"nine".parse().unwrap(),
+                    scion_core::CheckpointOptions::default(),
+                )
                 .unwrap();
             e.scion.destroy(&br("shop@g"), false).unwrap();
             std::thread::sleep(std::time::Duration::from_millis(5));

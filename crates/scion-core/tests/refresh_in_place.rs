@@ -59,7 +59,11 @@ fn moved_branch(e: &Env) -> std::path::PathBuf {
          INSERT INTO items(name, price) SELECT name || '-more', price FROM items WHERE id < 300;",
     );
     e.scion
-        .checkpoint(&br("shop@b"), &"moved".parse().unwrap())
+        .checkpoint(
+            &br("shop@b"),
+            &"moved".parse().unwrap(),
+            scion_core::CheckpointOptions::default(),
+        )
         .unwrap();
     path
 }
@@ -123,7 +127,11 @@ fn a_large_change_replaces_the_file_whole() {
     let b = br("shop@b");
     exec(&path, "UPDATE items SET name = name || '-renamed';");
     e.scion
-        .checkpoint(&b, &"everything".parse().unwrap())
+        .checkpoint(
+            &b,
+            &"everything".parse().unwrap(),
+            scion_core::CheckpointOptions::default(),
+        )
         .unwrap();
     let before = inode(&path);
     e.scion

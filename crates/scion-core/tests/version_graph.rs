@@ -27,7 +27,13 @@ fn parents(scion: &Scion, root: &Locator) -> Parents {
 fn commit(e: &Env, b: &str, sql: &str, name: &str) -> Locator {
     let p = e.scion.checkout(&br(b), false).unwrap().path;
     exec(&p, sql);
-    e.scion.checkpoint(&br(b), &name.parse().unwrap()).unwrap();
+    e.scion
+        .checkpoint(
+            &br(b),
+            &name.parse().unwrap(),
+            scion_core::CheckpointOptions::default(),
+        )
+        .unwrap();
     head(&e.scion, b)
 }
 

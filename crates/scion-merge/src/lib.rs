@@ -68,7 +68,7 @@ pub fn merge(
         // Refused before any work; the publish checks again against the ref it replaces.
         if d.protected && !opts.allow_protected {
             return Err(scion_core::EngineError::Protected {
-                branch: dst.to_string(),
+                branch: dst.clone(),
                 action: "merging into it",
             }
             .into());
@@ -218,12 +218,12 @@ fn refuse_unsaved_checkout(
     match scion.checkout_state(dst, &ours.root)? {
         CheckoutState::Dirty => Err(scion_core::CoreError::DirtyCheckout {
             path: scion.checkout_path(dst),
-            branch: dst.to_string(),
+            branch: dst.clone(),
         }
         .into()),
         CheckoutState::Unknown => Err(scion_core::CoreError::UnknownCheckout {
             path: scion.checkout_path(dst),
-            branch: dst.to_string(),
+            branch: dst.clone(),
         }
         .into()),
         _ => Ok(()),
@@ -258,7 +258,7 @@ impl Scratch {
             // dst moved between reading it and forking it: the plan is for another version.
             scratch.remove(scion);
             return Err(scion_core::EngineError::Conflict {
-                branch: dst.to_string(),
+                branch: dst.clone(),
             }
             .into());
         }

@@ -361,7 +361,11 @@ impl History<'_> {
         self.log.push(format!("checkpoint {b}@{name}"));
         self.env
             .scion
-            .checkpoint(&Self::target(&b).parse().unwrap(), &name.parse().unwrap())
+            .checkpoint(
+                &Self::target(&b).parse().unwrap(),
+                &name.parse().unwrap(),
+                scion_core::CheckpointOptions::default(),
+            )
             .unwrap();
         let head = self.oracle.heads[&b];
         self.oracle.checkpoints.insert((b.clone(), name), head);

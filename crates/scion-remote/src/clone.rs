@@ -120,7 +120,8 @@ fn bring_all(
     for db in &opts.dbs {
         if !available.contains(db) {
             return Err(EngineError::DatabaseNotFound {
-                db: format!("{db} at {}", remote.name),
+                db: db.clone(),
+                remote: Some(remote.name.clone()),
             }
             .into());
         }

@@ -72,7 +72,7 @@ pub fn pull(
     let into = BranchRef::new(b.db.clone(), opts.into.clone().unwrap_or(b.branch.clone()));
     if into.branch.tracking().is_some() {
         return Err(EngineError::TrackingBranch {
-            branch: into.to_string(),
+            branch: into.clone(),
         }
         .into());
     }
@@ -80,13 +80,15 @@ pub fn pull(
         Ok((r, _)) => r,
         Err(EngineError::BranchNotFound { .. }) => {
             return Err(EngineError::BranchNotFound {
-                branch: format!("{b} at {}", remote.name),
+                branch: b.clone(),
+                remote: Some(remote.name.clone()),
             }
             .into())
         }
         Err(EngineError::DatabaseNotFound { .. }) => {
             return Err(EngineError::DatabaseNotFound {
-                db: format!("{} at {}", b.db, remote.name),
+                db: b.db.clone(),
+                remote: Some(remote.name.clone()),
             }
             .into())
         }

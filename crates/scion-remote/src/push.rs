@@ -77,7 +77,7 @@ pub fn push(
     for named in [b, &dst] {
         if named.branch.tracking().is_some() {
             return Err(EngineError::TrackingBranch {
-                branch: named.to_string(),
+                branch: named.clone(),
             }
             .into());
         }
@@ -149,7 +149,7 @@ pub fn push(
                 let now = head_of(&remote.store, &dst)?;
                 return Err(EngineError::NotFastForward {
                     remote: remote.name.to_string(),
-                    branch: dst.to_string(),
+                    branch: dst.clone(),
                     theirs: now.map_or(0, |r| r.version),
                 }
                 .into());
@@ -204,7 +204,7 @@ fn decide(
     if !opts.force_with_lease {
         return Err(EngineError::NotFastForward {
             remote: remote.name.to_string(),
-            branch: dst.to_string(),
+            branch: dst.clone(),
             theirs: t.version,
         }
         .into());
@@ -217,10 +217,10 @@ fn decide(
     };
     if seen.root != t.root {
         return Err(EngineError::RemoteMoved {
-            remote: remote.name.to_string(),
-            branch: dst.to_string(),
-            expected: format!("version {} ({})", seen.version, seen.root),
-            found: format!("version {} ({})", t.version, t.root),
+            remote: remote.name.clone(),
+            branch: dst.clone(),
+            expected: format!("version {} ({})", seen.version, seen.root).into(),
+            found: format!("version {} ({})", t.version, t.root).into(),
         }
         .into());
     }

@@ -506,7 +506,11 @@ fn checkpoints_travel_with_push_checkpoints_and_clone() {
     a.fork("shop", "try");
     a.write("shop@try", "INSERT INTO items VALUES (500, 'v1', 'x')");
     a.scion
-        .checkpoint(&b("shop@try"), &"first".parse().unwrap())
+        .checkpoint(
+            &b("shop@try"),
+            &"first".parse().unwrap(),
+            scion_core::CheckpointOptions::default(),
+        )
         .unwrap();
     a.write("shop@try", "INSERT INTO items VALUES (501, 'v2', 'x')");
     let origin = a.remote("origin", &bucket);

@@ -47,7 +47,11 @@ fn differential(seed: u64, page_size: u32, steps: usize, writers: Writers) -> us
     let b: BranchRef = "diff@main".parse().unwrap();
     let first = e.head_version("diff@main");
     e.scion
-        .checkpoint(&b, &format!("v{first}").parse().unwrap())
+        .checkpoint(
+            &b,
+            &format!("v{first}").parse().unwrap(),
+            scion_core::CheckpointOptions::default(),
+        )
         .unwrap();
     let mut committed = vec![(first, dump(&reference))];
     for step in 0..steps {
@@ -84,7 +88,11 @@ fn differential(seed: u64, page_size: u32, steps: usize, writers: Writers) -> us
         if committed.last().map(|(last, _)| *last) != Some(v) {
             // Named, to read this version again at the end.
             e.scion
-                .checkpoint(&b, &format!("v{v}").parse().unwrap())
+                .checkpoint(
+                    &b,
+                    &format!("v{v}").parse().unwrap(),
+                    scion_core::CheckpointOptions::default(),
+                )
                 .unwrap();
             committed.push((v, want));
         }

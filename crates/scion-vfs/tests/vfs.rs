@@ -232,7 +232,13 @@ fn a_checkpoint_opens_read_only_and_unknown_names_fail_to_open() {
     let e = Env::new();
     e.create("ro", 4096, "CREATE TABLE t(x); INSERT INTO t VALUES (1);");
     let main: BranchRef = "ro@main".parse().unwrap();
-    e.scion.checkpoint(&main, &"one".parse().unwrap()).unwrap();
+    e.scion
+        .checkpoint(
+            &main,
+            &"one".parse().unwrap(),
+            scion_core::CheckpointOptions::default(),
+        )
+        .unwrap();
     let w = e.open("ro@main");
     w.execute_batch("INSERT INTO t VALUES (2)").unwrap();
     let cp = e.open("ro@main@one");
@@ -293,7 +299,13 @@ fn a_vfs_writer_and_a_file_checkout_writer_exclude_each_other() {
     // The refused transaction's pages are gone from the connection's cache too: it reads
     // the checkout's checkpointed row, not its own (both versions are number 2).
     exec(&path, "INSERT INTO t VALUES (99)");
-    e.scion.checkpoint(&main, &"file".parse().unwrap()).unwrap();
+    e.scion
+        .checkpoint(
+            &main,
+            &"file".parse().unwrap(),
+            scion_core::CheckpointOptions::default(),
+        )
+        .unwrap();
     assert_eq!(rows(&c), vec![99]);
     // While the checkout exists, clean or not, a VFS writer is refused, clearly.
     let err = c.execute_batch("INSERT INTO t VALUES (2)").unwrap_err();
@@ -420,7 +432,13 @@ fn a_version_number_opens_read_only_while_something_keeps_it() {
     let main: BranchRef = "ver@main".parse().unwrap();
     let c = e.open("ver@main");
     c.execute_batch("INSERT INTO t VALUES (1)").unwrap();
-    e.scion.checkpoint(&main, &"two".parse().unwrap()).unwrap();
+    e.scion
+        .checkpoint(
+            &main,
+            &"two".parse().unwrap(),
+            scion_core::CheckpointOptions::default(),
+        )
+        .unwrap();
     c.execute_batch("INSERT INTO t VALUES (2)").unwrap();
     assert_eq!(e.head_version("ver@main"), 3);
     let at = |n: &str| {

@@ -321,7 +321,11 @@ impl Ctx {
             }
             drop(conn);
             self.scion
-                .checkpoint(&c, &"step".parse().expect("valid"))
+                .checkpoint(
+                    &c,
+                    &"step".parse().expect("valid"),
+                    scion_core::CheckpointOptions::default(),
+                )
                 .map(drop)
                 .map_err(|e| e.to_string())
         });

@@ -25,7 +25,8 @@ pub fn env() -> Env {
     let backend = Arc::new(LocalBackend::open(&store).unwrap());
     let mut o = ScionOptions::new(store.join("checkouts"), ClonePolicy::Auto);
     o.store_dir = Some(store.clone());
-    let scion = Arc::new(Scion::init(backend, "test", o).unwrap());
+    let scion =
+        Arc::new(Scion::init(backend, "test", o, scion_core::StoreSettings::default()).unwrap());
     Env { dir, scion }
 }
 

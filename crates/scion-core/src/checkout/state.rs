@@ -79,15 +79,15 @@ pub(crate) fn refuse_unsaved(judged: &Inspection, path: &Path, b: &BranchRef) ->
     match judged.state {
         CheckoutState::Dirty if !judged.current => Err(CoreError::StaleCheckout {
             path: path.to_path_buf(),
-            branch: b.to_string(),
+            branch: b.clone(),
         }),
         CheckoutState::Dirty => Err(CoreError::DirtyCheckout {
             path: path.to_path_buf(),
-            branch: b.to_string(),
+            branch: b.clone(),
         }),
         CheckoutState::Unknown => Err(CoreError::UnknownCheckout {
             path: path.to_path_buf(),
-            branch: b.to_string(),
+            branch: b.clone(),
         }),
         _ => Ok(()),
     }

@@ -29,21 +29,24 @@ pub struct CheckpointReport {
     pub store: WriteStats,
 }
 
+/// What a checkpoint keeps besides its name; the default keeps nothing else.
+#[derive(Debug, Clone, Default)]
+pub struct CheckpointOptions {
+    /// The user's entries (who made it and why), shown by `checkpoints --json`.
+    pub meta: BTreeMap<String, String>,
+}
+
 impl Scion {
     /// Commit the pages of `b`'s checkout that differ from the version it was made from,
     /// reading one consistent committed state (other connections may keep writing), then
     /// bind `name` to the new head. A clean checkout (or none) binds the current head.
-    pub fn checkpoint(&self, b: &BranchRef, name: &CheckpointName) -> CoreResult<CheckpointReport> {
-        self.checkpoint_with_meta(b, name, BTreeMap::new())
-    }
-
-    /// [`Scion::checkpoint`], keeping the user's `meta` entries with the checkpoint.
-    pub fn checkpoint_with_meta(
+    pub fn checkpoint(
         &self,
         b: &BranchRef,
         name: &CheckpointName,
-        meta: BTreeMap<String, String>,
+        options: CheckpointOptions,
     ) -> CoreResult<CheckpointReport> {
+        let CheckpointOptions { meta } = options;
         crate::refs::check_user_meta(&meta)?;
         self.engine.check_new_checkpoint_name(b, name)?;
         let (r, etag) = self.engine.read_ref(b)?;
@@ -84,13 +87,13 @@ impl Scion {
         let Some(mut sidecar) = Sidecar::load(&path, &r.root)? else {
             return Err(CoreError::UnknownCheckout {
                 path,
-                branch: b.to_string(),
+                branch: b.clone(),
             });
         };
         if sidecar.root != r.root {
             return Err(CoreError::StaleCheckout {
                 path,
-                branch: b.to_string(),
+                branch: b.clone(),
             });
         }
         // Stamp, then fingerprint, before any SQLite connection opens the file.
@@ -250,10 +253,7 @@ impl Scion {
                 .engine
                 .backend
                 .delete(&crate::refs::checkpoint_key(b, name));
-            return Err(EngineError::BeingDestroyed {
-                branch: b.to_string(),
-            }
-            .into());
+            return Err(EngineError::BeingDestroyed { branch: b.clone() }.into());
         }
         Ok(CheckpointReport {
             checkpoint: format!("{b}@{name}"),

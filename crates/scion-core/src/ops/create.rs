@@ -99,7 +99,7 @@ impl Engine {
     /// even while other connections write to it).
     pub fn create(&self, db: &DbName, from: Option<&Path>) -> EngineResult<CreateReport> {
         if !self.backend.list(&refs_prefix(db))?.is_empty() {
-            return Err(EngineError::DatabaseExists { db: db.to_string() });
+            return Err(EngineError::DatabaseExists { db: db.clone() });
         }
         let scratch = tempfile::tempdir().map_err(|e| EngineError::io(std::env::temp_dir(), e))?;
         let (source, read_only) = match from {
@@ -142,7 +142,7 @@ impl Engine {
         match self.publish_new_ref(&main, &imported, &mut r) {
             Ok(_) => {}
             Err(EngineError::BranchExists { .. }) => {
-                return Err(EngineError::DatabaseExists { db: db.to_string() })
+                return Err(EngineError::DatabaseExists { db: db.clone() })
             }
             Err(e) => return Err(e),
         }

@@ -110,7 +110,7 @@ impl Engine {
         if !self.backend.exists(&version.root.segment.key())? {
             let _ = self.remove_own_ref(&new_ref, &r, &etag);
             return Err(EngineError::Conflict {
-                branch: new_ref.to_string(),
+                branch: new_ref.clone(),
             });
         }
         Ok(ForkReport {

@@ -334,7 +334,7 @@ impl Engine {
         let (r, etag) = self.read_ref(b)?;
         if r.protected && !opts.force {
             return Err(EngineError::Protected {
-                branch: b.to_string(),
+                branch: b.clone(),
                 action: "undoing a move of it",
             }
             .into());
@@ -344,7 +344,7 @@ impl Engine {
         let target = loop {
             let Some(e) = walk.next()? else {
                 return Err(EngineError::NothingToUndo {
-                    branch: b.to_string(),
+                    branch: b.clone(),
                     reason: if walk.expired {
                         "its older history passed the store's retention".into()
                     } else {
@@ -363,7 +363,7 @@ impl Engine {
         };
         let Some(old) = target.old else {
             return Err(EngineError::NothingToUndo {
-                branch: b.to_string(),
+                branch: b.clone(),
                 reason: format!(
                     "move #{} brought the branch back after a destroy; `scion destroy {b}` removes it again",
                     target.seq
@@ -436,7 +436,7 @@ impl Engine {
         };
         if r.protected && !opts.force {
             return Err(EngineError::Protected {
-                branch: b.to_string(),
+                branch: b.clone(),
                 action: "restoring it to an earlier head",
             }
             .into());
@@ -600,7 +600,7 @@ impl Engine {
 
 fn history_entry_not_found(b: &BranchRef, seq: u64) -> EngineError {
     EngineError::HistoryEntryNotFound {
-        branch: b.to_string(),
+        branch: b.clone(),
         entry: seq,
     }
 }

@@ -63,7 +63,7 @@ impl Engine {
                 && !holder_is_dead(&l.holder)
             {
                 return Err(EngineError::LeaseHeld {
-                    branch: b.to_string(),
+                    branch: b.clone(),
                     holder: l.holder.clone(),
                     expires: l.expires.to_string(),
                 });
@@ -79,7 +79,7 @@ impl Engine {
         if let Some(l) = &r.lease {
             if l.holder != holder && is_live(l, self.store_now()?) && !holder_is_dead(&l.holder) {
                 return Err(EngineError::LeaseHeld {
-                    branch: b.to_string(),
+                    branch: b.clone(),
                     holder: l.holder.clone(),
                     expires: l.expires.to_string(),
                 });
@@ -138,7 +138,7 @@ impl Engine {
                     && !holder_is_dead(&l.holder)
                 {
                     return Err(EngineError::LeaseHeld {
-                        branch: b.to_string(),
+                        branch: b.clone(),
                         holder: l.holder.clone(),
                         expires: l.expires.to_string(),
                     });
@@ -172,9 +172,7 @@ impl Engine {
                 r.touched_at = now;
                 Ok(())
             }
-            _ => Err(EngineError::Conflict {
-                branch: b.to_string(),
-            }),
+            _ => Err(EngineError::Conflict { branch: b.clone() }),
         })
     }
 

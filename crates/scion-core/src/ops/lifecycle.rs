@@ -92,14 +92,14 @@ impl Scion {
             }
             if (r.protected || b.branch.as_str() == "main") && !force {
                 return Err(EngineError::Protected {
-                    branch: b.to_string(),
+                    branch: b.clone(),
                     action: "destroying it",
                 }
                 .into());
             }
             if !force && self.engine.holds_only_recent_head_of_protected(b, r)? {
                 return Err(EngineError::Protected {
-                    branch: b.to_string(),
+                    branch: b.clone(),
                     action: "destroying the only recent copy of a protected branch's head",
                 }
                 .into());

@@ -75,7 +75,7 @@ impl Engine {
         let (r, etag) = self.read_ref(b)?;
         if r.protected && !opts.force {
             return Err(EngineError::Protected {
-                branch: b.to_string(),
+                branch: b.clone(),
                 action: "rolling it back",
             }
             .into());
@@ -119,7 +119,7 @@ impl Engine {
         let (r, etag) = self.read_ref(&target_ref)?;
         if r.protected && !opts.force {
             return Err(EngineError::Protected {
-                branch: target_ref.to_string(),
+                branch: target_ref.clone(),
                 action: "promoting onto it",
             }
             .into());
@@ -168,13 +168,13 @@ impl Engine {
         let (r, etag) = self.read_ref(dst)?;
         if r.root != expect.root || r.version != expect.version {
             return Err(EngineError::Conflict {
-                branch: dst.to_string(),
+                branch: dst.clone(),
             }
             .into());
         }
         if r.protected && !allow_protected {
             return Err(EngineError::Protected {
-                branch: dst.to_string(),
+                branch: dst.clone(),
                 action: "merging into it",
             }
             .into());

@@ -148,7 +148,7 @@ pub fn refuse_checked_out(b: &BranchRef, r: &Ref) -> EngineResult<()> {
         return Ok(());
     }
     Err(EngineError::CheckedOut {
-        branch: b.to_string(),
+        branch: b.clone(),
         checkouts: r.checkouts.iter().map(|c| c.to_string()).collect(),
     })
 }

@@ -129,7 +129,7 @@ impl Engine {
         let age = self.store_time()?.since(receipt.started);
         if age.saturating_mul(2) > self.min_grace() && !self.holds_segments(receipt.reused)? {
             return Err(EngineError::CommitExpired {
-                branch: b.to_string(),
+                branch: b.clone(),
                 took_secs: age.as_secs(),
             });
         }
@@ -148,9 +148,7 @@ impl Engine {
                 }
                 None => {}
             }
-            return Err(EngineError::CommitLost {
-                branch: b.to_string(),
-            });
+            return Err(EngineError::CommitLost { branch: b.clone() });
         }
         Ok(received)
     }
@@ -200,21 +198,19 @@ impl Engine {
     ) -> EngineResult<(Received, Option<Undo>)> {
         let (r, etag) = self.read_ref(b)?;
         if r.root != expect {
-            return Err(EngineError::Conflict {
-                branch: b.to_string(),
-            });
+            return Err(EngineError::Conflict { branch: b.clone() });
         }
         let tracking = b.branch.tracking().is_some();
         if r.protected && !receipt.force && !receipt.fast_forward && !tracking {
             return Err(EngineError::Protected {
-                branch: b.to_string(),
+                branch: b.clone(),
                 action: "replacing its head with a version not made from it",
             });
         }
         self.check_not_leased(b, &r, receipt.force || tracking)?;
         if !r.checkouts.is_empty() && !receipt.force && !tracking {
             return Err(EngineError::CheckedOut {
-                branch: b.to_string(),
+                branch: b.clone(),
                 checkouts: r
                     .checkouts
                     .iter()

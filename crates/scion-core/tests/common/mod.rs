@@ -57,7 +57,7 @@ pub fn env_with(settings: scion_core::StoreSettings) -> Env {
     let dir = tempfile::tempdir().unwrap();
     let backend = Arc::new(LocalBackend::open(dir.path().join("store")).unwrap());
     let options = local_options(&dir.path().join("store"));
-    let scion = Scion::init_with(backend, "test", options, settings).unwrap();
+    let scion = Scion::init(backend, "test", options, settings).unwrap();
     Env { dir, scion }
 }
 
@@ -95,6 +95,7 @@ pub fn env_s3() -> Env {
             dir.path().join("store").join("checkouts"),
             ClonePolicy::Auto,
         ),
+        scion_core::StoreSettings::default(),
     )
     .unwrap();
     Env { dir, scion }
@@ -215,7 +216,11 @@ pub fn fork_work_with_two_checkpoints(e: &Env) {
     for price in [1, 2] {
         exec(&p, &format!("UPDATE items SET price = {price};"));
         e.scion
-            .checkpoint(&br("shop@work"), &format!("c{price}").parse().unwrap())
+            .checkpoint(
+                &br("shop@work"),
+                &format!("c{price}").parse().unwrap(),
+                scion_core::CheckpointOptions::default(),
+            )
             .unwrap();
     }
 }

@@ -187,7 +187,7 @@ pub async fn destroy(
 pub(crate) fn refuse_live(shared: &Shared, branch: &str) -> ApiResult<()> {
     match shared.sessions.on_branch(branch) {
         Some(id) => Err(ApiError::from(scion_core::EngineError::LeaseHeld {
-            branch: branch.to_string(),
+            branch: parse::<BranchRef>(branch)?,
             holder: format!("{}#{id}", shared.scion.engine().holder()),
             expires: "while the session is open".into(),
         })),
@@ -285,7 +285,7 @@ pub async fn checkpoint(
     let name: CheckpointName = parse(&body.name)?;
     refuse_live(&shared, &branch)?;
     let report = blocking(&shared, Context::Other, move |s| {
-        s.checkpoint_with_meta(&b, &name, body.meta)
+        s.checkpoint(&b, &name, scion_core::CheckpointOptions { meta: body.meta })
     })
     .await?;
     shared.events.emit(
