@@ -16,6 +16,7 @@ mod error;
 pub mod history;
 mod manifest;
 mod materialize;
+mod name_types;
 pub mod names;
 mod objects;
 pub mod ops;

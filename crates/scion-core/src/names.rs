@@ -4,9 +4,11 @@
 //! 1 to 100 characters of `a-z 0-9 . _ -`, starting with a letter or digit, never `..`.
 //! Lowercase only, so that two names can never collide on a case-insensitive filesystem.
 
-use std::fmt;
 use std::str::FromStr;
 
+pub use crate::name_types::{
+    BranchName, BranchRef, CheckpointName, DbName, Owner, RemoteName, Target,
+};
 use crate::EngineError;
 
 pub const MAX_NAME_LEN: usize = 100;
@@ -57,22 +59,16 @@ fn validate(kind: &'static str, s: &str, max_len: usize) -> Result<(), EngineErr
 }
 
 macro_rules! name_type {
-    ($(#[$doc:meta])* $ty:ident, $kind:literal, $max_len:expr) => {
-        name_type!($(#[$doc])* $ty, |s| validate($kind, s, $max_len));
+    ($ty:ident, $kind:literal, $max_len:expr) => {
+        name_type!($ty, |s| validate($kind, s, $max_len));
     };
-    ($(#[$doc:meta])* $ty:ident, $check:expr) => {
-        $(#[$doc])*
-        #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-        pub struct $ty(String);
-
+    ($ty:ident, $check:expr) => {
         impl $ty {
+            /// The name, if it follows the rules of its kind.
             pub fn new(s: &str) -> Result<Self, EngineError> {
                 let check: fn(&str) -> Result<(), EngineError> = $check;
                 check(s)?;
                 Ok(Self(s.to_string()))
-            }
-            pub fn as_str(&self) -> &str {
-                &self.0
             }
         }
 
@@ -82,53 +78,25 @@ macro_rules! name_type {
                 Self::new(s)
             }
         }
-
-        impl fmt::Display for $ty {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(&self.0)
-            }
-        }
     };
 }
 
-name_type!(
-    /// A database in a store, e.g. `shop`.
-    DbName,
-    "database",
-    MAX_NAME_LEN
-);
-name_type!(
-    /// A branch of a database, e.g. `main`, or a remote-tracking branch, e.g.
-    /// `origin~main`: the remote's name, `~`, and the branch's name there.
-    /// Names people pick for new branches are checked against [`MAX_NAME_LEN`] by
-    /// `BranchName::check_new`.
-    BranchName,
-    |s| match s.split_once(TRACKING_SEPARATOR) {
-        Some((remote, branch)) => {
-            validate("remote", remote, MAX_REMOTE_NAME_LEN)?;
-            validate("branch", branch, MAX_NAME_LEN + DERIVED_NAME_ROOM)
-        }
-        None => validate("branch", s, MAX_NAME_LEN + DERIVED_NAME_ROOM),
+name_type!(DbName, "database", MAX_NAME_LEN);
+name_type!(BranchName, |s| match s.split_once(TRACKING_SEPARATOR) {
+    Some((remote, branch)) => {
+        validate("remote", remote, MAX_REMOTE_NAME_LEN)?;
+        validate("branch", branch, MAX_NAME_LEN + DERIVED_NAME_ROOM)
     }
-);
-name_type!(
-    /// A remote: another store this one pushes to and pulls from, e.g. `origin`.
-    RemoteName,
-    "remote",
-    MAX_REMOTE_NAME_LEN
-);
+    None => validate("branch", s, MAX_NAME_LEN + DERIVED_NAME_ROOM),
+});
+name_type!(RemoteName, "remote", MAX_REMOTE_NAME_LEN);
 
 /// What joins a remote's name and a branch's in a remote-tracking branch (`origin~main`):
 /// a character no other name may hold, so a tracking branch never takes a name people pick.
 pub(crate) const TRACKING_SEPARATOR: char = '~';
 /// Remote names stay short: a tracking branch's name holds one and a branch's.
 pub(crate) const MAX_REMOTE_NAME_LEN: usize = 32;
-name_type!(
-    /// A checkpoint on a branch, e.g. `v1`.
-    CheckpointName,
-    "checkpoint",
-    MAX_NAME_LEN
-);
+name_type!(CheckpointName, "checkpoint", MAX_NAME_LEN);
 
 impl BranchName {
     pub fn main() -> Self {
@@ -178,25 +146,6 @@ impl CheckpointName {
     }
 }
 
-/// `db@branch`: one branch of one database.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct BranchRef {
-    pub db: DbName,
-    pub branch: BranchName,
-}
-
-impl BranchRef {
-    pub fn new(db: DbName, branch: BranchName) -> Self {
-        Self { db, branch }
-    }
-}
-
-impl fmt::Display for BranchRef {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}@{}", self.db, self.branch)
-    }
-}
-
 impl FromStr for BranchRef {
     type Err = EngineError;
     /// `db` (meaning `db@main`) or `db@branch`.
@@ -209,23 +158,6 @@ impl FromStr for BranchRef {
             });
         }
         Ok(t.branch)
-    }
-}
-
-/// `db`, `db@branch` or `db@branch@checkpoint`: a version to read.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Target {
-    pub branch: BranchRef,
-    pub checkpoint: Option<CheckpointName>,
-}
-
-impl fmt::Display for Target {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.branch)?;
-        if let Some(c) = &self.checkpoint {
-            write!(f, "@{c}")?;
-        }
-        Ok(())
     }
 }
 
@@ -252,14 +184,6 @@ impl FromStr for Target {
     }
 }
 
-/// Who made a branch: the tag a front end with owners (an MCP server, a scoped daemon
-/// token) records on the branches it creates, so that it may later change them and nothing
-/// else. 1 to 64 characters of `A-Z a-z 0-9 . _ - : @ /`: a person's or an agent's name,
-/// `token:ci` or `mcp:agent-7`.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
-#[serde(transparent)]
-pub struct Owner(String);
-
 impl Owner {
     pub const MAX_LEN: usize = 64;
     /// The ref meta key that holds a branch's owner: in `meta` rather than a field of its
@@ -282,16 +206,6 @@ impl Owner {
                 ),
             })
         }
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Display for Owner {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
     }
 }
 

@@ -1,0 +1,128 @@
+//! The name types, as data: what each holds and how it prints. Which strings make a valid
+//! name, and parsing one, is `names.rs`'s; these types sit below the errors, which name
+//! branches and databases by them.
+
+use std::fmt;
+
+/// A database in a store, e.g. `shop`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct DbName(pub(crate) String);
+
+impl DbName {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for DbName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A branch of a database, e.g. `main`, or a remote-tracking branch, e.g.
+/// `origin~main`: the remote's name, `~`, and the branch's name there.
+/// Names people pick for new branches are checked against [`crate::names::MAX_NAME_LEN`] by
+/// `BranchName::check_new`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct BranchName(pub(crate) String);
+
+impl BranchName {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for BranchName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A remote: another store this one pushes to and pulls from, e.g. `origin`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RemoteName(pub(crate) String);
+
+impl RemoteName {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for RemoteName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A checkpoint on a branch, e.g. `v1`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct CheckpointName(pub(crate) String);
+
+impl CheckpointName {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for CheckpointName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// `db@branch`: one branch of one database.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct BranchRef {
+    pub db: DbName,
+    pub branch: BranchName,
+}
+
+impl BranchRef {
+    pub fn new(db: DbName, branch: BranchName) -> Self {
+        Self { db, branch }
+    }
+}
+
+impl fmt::Display for BranchRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}@{}", self.db, self.branch)
+    }
+}
+
+/// `db`, `db@branch` or `db@branch@checkpoint`: a version to read.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Target {
+    pub branch: BranchRef,
+    pub checkpoint: Option<CheckpointName>,
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.branch)?;
+        if let Some(c) = &self.checkpoint {
+            write!(f, "@{c}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Who made a branch: the tag a front end with owners (an MCP server, a scoped daemon
+/// token) records on the branches it creates, so that it may later change them and nothing
+/// else. 1 to 64 characters of `A-Z a-z 0-9 . _ - : @ /`: a person's or an agent's name,
+/// `token:ci` or `mcp:agent-7`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(transparent)]
+pub struct Owner(pub(crate) String);
+
+impl Owner {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for Owner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
