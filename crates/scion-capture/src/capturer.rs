@@ -24,9 +24,7 @@ use crate::cursor::{Cursor, FileId};
 use crate::error::{CaptureError, CaptureResult};
 use crate::pending::{lock_byte_page, Pending};
 use crate::shm::{Published, ShmFile};
-use crate::walfile::{
-    frame_offset, verify_frames, Checksum, FrameHeader, WalFile, FRAME_HEADER_LEN,
-};
+use crate::walfile::{verify_frames, Checksum, FrameHeader, WalFile, FRAME_HEADER_LEN};
 
 /// What one capture step found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,7 +79,7 @@ pub struct CaptureCounters {
     pub growth_pages: u64,
 }
 
-pub struct Capturer {
+pub(crate) struct Capturer {
     // Connections first: fields drop in order, so every connection is closed before the
     // descriptors below.
     pins: [Connection; 2],
@@ -145,7 +143,7 @@ fn begin_pin(c: &Connection, path: &Path) -> CaptureResult<()> {
 
 /// Put a database that left WAL mode back into it. SQLite refuses while another
 /// connection has the file open; call it only before capture opens the file.
-pub fn restore_wal_mode(path: &Path) -> CaptureResult<()> {
+pub(crate) fn restore_wal_mode(path: &Path) -> CaptureResult<()> {
     let c = Connection::open(path).map_err(sqlite_err(path))?;
     let mode: String = c
         .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
@@ -212,10 +210,6 @@ impl Capturer {
         self.file
     }
 
-    pub fn page_size(&self) -> u32 {
-        self.page_size
-    }
-
     pub fn cursor(&self) -> Option<Cursor> {
         self.cursor
     }
@@ -224,7 +218,7 @@ impl Capturer {
         &self.pending
     }
 
-    pub fn pending_mut(&mut self) -> &mut Pending {
+    pub(crate) fn pending_mut(&mut self) -> &mut Pending {
         &mut self.pending
     }
 
@@ -238,7 +232,7 @@ impl Capturer {
     }
 
     /// Bytes published in the WAL and not yet captured.
-    pub fn lag_bytes(&self) -> CaptureResult<u64> {
+    pub(crate) fn lag_bytes(&self) -> CaptureResult<u64> {
         let (Some(p), Some(c)) = (self.published()?, self.cursor) else {
             return Ok(0);
         };
@@ -301,7 +295,7 @@ impl Capturer {
     /// Start at the published end when the caller has proved that the database file
     /// alone is exactly its durable version of `page_count` pages (nothing published in
     /// the WAL). `false` if the WAL has published frames.
-    pub fn start_clean(&mut self, page_count: u32) -> CaptureResult<bool> {
+    pub(crate) fn start_clean(&mut self, page_count: u32) -> CaptureResult<bool> {
         let p = self.published()?;
         if p.is_some_and(|p| p.max_frame > 0) {
             return Ok(false);
@@ -444,7 +438,7 @@ impl Capturer {
     }
 
     /// Step until nothing is in flight (a WAL restart completes within microseconds).
-    pub fn catch_up(&mut self) -> CaptureResult<Step> {
+    pub(crate) fn catch_up(&mut self) -> CaptureResult<Step> {
         for _ in 0..1000 {
             match self.step()? {
                 Step::InFlight => std::thread::sleep(Duration::from_millis(1)),
@@ -456,7 +450,7 @@ impl Capturer {
 
     /// Pass the pin on: a new read transaction begins, capture catches up, and only then
     /// does the old one end.
-    pub fn rotate_pin(&mut self) -> CaptureResult<Step> {
+    pub(crate) fn rotate_pin(&mut self) -> CaptureResult<Step> {
         let next = 1 - self.active;
         begin_pin(&self.pins[next], &self.path)?;
         let step = self.catch_up()?;
@@ -476,7 +470,7 @@ impl Capturer {
     /// checkpoint (it copies frames into the database only up to the oldest reader), and
     /// pass the pin on again so that, if everything was copied, the next writer may
     /// restart the WAL from the beginning.
-    pub fn recycle(&mut self) -> CaptureResult<Step> {
+    pub(crate) fn recycle(&mut self) -> CaptureResult<Step> {
         let step = self.rotate_pin()?;
         if matches!(step, Step::Break(_) | Step::InFlight) {
             return Ok(step);
@@ -493,7 +487,7 @@ impl Capturer {
     /// everything is copied into the database and the pin passed on again; the next writer
     /// then restarts the WAL. Writers with a busy timeout wait for at most the barrier;
     /// writers without one get SQLITE_BUSY meanwhile. `None` when a writer held the lock.
-    pub fn recycle_with_barrier(&mut self) -> CaptureResult<Option<Step>> {
+    pub(crate) fn recycle_with_barrier(&mut self) -> CaptureResult<Option<Step>> {
         if self.barrier.is_none() {
             let mut c = connect(&self.path)?;
             c.busy_handler(Some(barrier_retry))
@@ -543,8 +537,3 @@ fn barrier_retry(attempts: i32) -> bool {
 
 const BARRIER_RETRY: Duration = Duration::from_micros(50);
 const BARRIER_TRIES: i32 = 200;
-
-/// Where frame `n` starts, for tests that damage a WAL on purpose.
-pub fn frame_start(n: u32, page_size: u32) -> u64 {
-    frame_offset(n, page_size)
-}

@@ -9,7 +9,7 @@ use scion_core::format::Locator;
 use crate::walfile::{Checksum, Salts};
 
 /// The ref meta key that carries a captured version's [`Mark`].
-pub const MARK_KEY: &str = "scion.capture";
+pub(crate) const MARK_KEY: &str = "scion.capture";
 
 /// The last captured commit frame of a generation. Frame 0 means "nothing of this
 /// generation yet": the chain then starts from the WAL header's own checksum.

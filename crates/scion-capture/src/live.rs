@@ -1,4 +1,4 @@
-//! A branch under live capture: its checkout followed by a [`Capturer`], what was captured
+//! A branch under live capture: its checkout followed by a capturer, what was captured
 //! committed through the engine's one commit path, under the branch's lease.
 
 use std::collections::BTreeMap;

@@ -10,7 +10,7 @@ use crate::cursor::Cursor;
 
 /// The page that holds byte 2^30 of the file: SQLite never writes it and scion never
 /// stores it.
-pub fn lock_byte_page(page_size: u32) -> u32 {
+pub(crate) fn lock_byte_page(page_size: u32) -> u32 {
     (1u32 << 30) / page_size + 1
 }
 
@@ -73,7 +73,7 @@ impl Pending {
 
     /// What a commit of this set writes; the pages move out (give them back with
     /// [`Pending::restore`] if the commit fails).
-    pub fn take_changes(&mut self) -> PageChanges {
+    pub(crate) fn take_changes(&mut self) -> PageChanges {
         PageChanges {
             page_size: self.page_size,
             page_count: self.page_count,

@@ -64,7 +64,7 @@ impl Published {
 /// A descriptor of `-shm`, opened once and closed only after every SQLite connection of
 /// this process to the database: closing any descriptor of the file drops the POSIX locks
 /// SQLite holds on it in this process.
-pub struct ShmFile {
+pub(crate) struct ShmFile {
     file: File,
 }
 

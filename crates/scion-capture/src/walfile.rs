@@ -20,7 +20,7 @@ pub struct Salts(pub u32, pub u32);
 pub struct Checksum(pub u32, pub u32);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct WalHeader {
+pub(crate) struct WalHeader {
     pub big_endian_checksums: bool,
     pub page_size: u32,
     pub salts: Salts,
@@ -82,7 +82,7 @@ impl WalHeader {
 
 /// One frame of a WAL, header fields decoded.
 #[derive(Debug, Clone, Copy)]
-pub struct FrameHeader {
+pub(crate) struct FrameHeader {
     pub pgno: u32,
     /// The database's size in pages after the commit; 0 on frames that do not commit.
     pub commit_size: u32,
@@ -102,12 +102,12 @@ impl FrameHeader {
 }
 
 /// The byte offset of frame `n` (1-based).
-pub fn frame_offset(n: u32, page_size: u32) -> u64 {
+pub(crate) fn frame_offset(n: u32, page_size: u32) -> u64 {
     WAL_HEADER_LEN as u64 + (n as u64 - 1) * (FRAME_HEADER_LEN as u64 + page_size as u64)
 }
 
 /// An open `-wal`, read with positioned reads.
-pub struct WalFile {
+pub(crate) struct WalFile {
     file: File,
 }
 
@@ -147,7 +147,7 @@ impl WalFile {
 }
 
 /// A verified run of frames: each frame's header and page, in order.
-pub struct VerifiedFrames<'a> {
+pub(crate) struct VerifiedFrames<'a> {
     pub frames: Vec<(FrameHeader, &'a [u8])>,
     /// The checksum after the last frame.
     pub end: Checksum,
@@ -155,7 +155,7 @@ pub struct VerifiedFrames<'a> {
 
 /// Chain-verify `buf` (whole frames of `page_size`) from `seed`, each frame carrying
 /// `salts`. `None` at the first frame that fails: the run is not what SQLite published.
-pub fn verify_frames<'a>(
+pub(crate) fn verify_frames<'a>(
     buf: &'a [u8],
     header: &WalHeader,
     salts: Salts,

@@ -1,5 +1,5 @@
 //! Who is calling, and whether a scoped token may make this call. The transport's guard
-//! decides the [`Caller`] (a same-user socket peer or the daemon's own token: everything;
+//! decides the caller (a same-user socket peer or the daemon's own token: everything;
 //! a scoped token: its grants). This layer runs once the route is matched, looks the route
 //! up in [`crate::api::routes`], and refuses a scoped token whose grants do not cover what
 //! the call touches (403, the missing grant named, nothing done). Forks a token makes are
@@ -23,7 +23,7 @@ use crate::tokens::{TokenRecord, Verb};
 
 /// Who a request comes from.
 #[derive(Debug, Clone)]
-pub enum Caller {
+pub(crate) enum Caller {
     /// A same-user socket peer or a holder of the daemon's own token: every route. `actor`
     /// is what the client named itself (`X-Scion-Actor`), for head histories.
     Full { actor: Option<String> },
@@ -280,7 +280,11 @@ impl Check<'_> {
 }
 
 /// Refuse a scoped token what its grants do not cover; let every other caller through.
-pub async fn authorize(State(shared): State<Arc<Shared>>, req: Request, next: Next) -> Response {
+pub(crate) async fn authorize(
+    State(shared): State<Arc<Shared>>,
+    req: Request,
+    next: Next,
+) -> Response {
     let Some(Caller::Scoped(token)) = req.extensions().get::<Caller>().cloned() else {
         return next.run(req).await;
     };

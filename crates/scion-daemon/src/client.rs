@@ -220,7 +220,7 @@ impl DaemonClient {
 }
 
 /// What keeps a client from the daemon's socket, said so that the fix is plain.
-pub fn why_unreachable(socket: &std::path::Path, e: &std::io::Error) -> String {
+pub(crate) fn why_unreachable(socket: &std::path::Path, e: &std::io::Error) -> String {
     use std::os::unix::fs::PermissionsExt;
     let dir = socket.parent().unwrap_or(std::path::Path::new("."));
     let open_to_others = std::fs::metadata(dir)

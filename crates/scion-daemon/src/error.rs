@@ -68,7 +68,7 @@ impl ApiError {
         ApiError::new(Exit::NotFound, code, message, None)
     }
 
-    pub fn with_status(mut self, status: StatusCode) -> Self {
+    pub(crate) fn with_status(mut self, status: StatusCode) -> Self {
         self.status = status;
         self
     }

@@ -114,13 +114,13 @@ impl EventLog {
 
     /// Events after `after` still kept, and a receiver for every later one. Taken under
     /// one lock, so nothing falls between the two.
-    pub fn subscribe(&self, after: u64) -> (Vec<Event>, broadcast::Receiver<Event>) {
+    pub(crate) fn subscribe(&self, after: u64) -> (Vec<Event>, broadcast::Receiver<Event>) {
         let ring = self.ring.lock().expect("event log lock");
         let past = ring.1.iter().filter(|e| e.id > after).cloned().collect();
         (past, self.live.subscribe())
     }
 
-    pub fn last_id(&self) -> u64 {
+    pub(crate) fn last_id(&self) -> u64 {
         self.ring.lock().expect("event log lock").0
     }
 }

@@ -222,14 +222,14 @@ pub enum Exposition {
 
 impl Exposition {
     /// The format an `Accept` header asks for.
-    pub fn from_accept(accept: Option<&str>) -> Exposition {
+    pub(crate) fn from_accept(accept: Option<&str>) -> Exposition {
         match accept {
             Some(a) if a.contains("application/openmetrics-text") => Exposition::OpenMetrics,
             _ => Exposition::Text,
         }
     }
 
-    pub fn content_type(self) -> &'static str {
+    pub(crate) fn content_type(self) -> &'static str {
         match self {
             Exposition::OpenMetrics => "application/openmetrics-text; version=1.0.0; charset=utf-8",
             Exposition::Text => "text/plain; version=0.0.4; charset=utf-8",
@@ -268,7 +268,7 @@ impl Metrics {
         self.page_cache_pages.set(gauge(s.pages));
     }
 
-    /// Count a refused request; `reason` is one of [`REFUSAL_REASONS`].
+    /// Count a refused request; `reason` is one of the reasons `REFUSAL_REASONS` lists.
     pub fn refuse(&self, reason: &'static str) {
         debug_assert!(REFUSAL_REASONS.contains(&reason), "{reason}");
         self.refused_requests
@@ -279,7 +279,7 @@ impl Metrics {
 
 /// Why a request is refused before it reaches the API, as `scion_refused_requests_total`
 /// labels them.
-pub const REFUSAL_REASONS: [&str; 7] = [
+pub(crate) const REFUSAL_REASONS: [&str; 7] = [
     "other_uid",
     "missing_token",
     "wrong_token",

@@ -21,7 +21,7 @@ use scion_core::described::Exit;
 use crate::error::{ApiError, DaemonError};
 
 /// What the explorer's header tells a daemon's `/ui` page: offer no actions.
-pub const READ_ONLY_HEADER: &str = "x-scion-read-only";
+pub(crate) const READ_ONLY_HEADER: &str = "x-scion-read-only";
 
 struct Front {
     socket: PathBuf,

@@ -139,7 +139,7 @@ impl ApiError {
 
 impl Sessions {
     /// The open session on `branch`, if any.
-    pub fn on_branch(&self, branch: &str) -> Option<String> {
+    pub(crate) fn on_branch(&self, branch: &str) -> Option<String> {
         let open = self.open.lock().expect("sessions lock");
         open.iter()
             .find(|(_, h)| h.info.lock().expect("info lock").branch == branch)
@@ -244,7 +244,7 @@ impl Sessions {
 }
 
 /// A fresh session id: `s-` and 12 hex digits.
-pub fn new_id() -> String {
+pub(crate) fn new_id() -> String {
     let mut b = [0u8; 6];
     getrandom::fill(&mut b).expect("the OS random source is available");
     format!(

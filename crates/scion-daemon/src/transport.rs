@@ -72,7 +72,7 @@ pub fn default_socket(store_location: &str) -> PathBuf {
 
 /// Bind the unix socket: its directory is made 0700 if missing (and must not be open to
 /// others), a stale socket nobody answers on is replaced, a live one is refused.
-pub async fn bind_unix(path: &Path) -> Result<UnixListener, DaemonError> {
+pub(crate) async fn bind_unix(path: &Path) -> Result<UnixListener, DaemonError> {
     let io = |what, path: &Path| {
         let path = path.to_path_buf();
         move |source| DaemonError::Io { what, path, source }

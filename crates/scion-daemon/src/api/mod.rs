@@ -26,7 +26,7 @@ use crate::state::Shared;
 use crate::transport::{self, Access};
 
 /// The OpenAPI document of this API (also in `docs/openapi.json`).
-pub const OPENAPI: &str = include_str!("../../../../docs/openapi.json");
+pub(crate) const OPENAPI: &str = include_str!("../../../../docs/openapi.json");
 
 async fn healthz() -> &'static str {
     "ok\n"

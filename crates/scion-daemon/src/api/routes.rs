@@ -57,7 +57,7 @@ use Need::{
 };
 use Verb::{Admin, Read, Write};
 
-pub const ROUTES: &[Route] = &[
+pub(crate) const ROUTES: &[Route] = &[
     route("GET", "/healthz", AnyToken),
     route("GET", "/readyz", AnyToken),
     route("GET", "/metrics", Everything(Read)),
