@@ -40,7 +40,7 @@ pub fn diff_cost(
     let main = br("db")?;
     scion
         .engine()
-        .fork(&main, &"diff".parse()?, scion_core::ForkOptions::default())?;
+        .fork(&main, &"diff".parse()?, Default::default())?;
     let d = br("db@diff")?;
     let d_path = scion.checkout(&d, false)?.path;
     {
@@ -53,11 +53,7 @@ pub fn diff_cost(
             )?;
         }
     }
-    scion.checkpoint(
-        &d,
-        &"audited".parse()?,
-        scion_core::CheckpointOptions::default(),
-    )?;
+    scion.checkpoint(&d, &"audited".parse()?, Default::default())?;
     let (l, r): (Target, Target) = ("db".parse()?, "db@diff".parse()?);
     let main_path = scion.checkout(&main, false)?.path;
     let report = scion.diff(&l, &r, &Default::default())?;

@@ -140,7 +140,7 @@ fn bed(root: &Path, mib: u64) -> BenchResult<Bed> {
         counter.clone(),
         "bench",
         ScionOptions::new(dir.join("store/checkouts"), ClonePolicy::Auto),
-        scion_core::StoreSettings::default(),
+        Default::default(),
     )?;
     scion.engine().create(&"db".parse()?, Some(&src))?;
     crate::stats::settle_disk();
@@ -194,26 +194,22 @@ pub fn run(opts: &ForkBenchOptions, progress: Progress<'_>) -> BenchResult<ForkB
         let plain = br("db@plain")?;
         b.scion
             .engine()
-            .fork(&main, &"plain".parse()?, scion_core::ForkOptions::default())?;
+            .fork(&main, &"plain".parse()?, Default::default())?;
         let source = b.scion.checkout(&main, false)?.path;
         // The checkout's writeback must not land in the timed forks' fsyncs.
         crate::stats::settle_disk();
         let (fork_at_head, fork_with_checkout) = measure_interleaved(
             opts.runs,
             |i| -> BenchResult<()> {
-                b.scion.engine().fork(
-                    &plain,
-                    &format!("head-{i}").parse()?,
-                    scion_core::ForkOptions::default(),
-                )?;
+                b.scion
+                    .engine()
+                    .fork(&plain, &format!("head-{i}").parse()?, Default::default())?;
                 Ok(())
             },
             |i| -> BenchResult<()> {
-                b.scion.engine().fork(
-                    &main,
-                    &format!("co-{i}").parse()?,
-                    scion_core::ForkOptions::default(),
-                )?;
+                b.scion
+                    .engine()
+                    .fork(&main, &format!("co-{i}").parse()?, Default::default())?;
                 b.scion.checkout_maybe_written(&main)?;
                 Ok(())
             },
@@ -222,21 +218,16 @@ pub fn run(opts: &ForkBenchOptions, progress: Progress<'_>) -> BenchResult<ForkB
         let before = b.counter.counts();
         b.scion
             .engine()
-            .fork(&main, &"one".parse()?, scion_core::ForkOptions::default())?;
+            .fork(&main, &"one".parse()?, Default::default())?;
         let one = b.counter.counts();
         for i in 0..100 {
-            b.scion.engine().fork(
-                &main,
-                &format!("many-{i}").parse()?,
-                scion_core::ForkOptions::default(),
-            )?;
+            b.scion
+                .engine()
+                .fork(&main, &format!("many-{i}").parse()?, Default::default())?;
         }
         let many = b.counter.counts();
-        b.scion.checkpoint(
-            &main,
-            &"c0".parse()?,
-            scion_core::CheckpointOptions::default(),
-        )?;
+        b.scion
+            .checkpoint(&main, &"c0".parse()?, Default::default())?;
         let c0: scion_core::CheckpointName = "c0".parse()?;
         let fork_at_checkpoint = measure(opts.runs, |i| {
             b.scion.engine().fork(
@@ -252,12 +243,10 @@ pub fn run(opts: &ForkBenchOptions, progress: Progress<'_>) -> BenchResult<ForkB
         let rb = br("db@rb")?;
         b.scion
             .engine()
-            .fork(&main, &"rb".parse()?, scion_core::ForkOptions::default())?;
-        b.scion.engine().fork(
-            &main,
-            &"target".parse()?,
-            scion_core::ForkOptions::default(),
-        )?;
+            .fork(&main, &"rb".parse()?, Default::default())?;
+        b.scion
+            .engine()
+            .fork(&main, &"target".parse()?, Default::default())?;
         let count = |f: &mut dyn FnMut() -> BenchResult<()>| -> BenchResult<(u64, u64)> {
             let before = b.counter.counts();
             f()?;
@@ -348,7 +337,7 @@ pub fn run(opts: &ForkBenchOptions, progress: Progress<'_>) -> BenchResult<ForkB
                 b.scion.engine().fork(
                     &br("db@plain")?,
                     &format!("ratio-{i}").parse()?,
-                    scion_core::ForkOptions::default(),
+                    Default::default(),
                 )?;
                 Ok(())
             };
@@ -385,9 +374,7 @@ pub fn run(opts: &ForkBenchOptions, progress: Progress<'_>) -> BenchResult<ForkB
         let size_before = store_object_bytes(b.scion.engine().backend().as_ref())?;
         let name = format!("s{i}").parse()?;
         let started = std::time::Instant::now();
-        let report = b
-            .scion
-            .checkpoint(&main, &name, scion_core::CheckpointOptions::default())?;
+        let report = b.scion.checkpoint(&main, &name, Default::default())?;
         times.push(started.elapsed());
         let size_after = store_object_bytes(b.scion.engine().backend().as_ref())?;
         added.push(size_after.saturating_sub(size_before));
@@ -416,17 +403,11 @@ pub fn run(opts: &ForkBenchOptions, progress: Progress<'_>) -> BenchResult<ForkB
     // fingerprinted is always re-hashed (the racily-clean rule), so the steady state this
     // measures starts a second after the last write.
     progress("checkpoints of a clean checkout (after the 1 s racily-clean window)");
-    b.scion.checkpoint(
-        &main,
-        &"settle".parse()?,
-        scion_core::CheckpointOptions::default(),
-    )?;
+    b.scion
+        .checkpoint(&main, &"settle".parse()?, Default::default())?;
     std::thread::sleep(std::time::Duration::from_millis(1100));
-    b.scion.checkpoint(
-        &main,
-        &"settled".parse()?,
-        scion_core::CheckpointOptions::default(),
-    )?;
+    b.scion
+        .checkpoint(&main, &"settled".parse()?, Default::default())?;
     let segments = |b: &Bed| -> BenchResult<u64> {
         Ok(b.scion
             .engine()
@@ -438,11 +419,8 @@ pub fn run(opts: &ForkBenchOptions, progress: Progress<'_>) -> BenchResult<ForkB
     let segments_before = segments(b)?;
     let before = b.counter.counts();
     let time = measure(opts.runs, |i| {
-        b.scion.checkpoint(
-            &main,
-            &format!("clean-{i}").parse()?,
-            scion_core::CheckpointOptions::default(),
-        )
+        b.scion
+            .checkpoint(&main, &format!("clean-{i}").parse()?, Default::default())
     })?;
     let after = b.counter.counts();
     let clean_checkpoint = CleanCheckpoint {
@@ -471,7 +449,7 @@ pub fn run(opts: &ForkBenchOptions, progress: Progress<'_>) -> BenchResult<ForkB
         big.scion.checkpoint(
             &main,
             &format!("dirty-{}", i.min(999_999)).parse()?,
-            scion_core::CheckpointOptions::default(),
+            Default::default(),
         )?;
         Ok(())
     })?;

@@ -114,7 +114,7 @@ fn scion_row(
         std::sync::Arc::new(store),
         "isolation",
         ScionOptions::new(dir.join("store/checkouts"), ClonePolicy::Auto),
-        scion_core::StoreSettings::default(),
+        Default::default(),
     )?;
     scion.engine().create(&"seed".parse()?, Some(seed))?;
     let main: BranchRef = "seed".parse()?;
@@ -127,7 +127,7 @@ fn scion_row(
         let test: BranchRef = format!("seed@test-{run}").parse()?;
         scion
             .engine()
-            .fork(&main, &test.branch, scion_core::ForkOptions::default())?;
+            .fork(&main, &test.branch, Default::default())?;
         lap(0);
         let path = scion.checkout(&test, false)?.path;
         lap(1);

@@ -21,7 +21,7 @@ pub fn row(dir: &Path, seed: &Path, runs: usize, probe_id: i64) -> BenchResult<M
         std::sync::Arc::new(store),
         "isolation",
         ScionOptions::new(store_dir.join("checkouts"), ClonePolicy::Auto),
-        scion_core::StoreSettings::default(),
+        Default::default(),
     )?;
     scion.engine().create(&"seed".parse()?, Some(seed))?;
     let main: BranchRef = "seed".parse()?;
@@ -31,7 +31,7 @@ pub fn row(dir: &Path, seed: &Path, runs: usize, probe_id: i64) -> BenchResult<M
         let test: BranchRef = format!("seed@test-{run}").parse()?;
         scion
             .engine()
-            .fork(&main, &test.branch, scion_core::ForkOptions::default())?;
+            .fork(&main, &test.branch, Default::default())?;
         lap(0);
         let uri = scion_vfs::uri(&test.to_string(), &store_dir.display().to_string(), false);
         let conn = Connection::open_with_flags(

@@ -209,7 +209,7 @@ fn store(dir: &Path) -> BenchResult<Arc<Scion>> {
         Arc::new(backend),
         "live",
         o,
-        scion_core::StoreSettings::default(),
+        Default::default(),
     )?))
 }
 
@@ -263,7 +263,7 @@ fn flush_row(dir: &Path, mib: u64, runs: usize) -> BenchResult<FlushRow> {
         }
         let name = CheckpointName::new(&format!("c{i}"))?;
         let start = Instant::now();
-        let r = scion.checkpoint(&b, &name, scion_core::CheckpointOptions::default())?;
+        let r = scion.checkpoint(&b, &name, Default::default())?;
         if i > 0 {
             ckpt.push(start.elapsed());
             ckpt_bytes.push(r.store.bytes as f64);

@@ -114,7 +114,7 @@ pub fn run(opts: &MergeBenchOptions, progress: Progress<'_>) -> BenchResult<Merg
             counter.clone(),
             &StoreSpec::parse(&store_dir.display().to_string())?.location(),
             ScionOptions::new(store_dir.join("checkouts"), ClonePolicy::Auto),
-            scion_core::StoreSettings::default(),
+            Default::default(),
         )?;
         scion_vfs::adopt(scion.engine().location(), scion.engine().clone());
         scion.engine().create(&"db".parse()?, Some(&native))?;
@@ -131,11 +131,11 @@ pub fn run(opts: &MergeBenchOptions, progress: Progress<'_>) -> BenchResult<Merg
             let (dst, src) = (format!("dst{run}"), format!("src{run}"));
             scion
                 .engine()
-                .fork(&main, &dst.parse()?, scion_core::ForkOptions::default())?;
+                .fork(&main, &dst.parse()?, Default::default())?;
             let dst_ref: BranchRef = format!("db@{dst}").parse()?;
             scion
                 .engine()
-                .fork(&dst_ref, &src.parse()?, scion_core::ForkOptions::default())?;
+                .fork(&dst_ref, &src.parse()?, Default::default())?;
             change_row(&scion, &format!("db@{dst}"), rows / 3, "ours")?;
             change_row(&scion, &format!("db@{src}"), rows * 2 / 3, "theirs")?;
             let src_t: Target = format!("db@{src}").parse()?;

@@ -48,11 +48,9 @@ pub fn refresh_cost(
     ));
     let main = br("db")?;
     let main_path = scion.checkout(&main, false)?.path;
-    scion.engine().fork(
-        &main,
-        &"refresh".parse()?,
-        scion_core::ForkOptions::default(),
-    )?;
+    scion
+        .engine()
+        .fork(&main, &"refresh".parse()?, Default::default())?;
     let b = br("db@refresh")?;
     let path = scion.checkout(&b, false)?.path;
     let change = |status: &str| -> BenchResult<()> {
@@ -60,11 +58,7 @@ pub fn refresh_cost(
         Ok(())
     };
     change("moved")?;
-    scion.checkpoint(
-        &b,
-        &"moved".parse()?,
-        scion_core::CheckpointOptions::default(),
-    )?;
+    scion.checkpoint(&b, &"moved".parse()?, Default::default())?;
     let opts = MoveOptions {
         no_backup: true,
         ..MoveOptions::default()

@@ -205,7 +205,7 @@ pub fn run(opts: &VfsOptions, progress: Progress<'_>) -> BenchResult<VfsReport> 
             counter.clone(),
             "bench-vfs",
             ScionOptions::new(store_dir.join("checkouts"), ClonePolicy::Auto),
-            scion_core::StoreSettings::default(),
+            Default::default(),
         )?);
         // Connections the VFS opens use this very attachment: its requests are counted.
         let location = StoreSpec::parse(&store_dir.display().to_string())?.location();
@@ -222,7 +222,7 @@ pub fn run(opts: &VfsOptions, progress: Progress<'_>) -> BenchResult<VfsReport> 
             let t = timed(|| {
                 scion
                     .engine()
-                    .fork(&main, &test.branch, scion_core::ForkOptions::default())?;
+                    .fork(&main, &test.branch, Default::default())?;
                 let c = open_vfs(&test.to_string(), &store_dir)?;
                 let _: f64 =
                     c.query_row(&FIRST_QUERY.replace("$1", "?1"), [rows / 2], |r| r.get(0))?;

@@ -15,10 +15,31 @@ pub struct NotBuilt {
     pub hint: &'static str,
 }
 
+/// Print `err` as the CLI reports a failure and give its exit code.
 pub fn report(err: &anyhow::Error, json: bool, context: Context) -> ExitCode {
-    let (exit, code, hint, retryable): (u8, String, Option<String>, bool) = if let Some(e) =
-        err.downcast_ref::<CoreError>()
-    {
+    let (exit, code, hint, retryable) = classify(err, context);
+    let message = format!("{err:#}");
+    if json {
+        let v = serde_json::json!({"error": {
+            "code": code,
+            "message": message,
+            "hint": hint,
+            "exit_code": exit,
+            "retryable": retryable,
+        }});
+        eprintln!("{v}");
+    } else {
+        eprintln!("error: {message}");
+        if let Some(h) = hint {
+            eprintln!("hint: {h}");
+        }
+    }
+    ExitCode::from(exit)
+}
+
+/// An error's exit code, stable code, hint and whether a retry may succeed.
+fn classify(err: &anyhow::Error, context: Context) -> (u8, String, Option<String>, bool) {
+    if let Some(e) = err.downcast_ref::<CoreError>() {
         let d = describe(e, context);
         (d.exit as u8, d.code.to_string(), d.hint, e.is_retryable())
     } else if let Some(e) = err.downcast_ref::<EngineError>() {
@@ -68,22 +89,28 @@ pub fn report(err: &anyhow::Error, json: bool, context: Context) -> ExitCode {
             }
     } else {
         (Exit::Failure as u8, "error".to_string(), None, false)
-    };
-    let message = format!("{err:#}");
-    if json {
-        let v = serde_json::json!({"error": {
-            "code": code,
-            "message": message,
-            "hint": hint,
-            "exit_code": exit,
-            "retryable": retryable,
-        }});
-        eprintln!("{v}");
-    } else {
-        eprintln!("error: {message}");
-        if let Some(h) = hint {
-            eprintln!("hint: {h}");
-        }
     }
-    ExitCode::from(exit)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_command_left_out_of_the_build_is_unsupported_with_a_hint() {
+        let err = anyhow::Error::from(NotBuilt {
+            what: "its benchmarks",
+            hint: "build it with the bench feature",
+        });
+        let (exit, code, hint, retryable) = classify(&err, Context::Other);
+        assert_eq!(exit, Exit::Unsupported as u8);
+        assert_eq!(exit, 10);
+        assert_eq!(code, "not_built");
+        assert_eq!(hint.as_deref(), Some("build it with the bench feature"));
+        assert!(!retryable);
+        assert_eq!(
+            err.to_string(),
+            "this scion was built without its benchmarks"
+        );
+    }
 }

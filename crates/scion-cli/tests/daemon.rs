@@ -1,6 +1,7 @@
 //! `scion serve` as a real process: every endpoint's success and refusal, idempotent
 //! retries, who may connect, events and their replay, sessions end to end, SIGTERM.
 
+mod common;
 mod served;
 
 use std::os::unix::fs::PermissionsExt;
@@ -429,11 +430,7 @@ fn the_openapi_document_is_served_and_names_exactly_the_routes() {
     // no 405 for the method).
     for (path, ops) in paths {
         assert!(routed.contains(path), "{path} is documented but not routed");
-        let concrete = path
-            .replace("{db}", "shop")
-            .replace("{branch}", "shop@main")
-            .replace("{id}", "s-000000000000")
-            .replace("{name}", "origin");
+        let concrete = common::concrete_route(path);
         for method in ops.as_object().unwrap().keys() {
             let m = method.to_uppercase();
             if path == "/v1/events" {

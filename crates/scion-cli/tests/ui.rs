@@ -288,11 +288,7 @@ fn the_explorer_draws_the_tree_scion_log_graph_describes() {
     let doc: serde_json::Value =
         serde_json::from_str(include_str!("../../../docs/openapi.json")).unwrap();
     for (path, ops) in doc["paths"].as_object().unwrap() {
-        let concrete = path
-            .replace("{db}", "shop")
-            .replace("{branch}", "shop@main")
-            .replace("{id}", "s-000000000000")
-            .replace("{name}", "origin");
+        let concrete = concrete_route(path);
         for method in ops.as_object().unwrap().keys() {
             let m = method.to_uppercase();
             assert_eq!(ui.status_of(&m, &concrete, None), 401, "{m} {path}");
@@ -359,7 +355,7 @@ fn a_thousand_branch_tree_renders_completely() {
             .fork(
                 &format!("mcts@{parent}").parse().unwrap(),
                 &name.parse().unwrap(),
-                scion_core::ForkOptions::default(),
+                Default::default(),
             )
             .unwrap();
         names.push((name, depth + 1));

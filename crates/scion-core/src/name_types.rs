@@ -4,72 +4,47 @@
 
 use std::fmt;
 
-/// A database in a store, e.g. `shop`.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct DbName(pub(crate) String);
+/// A name held as its text: the type, its `as_str` and its `Display`.
+macro_rules! name_text {
+    ($(#[$doc:meta])* $ty:ident) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub struct $ty(pub(crate) String);
 
-impl DbName {
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
+        impl $ty {
+            /// The name as written.
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl fmt::Display for $ty {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+    };
 }
 
-impl fmt::Display for DbName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-/// A branch of a database, e.g. `main`, or a remote-tracking branch, e.g.
-/// `origin~main`: the remote's name, `~`, and the branch's name there.
-/// Names people pick for new branches are checked against [`crate::names::MAX_NAME_LEN`] by
-/// `BranchName::check_new`.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct BranchName(pub(crate) String);
-
-impl BranchName {
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Display for BranchName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-/// A remote: another store this one pushes to and pulls from, e.g. `origin`.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct RemoteName(pub(crate) String);
-
-impl RemoteName {
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Display for RemoteName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-/// A checkpoint on a branch, e.g. `v1`.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct CheckpointName(pub(crate) String);
-
-impl CheckpointName {
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Display for CheckpointName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
+name_text!(
+    /// A database in a store, e.g. `shop`.
+    DbName
+);
+name_text!(
+    /// A branch of a database, e.g. `main`, or a remote-tracking branch, e.g.
+    /// `origin~main`: the remote's name, `~`, and the branch's name there.
+    /// Names people pick for new branches are checked against [`crate::names::MAX_NAME_LEN`] by
+    /// `BranchName::check_new`.
+    BranchName
+);
+name_text!(
+    /// A remote: another store this one pushes to and pulls from, e.g. `origin`.
+    RemoteName
+);
+name_text!(
+    /// A checkpoint on a branch, e.g. `v1`.
+    CheckpointName
+);
 
 /// `db@branch`: one branch of one database.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]

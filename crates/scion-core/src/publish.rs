@@ -111,7 +111,7 @@ mod tests {
             Arc::new(MemoryBackend::new()),
             "mem",
             ScionOptions::new(dir.path().join("co"), ClonePolicy::Auto),
-            crate::StoreSettings::default(),
+            Default::default(),
         )
         .unwrap();
         s.engine
@@ -119,11 +119,7 @@ mod tests {
             .unwrap();
         let main: BranchRef = "shop".parse().unwrap();
         s.engine
-            .fork(
-                &main,
-                &"x".parse().unwrap(),
-                crate::ops::fork::ForkOptions::default(),
-            )
+            .fork(&main, &"x".parse().unwrap(), Default::default())
             .unwrap();
         let b: BranchRef = "shop@x".parse().unwrap();
         let (r, etag) = s.engine.read_ref(&b).unwrap();
@@ -165,7 +161,7 @@ mod tests {
             Arc::new(s3),
             "s3",
             ScionOptions::new(dir.path().join("co"), ClonePolicy::Auto),
-            crate::StoreSettings::default(),
+            Default::default(),
         )
         .unwrap();
         s.engine
@@ -179,7 +175,7 @@ mod tests {
                 .fork(
                     &main,
                     &format!("r{round}").parse().unwrap(),
-                    crate::ops::fork::ForkOptions::default(),
+                    Default::default(),
                 )
                 .unwrap();
             let (r, etag) = s.engine.read_ref(&b).unwrap();

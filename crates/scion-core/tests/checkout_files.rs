@@ -63,11 +63,7 @@ fn stale_wal_beside_a_missing_checkout_is_never_replayed() {
     );
     let cp = e
         .scion
-        .checkpoint(
-            &b,
-            &"after".parse().unwrap(),
-            scion_core::CheckpointOptions::default(),
-        )
+        .checkpoint(&b, &"after".parse().unwrap(), Default::default())
         .unwrap();
     assert!(!cp.committed, "nothing from the stale WAL was committed");
 }
@@ -152,11 +148,7 @@ fn destroy_removes_journals_records_and_lock_file_with_the_database() {
     create_shop(&e, 10);
     e.scion
         .engine()
-        .fork(
-            &br("shop"),
-            &"tmp".parse().unwrap(),
-            scion_core::ForkOptions::default(),
-        )
+        .fork(&br("shop"), &"tmp".parse().unwrap(), Default::default())
         .unwrap();
     let b = br("shop@tmp");
     let path = e.scion.checkout(&b, false).unwrap().path;
@@ -175,11 +167,7 @@ fn destroy_removes_journals_records_and_lock_file_with_the_database() {
     // A new branch of the same name starts from its own head only.
     e.scion
         .engine()
-        .fork(
-            &br("shop"),
-            &"tmp".parse().unwrap(),
-            scion_core::ForkOptions::default(),
-        )
+        .fork(&br("shop"), &"tmp".parse().unwrap(), Default::default())
         .unwrap();
     let again = e.scion.checkout(&b, false).unwrap().path;
     assert_eq!(
@@ -234,11 +222,7 @@ fn rollback_with_a_write_landing(
     e.scion.engine().set_protected(&b, false).unwrap();
     exec(&path, "UPDATE items SET price = 12345 WHERE id = 1;");
     e.scion
-        .checkpoint(
-            &b,
-            &"one".parse().unwrap(),
-            scion_core::CheckpointOptions::default(),
-        )
+        .checkpoint(&b, &"one".parse().unwrap(), Default::default())
         .unwrap();
     let s = with_write_during_materialize(
         &e,
@@ -378,11 +362,7 @@ fn a_read_only_checkout_of_the_version_is_a_clone_source() {
     let (e, b, path) = shop_checked_out(300);
     exec(&path, "UPDATE items SET price = 1 WHERE id < 50;");
     e.scion
-        .checkpoint(
-            &b,
-            &"c1".parse().unwrap(),
-            scion_core::CheckpointOptions::default(),
-        )
+        .checkpoint(&b, &"c1".parse().unwrap(), Default::default())
         .unwrap();
     std::fs::remove_file(&path).unwrap();
     let ro = e

@@ -80,11 +80,7 @@ fn wal_content_of_an_open_connection_counts_as_a_change() {
     );
     let report = e
         .scion
-        .checkpoint(
-            &b,
-            &"wal".parse().unwrap(),
-            scion_core::CheckpointOptions::default(),
-        )
+        .checkpoint(&b, &"wal".parse().unwrap(), Default::default())
         .unwrap();
     assert!(report.committed);
     drop(conn);
@@ -117,11 +113,7 @@ fn a_stale_checkout_is_refreshed_but_never_checkpointed() {
     let b = br("shop");
     e.scion
         .engine()
-        .fork(
-            &b,
-            &"other".parse().unwrap(),
-            scion_core::ForkOptions::default(),
-        )
+        .fork(&b, &"other".parse().unwrap(), Default::default())
         .unwrap();
     let other = e.scion.checkout(&br("shop@other"), false).unwrap().path;
     exec(&other, "DELETE FROM items WHERE id > 10;");
@@ -129,7 +121,7 @@ fn a_stale_checkout_is_refreshed_but_never_checkpointed() {
         .checkpoint(
             &br("shop@other"),
             &"small".parse().unwrap(),
-            scion_core::CheckpointOptions::default(),
+            Default::default(),
         )
         .unwrap();
     let path = e.scion.checkout(&b, false).unwrap().path;
@@ -147,11 +139,8 @@ fn a_stale_checkout_is_refreshed_but_never_checkpointed() {
         CheckoutState::Stale
     );
     assert!(matches!(
-        e.scion.checkpoint(
-            &b,
-            &"x".parse().unwrap(),
-            scion_core::CheckpointOptions::default()
-        ),
+        e.scion
+            .checkpoint(&b, &"x".parse().unwrap(), Default::default()),
         Err(CoreError::StaleCheckout { .. })
     ));
     let report = e.scion.checkout(&b, false).unwrap();
@@ -165,11 +154,7 @@ fn a_second_checkout_of_the_same_version_is_copied_and_verified() {
     create_shop(&e, 3000);
     e.scion
         .engine()
-        .fork(
-            &br("shop"),
-            &"twin".parse().unwrap(),
-            scion_core::ForkOptions::default(),
-        )
+        .fork(&br("shop"), &"twin".parse().unwrap(), Default::default())
         .unwrap();
     let a = e.scion.checkout(&br("shop"), false).unwrap();
     let b = e.scion.checkout(&br("shop@twin"), false).unwrap();
@@ -190,12 +175,7 @@ fn a_second_checkout_of_the_same_version_is_copied_and_verified() {
 fn policy_env(dir: &std::path::Path, policy: ClonePolicy) -> Scion {
     let backend = Arc::new(LocalBackend::open(dir.join("store")).unwrap());
     let options = ScionOptions::new(dir.join("store").join("checkouts"), policy);
-    match Scion::init(
-        backend.clone(),
-        "t",
-        options.clone(),
-        scion_core::StoreSettings::default(),
-    ) {
+    match Scion::init(backend.clone(), "t", options.clone(), Default::default()) {
         Ok(s) => s,
         Err(_) => Scion::open(backend, "t", options).unwrap(),
     }
@@ -270,11 +250,7 @@ fn clone_policy_always_clones_on_a_copy_on_write_filesystem() {
             .create(&DbName::new("shop").unwrap(), Some(&src))
             .unwrap();
         s.engine()
-            .fork(
-                &br("shop"),
-                &"b".parse().unwrap(),
-                scion_core::ForkOptions::default(),
-            )
+            .fork(&br("shop"), &"b".parse().unwrap(), Default::default())
             .unwrap();
         assert_eq!(
             s.checkout(&br("shop"), false).unwrap().action,
@@ -405,11 +381,7 @@ fn posix_locks_of_this_process_survive_a_checkpoint() {
     let held = mine();
     assert!(held > 0, "the read transaction holds locks");
     e.scion
-        .checkpoint(
-            &b,
-            &"c".parse().unwrap(),
-            scion_core::CheckpointOptions::default(),
-        )
+        .checkpoint(&b, &"c".parse().unwrap(), Default::default())
         .unwrap();
     e.scion.checkout(&b, false).unwrap();
     assert_eq!(mine(), held, "scion dropped no lock of this process");
@@ -469,20 +441,12 @@ fn a_dirty_checkout_of_a_head_that_moved_is_refused() {
     exec(&path, "UPDATE items SET name = 'mine' WHERE id = 3;");
     e.scion
         .engine()
-        .fork(
-            &b,
-            &"other".parse().unwrap(),
-            scion_core::ForkOptions::default(),
-        )
+        .fork(&b, &"other".parse().unwrap(), Default::default())
         .unwrap();
     let p2 = e.scion.checkout(&br("shop@other"), false).unwrap().path;
     exec(&p2, "DELETE FROM items WHERE id > 50;");
     e.scion
-        .checkpoint(
-            &br("shop@other"),
-            &"c".parse().unwrap(),
-            scion_core::CheckpointOptions::default(),
-        )
+        .checkpoint(&br("shop@other"), &"c".parse().unwrap(), Default::default())
         .unwrap();
     // Another process moves main's head underneath the file.
     let (r, etag) = e.scion.engine().read_ref(&b).unwrap();

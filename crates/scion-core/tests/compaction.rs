@@ -29,7 +29,7 @@ fn fragmented_shop(e: &Env, rows: usize, commits: usize) {
             .checkpoint(
                 &br("shop"),
                 &format!("c{i}").parse().unwrap(),
-                scion_core::CheckpointOptions::default(),
+                Default::default(),
             )
             .unwrap();
     }
@@ -175,7 +175,7 @@ fn the_sweep_compacts_fragmented_idle_branches_only_and_then_has_nothing_to_do()
             .checkpoint(
                 &br("shop"),
                 &format!("d{i}").parse().unwrap(),
-                scion_core::CheckpointOptions::default(),
+                Default::default(),
             )
             .unwrap();
     }

@@ -78,11 +78,7 @@ fn fork_stopped_after_each_write() {
         let (_, s) = faulty(&e, plan);
         assert!(s
             .engine()
-            .fork(
-                &br("shop"),
-                &"f".parse().unwrap(),
-                scion_core::ForkOptions::default()
-            )
+            .fork(&br("shop"), &"f".parse().unwrap(), Default::default())
             .is_err());
         let s = e.reopen();
         assert_eq!(
@@ -96,11 +92,7 @@ fn fork_stopped_after_each_write() {
     }
     e.scion
         .engine()
-        .fork(
-            &br("shop"),
-            &"f".parse().unwrap(),
-            scion_core::ForkOptions::default(),
-        )
+        .fork(&br("shop"), &"f".parse().unwrap(), Default::default())
         .unwrap();
     export_every_version(&e);
 }
@@ -124,22 +116,14 @@ fn checkpoint_stopped_after_each_write() {
     };
     let (e, _, _) = setup();
     let (f, s) = faulty(&e, FaultPlan::None);
-    s.checkpoint(
-        &br("shop"),
-        &"v1".parse().unwrap(),
-        scion_core::CheckpointOptions::default(),
-    )
-    .unwrap();
+    s.checkpoint(&br("shop"), &"v1".parse().unwrap(), Default::default())
+        .unwrap();
     let writes = f.writes_attempted();
     assert_eq!(writes, 4, "lease, segment, ref, checkpoint object");
     for plan in plans(writes) {
         let (e, old, new) = setup();
         let (_, s) = faulty(&e, plan);
-        let result = s.checkpoint(
-            &br("shop"),
-            &"v1".parse().unwrap(),
-            scion_core::CheckpointOptions::default(),
-        );
+        let result = s.checkpoint(&br("shop"), &"v1".parse().unwrap(), Default::default());
         let s = e.reopen();
         let (r, _) = s.engine().read_ref(&br("shop")).unwrap();
         let head = e.dump_target(&s, "shop");
@@ -166,11 +150,7 @@ fn checkpoint_stopped_after_each_write() {
         }
         export_every_version(&e);
         // A retry of the same checkpoint finishes the job.
-        match s.checkpoint(
-            &br("shop"),
-            &"v1".parse().unwrap(),
-            scion_core::CheckpointOptions::default(),
-        ) {
+        match s.checkpoint(&br("shop"), &"v1".parse().unwrap(), Default::default()) {
             Ok(_) => {}
             Err(scion_core::CoreError::Engine(scion_core::EngineError::CheckpointExists {
                 ..

@@ -163,12 +163,8 @@ fn crash_sweep_checkpoint() {
             e
         },
         |s| {
-            s.checkpoint(
-                &br("shop"),
-                &"v1".parse().unwrap(),
-                scion_core::CheckpointOptions::default(),
-            )
-            .map(drop)
+            s.checkpoint(&br("shop"), &"v1".parse().unwrap(), Default::default())
+                .map(drop)
         },
         |e, ok| {
             let head = prices(e, "shop");
@@ -195,11 +191,7 @@ fn crash_sweep_fork() {
         shop,
         |s| {
             s.engine()
-                .fork(
-                    &br("shop"),
-                    &"f".parse().unwrap(),
-                    scion_core::ForkOptions::default(),
-                )
+                .fork(&br("shop"), &"f".parse().unwrap(), Default::default())
                 .map(drop)
         },
         |e, ok| {

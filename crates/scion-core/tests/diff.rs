@@ -19,11 +19,7 @@ fn setup(rows: usize) -> Env {
         .unwrap();
     e.scion
         .engine()
-        .fork(
-            &br("shop"),
-            &"t".parse().unwrap(),
-            scion_core::ForkOptions::default(),
-        )
+        .fork(&br("shop"), &"t".parse().unwrap(), Default::default())
         .unwrap();
     e
 }
@@ -35,7 +31,7 @@ fn change_and_checkpoint(e: &Env, sql: &str) {
         .checkpoint(
             &br("shop@t"),
             &format!("c{}", unique()).parse().unwrap(),
-            scion_core::CheckpointOptions::default(),
+            Default::default(),
         )
         .unwrap();
 }

@@ -16,28 +16,16 @@ fn the_engine_alone_does_not_move_a_checked_out_head_without_force() {
     create_shop(&e, 100);
     e.scion
         .engine()
-        .fork(
-            &br("shop"),
-            &"try".parse().unwrap(),
-            scion_core::ForkOptions::default(),
-        )
+        .fork(&br("shop"), &"try".parse().unwrap(), Default::default())
         .unwrap();
     let b = br("shop@try");
     e.scion
-        .checkpoint(
-            &b,
-            &"v1".parse().unwrap(),
-            scion_core::CheckpointOptions::default(),
-        )
+        .checkpoint(&b, &"v1".parse().unwrap(), Default::default())
         .unwrap();
     let path = e.scion.checkout(&b, false).unwrap().path;
     exec(&path, "UPDATE items SET name = 'changed' WHERE id = 3;");
     e.scion
-        .checkpoint(
-            &b,
-            &"v2".parse().unwrap(),
-            scion_core::CheckpointOptions::default(),
-        )
+        .checkpoint(&b, &"v2".parse().unwrap(), Default::default())
         .unwrap();
     let opts = scion_core::ops::lifecycle::MoveOptions {
         force: false,

@@ -90,7 +90,7 @@ fn a_version_1_store_reads_back() {
             Arc::new(LocalBackend::open(&store).unwrap()),
             "golden",
             ScionOptions::new(work.path().join("co"), ClonePolicy::Auto),
-            scion_core::StoreSettings::default(),
+            Default::default(),
         )
         .unwrap();
         let src = work.path().join("src.db");
@@ -100,25 +100,17 @@ fn a_version_1_store_reads_back() {
             .unwrap();
         let p = s.checkout(&br("shop"), false).unwrap().path;
         exec(&p, "UPDATE items SET price = 1 WHERE id = 3;");
-        s.checkpoint(
-            &br("shop"),
-            &"v1".parse().unwrap(),
-            scion_core::CheckpointOptions::default(),
-        )
-        .unwrap();
+        s.checkpoint(&br("shop"), &"v1".parse().unwrap(), Default::default())
+            .unwrap();
         s.engine()
-            .fork(
-                &br("shop"),
-                &"big".parse().unwrap(),
-                scion_core::ForkOptions::default(),
-            )
+            .fork(&br("shop"), &"big".parse().unwrap(), Default::default())
             .unwrap();
         let p = s.checkout(&br("shop@big"), false).unwrap().path;
         exec(&p, "INSERT INTO items(name, price) SELECT name || '-copy', price FROM items; CREATE TABLE notes(t TEXT); INSERT INTO notes VALUES (zeroblob(300000));");
         s.checkpoint(
             &br("shop@big"),
             &"grown".parse().unwrap(),
-            scion_core::CheckpointOptions::default(),
+            Default::default(),
         )
         .unwrap();
         std::fs::create_dir_all(&expected_dir).unwrap();

@@ -22,11 +22,7 @@ fn force() -> MoveOptions {
 fn branch_with_commits(e: &common::Env, b: &str, prices: &[u32]) {
     e.scion
         .engine()
-        .fork(
-            &br("shop"),
-            &b.parse().unwrap(),
-            scion_core::ForkOptions::default(),
-        )
+        .fork(&br("shop"), &b.parse().unwrap(), Default::default())
         .unwrap();
     let target = br(&format!("shop@{b}"));
     let p = e.scion.checkout(&target, false).unwrap().path;
@@ -36,7 +32,7 @@ fn branch_with_commits(e: &common::Env, b: &str, prices: &[u32]) {
             .checkpoint(
                 &target,
                 &format!("c{n}").parse().unwrap(),
-                scion_core::CheckpointOptions::default(),
+                Default::default(),
             )
             .unwrap();
     }
@@ -295,11 +291,7 @@ fn rollback_of_a_protected_branch_needs_force() {
     let p = e.scion.checkout(&main, false).unwrap().path;
     exec(&p, "UPDATE items SET price = 9;");
     e.scion
-        .checkpoint(
-            &main,
-            &"v1".parse().unwrap(),
-            scion_core::CheckpointOptions::default(),
-        )
+        .checkpoint(&main, &"v1".parse().unwrap(), Default::default())
         .unwrap();
     for opts in [
         MoveOptions::default(),
@@ -380,11 +372,7 @@ fn a_safety_fork_holding_the_only_recent_head_of_a_protected_branch_is_protected
     let p = e.scion.checkout(&main, false).unwrap().path;
     exec(&p, "UPDATE items SET price = 9;");
     e.scion
-        .checkpoint(
-            &main,
-            &"v1".parse().unwrap(),
-            scion_core::CheckpointOptions::default(),
-        )
+        .checkpoint(&main, &"v1".parse().unwrap(), Default::default())
         .unwrap();
     std::thread::sleep(Duration::from_millis(5));
     let r = e
@@ -426,11 +414,7 @@ fn an_ephemeral_fork_leaves_nothing_for_gc_to_keep_once_destroyed() {
         let path = e.scion.checkout(&b, false).unwrap().path;
         exec(&path, "UPDATE items SET name = hex(randomblob(40))");
         e.scion
-            .checkpoint(
-                &b,
-                &"c".parse().unwrap(),
-                scion_core::CheckpointOptions::default(),
-            )
+            .checkpoint(&b, &"c".parse().unwrap(), Default::default())
             .unwrap();
         e.scion.destroy(&b, false).unwrap();
         let gc = e.scion.gc(Duration::ZERO, true).unwrap();

@@ -27,18 +27,11 @@ fn invariant_1_objects_are_create_only() {
     // Checkpoints are create-only too: a name is bound once.
     e.scion.checkout(&br("shop"), false).unwrap();
     e.scion
-        .checkpoint(
-            &br("shop"),
-            &"v1".parse().unwrap(),
-            scion_core::CheckpointOptions::default(),
-        )
+        .checkpoint(&br("shop"), &"v1".parse().unwrap(), Default::default())
         .unwrap();
     assert!(matches!(
-        e.scion.checkpoint(
-            &br("shop"),
-            &"v1".parse().unwrap(),
-            scion_core::CheckpointOptions::default()
-        ),
+        e.scion
+            .checkpoint(&br("shop"), &"v1".parse().unwrap(), Default::default()),
         Err(CoreError::Engine(EngineError::CheckpointExists { .. }))
     ));
 }
@@ -87,11 +80,7 @@ fn invariant_3_a_version_never_changes() {
     let v1 = e.dump_target(&e.scion, "shop");
     e.scion
         .engine()
-        .fork(
-            &b,
-            &"try".parse().unwrap(),
-            scion_core::ForkOptions::default(),
-        )
+        .fork(&b, &"try".parse().unwrap(), Default::default())
         .unwrap();
     let path = e.scion.checkout(&br("shop@try"), false).unwrap().path;
     exec(&path, "DELETE FROM items WHERE id % 2 = 0; VACUUM;");
@@ -99,7 +88,7 @@ fn invariant_3_a_version_never_changes() {
         .checkpoint(
             &br("shop@try"),
             &"half".parse().unwrap(),
-            scion_core::CheckpointOptions::default(),
+            Default::default(),
         )
         .unwrap();
     assert_eq!(
@@ -125,11 +114,7 @@ fn invariant_4_reads_never_follow_a_parent() {
         let name = format!("d{i}");
         e.scion
             .engine()
-            .fork(
-                &br(&prev),
-                &name.parse().unwrap(),
-                scion_core::ForkOptions::default(),
-            )
+            .fork(&br(&prev), &name.parse().unwrap(), Default::default())
             .unwrap();
         prev = format!("shop@{name}");
     }
@@ -233,11 +218,7 @@ fn invariant_10_cost_follows_change_not_size() {
     let s = e.reopen_with(c.clone());
     let before = c.counts();
     s.engine()
-        .fork(
-            &br("shop"),
-            &"f".parse().unwrap(),
-            scion_core::ForkOptions::default(),
-        )
+        .fork(&br("shop"), &"f".parse().unwrap(), Default::default())
         .unwrap();
     let fork = c.counts();
     assert_eq!(fork.puts - before.puts, 1, "a fork is one object write");
@@ -249,11 +230,7 @@ fn invariant_10_cost_follows_change_not_size() {
     exec(&path, "UPDATE items SET price = 1 WHERE id = 777;");
     let before = c.counts();
     let report = s
-        .checkpoint(
-            &br("shop@f"),
-            &"one".parse().unwrap(),
-            scion_core::CheckpointOptions::default(),
-        )
+        .checkpoint(&br("shop@f"), &"one".parse().unwrap(), Default::default())
         .unwrap();
     let after = c.counts();
     assert!(report.committed);
@@ -278,11 +255,7 @@ fn a_checkpoint_with_nothing_to_commit_writes_only_its_name() {
     )));
     let s = e.reopen_with(c.clone());
     s.engine()
-        .fork(
-            &br("shop"),
-            &"f".parse().unwrap(),
-            scion_core::ForkOptions::default(),
-        )
+        .fork(&br("shop"), &"f".parse().unwrap(), Default::default())
         .unwrap();
     let path = s.checkout(&br("shop@f"), false).unwrap().path;
     // Same bytes, new modification time: the fingerprint no longer proves it clean.
@@ -295,11 +268,7 @@ fn a_checkpoint_with_nothing_to_commit_writes_only_its_name() {
         .unwrap();
     let before = c.counts();
     let report = s
-        .checkpoint(
-            &br("shop@f"),
-            &"same".parse().unwrap(),
-            scion_core::CheckpointOptions::default(),
-        )
+        .checkpoint(&br("shop@f"), &"same".parse().unwrap(), Default::default())
         .unwrap();
     let after = c.counts();
     assert!(!report.committed, "{report:?}");

@@ -29,7 +29,7 @@ fn run_op(s: &Scion, op: Op, round: usize) -> Result<(), CoreError> {
             .checkpoint(
                 &br("shop@x"),
                 &format!("n{round}").parse().unwrap(),
-                scion_core::CheckpointOptions::default(),
+                Default::default(),
             )
             .map(drop),
         Op::Rollback => s
@@ -55,46 +55,26 @@ fn racing_head_moves_have_one_winner_and_lose_nothing() {
                 create_shop(&e, 400);
                 e.scion
                     .engine()
-                    .fork(
-                        &br("shop"),
-                        &"x".parse().unwrap(),
-                        scion_core::ForkOptions::default(),
-                    )
+                    .fork(&br("shop"), &"x".parse().unwrap(), Default::default())
                     .unwrap();
                 e.scion
                     .engine()
-                    .fork(
-                        &br("shop"),
-                        &"y".parse().unwrap(),
-                        scion_core::ForkOptions::default(),
-                    )
+                    .fork(&br("shop"), &"y".parse().unwrap(), Default::default())
                     .unwrap();
                 let px = e.scion.checkout(&br("shop@x"), false).unwrap().path;
                 exec(&px, "UPDATE items SET price = 1001 WHERE id = 1;");
                 e.scion
-                    .checkpoint(
-                        &br("shop@x"),
-                        &"c1".parse().unwrap(),
-                        scion_core::CheckpointOptions::default(),
-                    )
+                    .checkpoint(&br("shop@x"), &"c1".parse().unwrap(), Default::default())
                     .unwrap();
                 exec(&px, "UPDATE items SET price = 1002 WHERE id = 2;");
                 e.scion
-                    .checkpoint(
-                        &br("shop@x"),
-                        &"c2".parse().unwrap(),
-                        scion_core::CheckpointOptions::default(),
-                    )
+                    .checkpoint(&br("shop@x"), &"c2".parse().unwrap(), Default::default())
                     .unwrap();
                 exec(&px, "UPDATE items SET price = 1003 WHERE id = 3;");
                 let py = e.scion.checkout(&br("shop@y"), false).unwrap().path;
                 exec(&py, "DELETE FROM items WHERE id > 200;");
                 e.scion
-                    .checkpoint(
-                        &br("shop@y"),
-                        &"small".parse().unwrap(),
-                        scion_core::CheckpointOptions::default(),
-                    )
+                    .checkpoint(&br("shop@y"), &"small".parse().unwrap(), Default::default())
                     .unwrap();
                 let before = e.scion.engine().read_ref(&br("shop@x")).unwrap().0;
                 let barrier = Arc::new(Barrier::new(2));
@@ -187,7 +167,7 @@ fn gc_racing_forks_and_checkpoints_never_leaves_a_dangling_branch() {
                 .fork(
                     &br(&format!("shop@{prev}")),
                     &name.parse().unwrap(),
-                    scion_core::ForkOptions::default(),
+                    Default::default(),
                 )
                 .unwrap();
             let p = s
@@ -201,7 +181,7 @@ fn gc_racing_forks_and_checkpoints_never_leaves_a_dangling_branch() {
             s.checkpoint(
                 &br(&format!("shop@{name}")),
                 &"c".parse().unwrap(),
-                scion_core::CheckpointOptions::default(),
+                Default::default(),
             )
             .unwrap();
             if prev != "main" {
@@ -308,20 +288,12 @@ fn rollback_and_promote_write_at_most_two_small_objects() {
     create_shop(&e, 5000);
     e.scion
         .engine()
-        .fork(
-            &br("shop"),
-            &"w".parse().unwrap(),
-            scion_core::ForkOptions::default(),
-        )
+        .fork(&br("shop"), &"w".parse().unwrap(), Default::default())
         .unwrap();
     let p = e.scion.checkout(&br("shop@w"), false).unwrap().path;
     exec(&p, "DELETE FROM items WHERE id > 10;");
     e.scion
-        .checkpoint(
-            &br("shop@w"),
-            &"small".parse().unwrap(),
-            scion_core::CheckpointOptions::default(),
-        )
+        .checkpoint(&br("shop@w"), &"small".parse().unwrap(), Default::default())
         .unwrap();
     std::fs::remove_file(&p).unwrap();
     let c = Arc::new(CountingBackend::new(Arc::new(

@@ -52,11 +52,7 @@ fn comes_out_byte_for_byte(e: Env) {
     // stored as deltas against the pages they replace.
     exec(&path, "UPDATE blobs SET n = n + 1 WHERE id % 997 = 0;");
     e.scion
-        .checkpoint(
-            &main,
-            &"spread".parse().unwrap(),
-            scion_core::CheckpointOptions::default(),
-        )
+        .checkpoint(&main, &"spread".parse().unwrap(), Default::default())
         .unwrap();
     let t: Target = "many".parse().unwrap();
     let (root, slots) = e

@@ -352,7 +352,7 @@ fn run_in(e: Env, ops: Vec<Op>) {
                     .checkpoint(
                         &branches[i].scion,
                         &name.parse().unwrap(),
-                        scion_core::CheckpointOptions::default(),
+                        Default::default(),
                     )
                     .unwrap();
                 let b = &mut branches[i];

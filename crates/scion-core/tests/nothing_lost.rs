@@ -135,11 +135,7 @@ fn half_grace_rule_a_slow_commit_whose_segments_were_swept_publishes_nothing() {
     racer.on_segment = Some(Box::new(sweep_all));
     let s = e.reopen_with(Arc::new(racer));
     let err = s
-        .checkpoint(
-            &br("shop"),
-            &"v1".parse().unwrap(),
-            scion_core::CheckpointOptions::default(),
-        )
+        .checkpoint(&br("shop"), &"v1".parse().unwrap(), Default::default())
         .unwrap_err();
     assert!(
         matches!(err, CoreError::Engine(EngineError::CommitExpired { .. })),
@@ -163,12 +159,8 @@ fn half_grace_rule_a_slow_commit_whose_segments_are_intact_publishes() {
     let mut racer = Interleave::new(&e);
     racer.slow = true;
     let s = e.reopen_with(Arc::new(racer));
-    s.checkpoint(
-        &br("shop"),
-        &"v1".parse().unwrap(),
-        scion_core::CheckpointOptions::default(),
-    )
-    .unwrap();
+    s.checkpoint(&br("shop"), &"v1".parse().unwrap(), Default::default())
+        .unwrap();
     assert_eq!(e.dump_target(&e.reopen(), "shop"), new);
 }
 
@@ -186,11 +178,7 @@ fn half_grace_rule_segments_swept_after_publishing_put_the_old_head_back() {
     }));
     let s = e.reopen_with(Arc::new(racer));
     let err = s
-        .checkpoint(
-            &br("shop"),
-            &"v1".parse().unwrap(),
-            scion_core::CheckpointOptions::default(),
-        )
+        .checkpoint(&br("shop"), &"v1".parse().unwrap(), Default::default())
         .unwrap_err();
     assert!(
         matches!(err, CoreError::Engine(EngineError::CommitLost { .. })),
@@ -238,12 +226,8 @@ fn touch_and_protect_during_a_lease_holders_checkpoint_do_not_fail_it() {
         .lease_acquire(&br("shop"), Duration::from_secs(60))
         .unwrap();
     *other.lock().unwrap() = Some(e.reopen());
-    s.checkpoint(
-        &br("shop"),
-        &"v1".parse().unwrap(),
-        scion_core::CheckpointOptions::default(),
-    )
-    .unwrap();
+    s.checkpoint(&br("shop"), &"v1".parse().unwrap(), Default::default())
+        .unwrap();
     let s = e.reopen();
     assert_eq!(e.dump_target(&s, "shop"), new);
     let (r, _) = s.engine().read_ref(&br("shop")).unwrap();
@@ -294,11 +278,7 @@ fn durations_are_capped_and_never_overflow() {
     create_shop(&e, 10);
     e.scion
         .engine()
-        .fork(
-            &br("shop"),
-            &"long".parse().unwrap(),
-            scion_core::ForkOptions::default(),
-        )
+        .fork(&br("shop"), &"long".parse().unwrap(), Default::default())
         .unwrap();
     e.scion
         .engine()
@@ -317,11 +297,7 @@ fn destroy_refuses_a_dirty_checkout_without_force() {
     create_shop(&e, 50);
     e.scion
         .engine()
-        .fork(
-            &br("shop"),
-            &"w".parse().unwrap(),
-            scion_core::ForkOptions::default(),
-        )
+        .fork(&br("shop"), &"w".parse().unwrap(), Default::default())
         .unwrap();
     let p = e.scion.checkout(&br("shop@w"), false).unwrap().path;
     exec(&p, "DELETE FROM items WHERE id < 10;");
@@ -340,11 +316,7 @@ fn compact_refuses_uncheckpointed_changes() {
     let p = e.scion.checkout_path(&br("shop"));
     assert_eq!(dump(&p), new, "the changes are untouched");
     e.scion
-        .checkpoint(
-            &br("shop"),
-            &"v1".parse().unwrap(),
-            scion_core::CheckpointOptions::default(),
-        )
+        .checkpoint(&br("shop"), &"v1".parse().unwrap(), Default::default())
         .unwrap();
     e.scion.compact(&br("shop"), false).unwrap();
     let (r, _) = e.scion.engine().read_ref(&br("shop")).unwrap();
@@ -394,21 +366,13 @@ fn safety_fork_of_a_branch_at_the_name_limit() {
     let name = "b".repeat(scion_core::names::MAX_NAME_LEN);
     e.scion
         .engine()
-        .fork(
-            &br("shop"),
-            &name.parse().unwrap(),
-            scion_core::ForkOptions::default(),
-        )
+        .fork(&br("shop"), &name.parse().unwrap(), Default::default())
         .unwrap();
     let b = br(&format!("shop@{name}"));
     let p = e.scion.checkout(&b, false).unwrap().path;
     exec(&p, "DELETE FROM items;");
     e.scion
-        .checkpoint(
-            &b,
-            &"empty".parse().unwrap(),
-            scion_core::CheckpointOptions::default(),
-        )
+        .checkpoint(&b, &"empty".parse().unwrap(), Default::default())
         .unwrap();
     let r = e
         .scion
@@ -422,11 +386,7 @@ fn safety_fork_of_a_branch_at_the_name_limit() {
     let err = e
         .scion
         .engine()
-        .fork(
-            &br("shop"),
-            &too_long.parse().unwrap(),
-            scion_core::ForkOptions::default(),
-        )
+        .fork(&br("shop"), &too_long.parse().unwrap(), Default::default())
         .unwrap_err();
     assert!(matches!(err, EngineError::InvalidName { .. }), "{err}");
 }
@@ -447,11 +407,7 @@ fn status_reports_a_damaged_checkout_per_branch() {
     create_shop(&e, 20);
     e.scion
         .engine()
-        .fork(
-            &br("shop"),
-            &"ok".parse().unwrap(),
-            scion_core::ForkOptions::default(),
-        )
+        .fork(&br("shop"), &"ok".parse().unwrap(), Default::default())
         .unwrap();
     let bad = e.scion.checkout_path(&br("shop"));
     std::fs::create_dir_all(&bad).unwrap();
@@ -520,11 +476,7 @@ fn the_local_stores_own_temp_files_are_listed_and_swept() {
     // The store still works: its temp directory is where the next write goes.
     e.scion
         .engine()
-        .fork(
-            &br("shop"),
-            &"after".parse().unwrap(),
-            scion_core::ForkOptions::default(),
-        )
+        .fork(&br("shop"), &"after".parse().unwrap(), Default::default())
         .unwrap();
 }
 

@@ -43,19 +43,11 @@ fn o1_commands_read_a_bounded_number_of_bytes_whatever_the_size() {
     let main = br("big");
     let checkout = e.scion.checkout(&main, false).unwrap().path;
     e.scion
-        .checkpoint(
-            &main,
-            &"c1".parse().unwrap(),
-            scion_core::CheckpointOptions::default(),
-        )
+        .checkpoint(&main, &"c1".parse().unwrap(), Default::default())
         .unwrap();
     e.scion
         .engine()
-        .fork(
-            &main,
-            &"side".parse().unwrap(),
-            scion_core::ForkOptions::default(),
-        )
+        .fork(&main, &"side".parse().unwrap(), Default::default())
         .unwrap();
     let counter = Arc::new(CountingBackend::new(Arc::new(
         LocalBackend::open(e.store_dir()).unwrap(),
@@ -88,7 +80,7 @@ fn o1_commands_read_a_bounded_number_of_bytes_whatever_the_size() {
             .fork(
                 &main,
                 &format!("f{}", next()).parse().unwrap(),
-                scion_core::ForkOptions::default(),
+                Default::default(),
             )
             .unwrap();
     });
@@ -108,7 +100,7 @@ fn o1_commands_read_a_bounded_number_of_bytes_whatever_the_size() {
         s.checkpoint(
             &main,
             &format!("k{}", next()).parse().unwrap(),
-            scion_core::CheckpointOptions::default(),
+            Default::default(),
         )
         .unwrap();
     });

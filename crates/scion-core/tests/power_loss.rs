@@ -113,12 +113,8 @@ fn power_loss_during_a_checkpoint() {
             exec(&p, "UPDATE items SET price = 3;");
         },
         |s| {
-            s.checkpoint(
-                &br("shop@work"),
-                &"c3".parse().unwrap(),
-                scion_core::CheckpointOptions::default(),
-            )
-            .map(drop)
+            s.checkpoint(&br("shop@work"), &"c3".parse().unwrap(), Default::default())
+                .map(drop)
         },
         |s, dir, done| {
             let head = prices(s, dir, "shop@work").expect("the branch is there");
@@ -138,11 +134,7 @@ fn power_loss_during_a_fork() {
         |_| {},
         |s| {
             s.engine()
-                .fork(
-                    &br("shop@work"),
-                    &"f".parse().unwrap(),
-                    scion_core::ForkOptions::default(),
-                )
+                .fork(&br("shop@work"), &"f".parse().unwrap(), Default::default())
                 .map(drop)
         },
         |s, dir, done| {
@@ -232,20 +224,12 @@ fn power_loss_during_gc() {
                 .unwrap();
             e.scion
                 .engine()
-                .fork(
-                    &br("shop@work"),
-                    &"g".parse().unwrap(),
-                    scion_core::ForkOptions::default(),
-                )
+                .fork(&br("shop@work"), &"g".parse().unwrap(), Default::default())
                 .unwrap();
             let p = e.scion.checkout(&br("shop@g"), false).unwrap().path;
             exec(&p, "UPDATE items SET price = 9;");
             e.scion
-                .checkpoint(
-                    &br("shop@g"),
-                    &"nine".parse().unwrap(),
-                    scion_core::CheckpointOptions::default(),
-                )
+                .checkpoint(&br("shop@g"), &"nine".parse().unwrap(), Default::default())
                 .unwrap();
             e.scion.destroy(&br("shop@g"), false).unwrap();
             std::thread::sleep(std::time::Duration::from_millis(5));

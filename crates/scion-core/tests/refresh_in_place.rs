@@ -46,11 +46,7 @@ fn moved_branch(e: &Env) -> std::path::PathBuf {
         .unwrap();
     e.scion
         .engine()
-        .fork(
-            &br("shop"),
-            &"b".parse().unwrap(),
-            scion_core::ForkOptions::default(),
-        )
+        .fork(&br("shop"), &"b".parse().unwrap(), Default::default())
         .unwrap();
     let path = e.scion.checkout(&br("shop@b"), false).unwrap().path;
     exec(
@@ -59,11 +55,7 @@ fn moved_branch(e: &Env) -> std::path::PathBuf {
          INSERT INTO items(name, price) SELECT name || '-more', price FROM items WHERE id < 300;",
     );
     e.scion
-        .checkpoint(
-            &br("shop@b"),
-            &"moved".parse().unwrap(),
-            scion_core::CheckpointOptions::default(),
-        )
+        .checkpoint(&br("shop@b"), &"moved".parse().unwrap(), Default::default())
         .unwrap();
     path
 }
@@ -127,11 +119,7 @@ fn a_large_change_replaces_the_file_whole() {
     let b = br("shop@b");
     exec(&path, "UPDATE items SET name = name || '-renamed';");
     e.scion
-        .checkpoint(
-            &b,
-            &"everything".parse().unwrap(),
-            scion_core::CheckpointOptions::default(),
-        )
+        .checkpoint(&b, &"everything".parse().unwrap(), Default::default())
         .unwrap();
     let before = inode(&path);
     e.scion

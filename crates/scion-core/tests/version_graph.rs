@@ -28,11 +28,7 @@ fn commit(e: &Env, b: &str, sql: &str, name: &str) -> Locator {
     let p = e.scion.checkout(&br(b), false).unwrap().path;
     exec(&p, sql);
     e.scion
-        .checkpoint(
-            &br(b),
-            &name.parse().unwrap(),
-            scion_core::CheckpointOptions::default(),
-        )
+        .checkpoint(&br(b), &name.parse().unwrap(), Default::default())
         .unwrap();
     head(&e.scion, b)
 }
@@ -58,11 +54,7 @@ fn every_writer_records_its_parents_and_moves_invent_none() {
     // Fork and rollback point refs at versions that exist; neither makes one.
     e.scion
         .engine()
-        .fork(
-            &br("shop"),
-            &"f".parse().unwrap(),
-            scion_core::ForkOptions::default(),
-        )
+        .fork(&br("shop"), &"f".parse().unwrap(), Default::default())
         .unwrap();
     assert_eq!(head(&e.scion, "shop@f"), v2);
     let v3 = commit(&e, "shop@f", "DELETE FROM items WHERE id = 2", "d1");
@@ -92,11 +84,7 @@ fn common_ancestry_follows_the_graph() {
     for b in ["a", "b"] {
         e.scion
             .engine()
-            .fork(
-                &br("shop"),
-                &b.parse().unwrap(),
-                scion_core::ForkOptions::default(),
-            )
+            .fork(&br("shop"), &b.parse().unwrap(), Default::default())
             .unwrap();
     }
     let a1 = commit(
@@ -153,11 +141,7 @@ fn the_walk_reads_only_what_lies_between_the_heads_and_their_base() {
     create_shop(&e, 20);
     e.scion
         .engine()
-        .fork(
-            &br("shop"),
-            &"side".parse().unwrap(),
-            scion_core::ForkOptions::default(),
-        )
+        .fork(&br("shop"), &"side".parse().unwrap(), Default::default())
         .unwrap();
     // A long history before the fork point of `late`.
     for i in 0..30 {
@@ -170,11 +154,7 @@ fn the_walk_reads_only_what_lies_between_the_heads_and_their_base() {
     }
     e.scion
         .engine()
-        .fork(
-            &br("shop"),
-            &"late".parse().unwrap(),
-            scion_core::ForkOptions::default(),
-        )
+        .fork(&br("shop"), &"late".parse().unwrap(), Default::default())
         .unwrap();
     let main = commit(
         &e,

@@ -68,11 +68,11 @@ fn query_problem(e: &QueryRejection) -> String {
     format!("bad query: {}", e.body_text())
 }
 
-/// Run engine work off the async threads; its error is presented for `context`.
-pub async fn blocking<T: Send + 'static, E: Into<CoreError> + Send + 'static>(
+/// Run `f` on the store off the async threads, as the request's actor. Its result comes
+/// back as it is: each caller presents its own errors.
+pub async fn on_engine<T: Send + 'static>(
     shared: &Arc<Shared>,
-    context: Context,
-    f: impl FnOnce(&Scion) -> Result<T, E> + Send + 'static,
+    f: impl FnOnce(&Scion) -> T + Send + 'static,
 ) -> ApiResult<T> {
     let scion = shared.scion.clone();
     let actor = crate::actor::current_actor();
@@ -87,8 +87,18 @@ pub async fn blocking<T: Send + 'static, E: Into<CoreError> + Send + 'static>(
             e.to_string(),
             None,
         )
-    })?
-    .map_err(|e| ApiError::core(&e.into(), context))
+    })
+}
+
+/// Run engine work off the async threads; its error is presented for `context`.
+pub async fn blocking<T: Send + 'static, E: Into<CoreError> + Send + 'static>(
+    shared: &Arc<Shared>,
+    context: Context,
+    f: impl FnOnce(&Scion) -> Result<T, E> + Send + 'static,
+) -> ApiResult<T> {
+    on_engine(shared, f)
+        .await?
+        .map_err(|e| ApiError::core(&e.into(), context))
 }
 
 /// Parse a name, answering a bad one as the API's error.

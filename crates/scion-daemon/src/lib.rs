@@ -126,13 +126,7 @@ impl Daemon {
             }));
         }
         if let Some(addr) = self.listen.tcp {
-            let tcp = tokio::net::TcpListener::bind(addr)
-                .await
-                .map_err(|source| DaemonError::Io {
-                    what: "listening on",
-                    path: PathBuf::from(addr.to_string()),
-                    source,
-                })?;
+            let tcp = transport::bind_tcp(addr).await?;
             let mut stop = stop.clone();
             servers.push(tokio::spawn(async move {
                 axum::serve(tcp, app.into_make_service_with_connect_info::<Peer>())

@@ -46,13 +46,7 @@ pub fn serve(
             source,
         })?;
     rt.block_on(async move {
-        let listener = tokio::net::TcpListener::bind(addr)
-            .await
-            .map_err(|source| DaemonError::Io {
-                what: "listening on",
-                path: PathBuf::from(addr.to_string()),
-                source,
-            })?;
+        let listener = crate::transport::bind_tcp(addr).await?;
         let front = Arc::new(Front {
             socket,
             token,

@@ -70,6 +70,20 @@ pub fn default_socket(store_location: &str) -> PathBuf {
     dir.join(format!("{:012x}.sock", hash & 0xffff_ffff_ffff))
 }
 
+/// Listen on a TCP address (the API's, or the explorer's loopback port), its failure naming
+/// the address.
+pub(crate) async fn bind_tcp(
+    addr: std::net::SocketAddr,
+) -> Result<tokio::net::TcpListener, DaemonError> {
+    tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| DaemonError::Io {
+            what: "listening on",
+            path: std::path::PathBuf::from(addr.to_string()),
+            source,
+        })
+}
+
 /// Bind the unix socket: its directory is made 0700 if missing (and must not be open to
 /// others), a stale socket nobody answers on is replaced, a live one is refused.
 pub(crate) async fn bind_unix(path: &Path) -> Result<UnixListener, DaemonError> {

@@ -71,11 +71,7 @@ fn seeded_store(dir: &Path) -> std::path::PathBuf {
     scion.engine().set_protected(&main, false).unwrap();
     scion
         .engine()
-        .fork(
-            &main,
-            &"feature".parse().unwrap(),
-            scion_core::ForkOptions::default(),
-        )
+        .fork(&main, &"feature".parse().unwrap(), Default::default())
         .unwrap();
     write(&scion, "shop@main", "UPDATE t SET b = -1 WHERE id % 50 = 0");
     write(

@@ -364,7 +364,7 @@ impl History<'_> {
             .checkpoint(
                 &Self::target(&b).parse().unwrap(),
                 &name.parse().unwrap(),
-                scion_core::CheckpointOptions::default(),
+                Default::default(),
             )
             .unwrap();
         let head = self.oracle.heads[&b];

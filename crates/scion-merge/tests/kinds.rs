@@ -344,11 +344,7 @@ fn a_destination_with_changes_in_its_checkout_is_refused_and_a_clean_one_follows
     assert!(hint.contains("scion checkpoint shop@main"), "{hint}");
     // Checkpointed, the merge goes through and the clean checkout follows the new head.
     env.scion
-        .checkpoint(
-            &main,
-            &"mine".parse().unwrap(),
-            scion_core::CheckpointOptions::default(),
-        )
+        .checkpoint(&main, &"mine".parse().unwrap(), Default::default())
         .unwrap();
     let r = merge(&env, &MergeOptions::default());
     assert_eq!(r.outcome, Outcome::Merged, "{r:#?}");

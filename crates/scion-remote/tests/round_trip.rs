@@ -492,7 +492,7 @@ fn a_tracking_branch_takes_no_writes() {
     let taken = a.scion.engine().fork(
         &b("shop"),
         &"origin~other".parse().unwrap(),
-        scion_core::ForkOptions::default(),
+        Default::default(),
     );
     assert!(taken.is_err());
 }
@@ -509,7 +509,7 @@ fn checkpoints_travel_with_push_checkpoints_and_clone() {
         .checkpoint(
             &b("shop@try"),
             &"first".parse().unwrap(),
-            scion_core::CheckpointOptions::default(),
+            Default::default(),
         )
         .unwrap();
     a.write("shop@try", "INSERT INTO items VALUES (501, 'v2', 'x')");

@@ -36,7 +36,7 @@ fn seeded_store(dir: &Path) -> std::path::PathBuf {
     let store = dir.join("store");
     let spec = StoreSpec::parse(store.to_str().unwrap()).unwrap();
     let options = AttachOptions {
-        init: Some(scion_core::StoreSettings::default()),
+        init: Some(Default::default()),
         ..Default::default()
     };
     let scion = Scion::attach(&spec, options).unwrap().scion;

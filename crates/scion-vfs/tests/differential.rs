@@ -50,7 +50,7 @@ fn differential(seed: u64, page_size: u32, steps: usize, writers: Writers) -> us
         .checkpoint(
             &b,
             &format!("v{first}").parse().unwrap(),
-            scion_core::CheckpointOptions::default(),
+            Default::default(),
         )
         .unwrap();
     let mut committed = vec![(first, dump(&reference))];
@@ -88,11 +88,7 @@ fn differential(seed: u64, page_size: u32, steps: usize, writers: Writers) -> us
         if committed.last().map(|(last, _)| *last) != Some(v) {
             // Named, to read this version again at the end.
             e.scion
-                .checkpoint(
-                    &b,
-                    &format!("v{v}").parse().unwrap(),
-                    scion_core::CheckpointOptions::default(),
-                )
+                .checkpoint(&b, &format!("v{v}").parse().unwrap(), Default::default())
                 .unwrap();
             committed.push((v, want));
         }

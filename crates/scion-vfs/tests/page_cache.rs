@@ -50,7 +50,7 @@ fn forks_sharing_the_cache(seed: u64, forks: usize, steps: usize) -> (u64, u64, 
             .fork(
                 &"seed@main".parse().unwrap(),
                 &name.parse().unwrap(),
-                scion_core::ForkOptions::default(),
+                Default::default(),
             )
             .unwrap();
         let copy = e.path(&format!("{name}.plain.db"));
@@ -212,7 +212,7 @@ fn many_threads_on_many_forks_decode_each_page_once() {
             .fork(
                 &"many@main".parse().unwrap(),
                 &format!("f{f}").parse().unwrap(),
-                scion_core::ForkOptions::default(),
+                Default::default(),
             )
             .unwrap();
     }

@@ -86,7 +86,7 @@ fn a_forks_writes_never_show_on_its_parent() {
         .fork(
             &"fam@main".parse().unwrap(),
             &"child".parse().unwrap(),
-            scion_core::ForkOptions::default(),
+            Default::default(),
         )
         .unwrap();
     let parent = e.open("fam@main");
@@ -233,11 +233,7 @@ fn a_checkpoint_opens_read_only_and_unknown_names_fail_to_open() {
     e.create("ro", 4096, "CREATE TABLE t(x); INSERT INTO t VALUES (1);");
     let main: BranchRef = "ro@main".parse().unwrap();
     e.scion
-        .checkpoint(
-            &main,
-            &"one".parse().unwrap(),
-            scion_core::CheckpointOptions::default(),
-        )
+        .checkpoint(&main, &"one".parse().unwrap(), Default::default())
         .unwrap();
     let w = e.open("ro@main");
     w.execute_batch("INSERT INTO t VALUES (2)").unwrap();
@@ -300,11 +296,7 @@ fn a_vfs_writer_and_a_file_checkout_writer_exclude_each_other() {
     // the checkout's checkpointed row, not its own (both versions are number 2).
     exec(&path, "INSERT INTO t VALUES (99)");
     e.scion
-        .checkpoint(
-            &main,
-            &"file".parse().unwrap(),
-            scion_core::CheckpointOptions::default(),
-        )
+        .checkpoint(&main, &"file".parse().unwrap(), Default::default())
         .unwrap();
     assert_eq!(rows(&c), vec![99]);
     // While the checkout exists, clean or not, a VFS writer is refused, clearly.
@@ -433,11 +425,7 @@ fn a_version_number_opens_read_only_while_something_keeps_it() {
     let c = e.open("ver@main");
     c.execute_batch("INSERT INTO t VALUES (1)").unwrap();
     e.scion
-        .checkpoint(
-            &main,
-            &"two".parse().unwrap(),
-            scion_core::CheckpointOptions::default(),
-        )
+        .checkpoint(&main, &"two".parse().unwrap(), Default::default())
         .unwrap();
     c.execute_batch("INSERT INTO t VALUES (2)").unwrap();
     assert_eq!(e.head_version("ver@main"), 3);

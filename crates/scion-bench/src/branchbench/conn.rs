@@ -87,11 +87,7 @@ impl ConnectMode {
             }
             _ => scion
                 .engine()
-                .fork(
-                    &branch(parent),
-                    &branch(child).branch,
-                    scion_core::ForkOptions::default(),
-                )
+                .fork(&branch(parent), &branch(child).branch, Default::default())
                 .map(drop)
                 .map_err(|e| e.to_string()),
         }

@@ -203,7 +203,7 @@ fn run_workflow(
         Arc::new(store),
         "branchbench",
         ScionOptions::new(dir.join("store/checkouts"), ClonePolicy::Auto),
-        scion_core::StoreSettings::default(),
+        Default::default(),
     )?);
     scion.engine().create(&DB.parse()?, Some(seed_path))?;
     let before = dir_bytes(&dir);

@@ -321,11 +321,7 @@ impl Ctx {
             }
             drop(conn);
             self.scion
-                .checkpoint(
-                    &c,
-                    &"step".parse().expect("valid"),
-                    scion_core::CheckpointOptions::default(),
-                )
+                .checkpoint(&c, &"step".parse().expect("valid"), Default::default())
                 .map(drop)
                 .map_err(|e| e.to_string())
         });

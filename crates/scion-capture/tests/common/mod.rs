@@ -25,8 +25,7 @@ pub fn env() -> Env {
     let backend = Arc::new(LocalBackend::open(&store).unwrap());
     let mut o = ScionOptions::new(store.join("checkouts"), ClonePolicy::Auto);
     o.store_dir = Some(store.clone());
-    let scion =
-        Arc::new(Scion::init(backend, "test", o, scion_core::StoreSettings::default()).unwrap());
+    let scion = Arc::new(Scion::init(backend, "test", o, Default::default()).unwrap());
     Env { dir, scion }
 }
 

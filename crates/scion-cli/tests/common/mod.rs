@@ -248,3 +248,12 @@ impl Rng {
         self.0
     }
 }
+
+/// A documented route of docs/openapi.json with its parameters filled in, so that it can be
+/// sent: a database, a branch, a session id and a remote that exist in the tests' stores.
+pub fn concrete_route(path: &str) -> String {
+    path.replace("{db}", "shop")
+        .replace("{branch}", "shop@main")
+        .replace("{id}", "s-000000000000")
+        .replace("{name}", "origin")
+}

@@ -49,7 +49,7 @@ pub fn unique() -> u64 {
 }
 
 pub fn env() -> Env {
-    env_with(scion_core::StoreSettings::default())
+    env_with(Default::default())
 }
 
 /// A local store made with `settings`.
@@ -95,7 +95,7 @@ pub fn env_s3() -> Env {
             dir.path().join("store").join("checkouts"),
             ClonePolicy::Auto,
         ),
-        scion_core::StoreSettings::default(),
+        Default::default(),
     )
     .unwrap();
     Env { dir, scion }
@@ -206,11 +206,7 @@ pub fn export_every_version(e: &Env) {
 pub fn fork_work_with_two_checkpoints(e: &Env) {
     e.scion
         .engine()
-        .fork(
-            &br("shop"),
-            &"work".parse().unwrap(),
-            scion_core::ForkOptions::default(),
-        )
+        .fork(&br("shop"), &"work".parse().unwrap(), Default::default())
         .unwrap();
     let p = e.scion.checkout(&br("shop@work"), false).unwrap().path;
     for price in [1, 2] {
@@ -219,7 +215,7 @@ pub fn fork_work_with_two_checkpoints(e: &Env) {
             .checkpoint(
                 &br("shop@work"),
                 &format!("c{price}").parse().unwrap(),
-                scion_core::CheckpointOptions::default(),
+                Default::default(),
             )
             .unwrap();
     }

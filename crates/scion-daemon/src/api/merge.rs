@@ -8,7 +8,6 @@ use std::sync::Arc;
 
 use axum::extract::{Path, State};
 use axum::response::Response;
-use scion_core::described::Exit;
 use scion_core::{BranchRef, Target};
 use scion_merge::{Granularity, MergeError, MergeOptions, Resolution, SchemaPolicy, Strategy};
 use serde::Deserialize;
@@ -17,7 +16,7 @@ use super::branches::refuse_live;
 use crate::answer::json;
 use crate::error::{ApiError, ApiResult};
 use crate::events::EventKind;
-use crate::handler::{parse, Body};
+use crate::handler::{on_engine, parse, Body};
 use crate::state::Shared;
 
 #[derive(Deserialize)]
@@ -80,16 +79,9 @@ pub async fn merge(
     if !opts.dry_run {
         refuse_live(&shared, &dst.to_string())?;
     }
-    let scion = shared.scion.clone();
-    let actor = crate::actor::current_actor();
-    let report = tokio::task::spawn_blocking(move || {
-        scion_core::actor::acting_as(actor.as_deref(), || {
-            scion_merge::merge(&scion, &src, &dst, &opts)
-        })
-    })
-    .await
-    .map_err(|e| ApiError::new(Exit::Failure, "internal", e.to_string(), None))?
-    .map_err(|e| api_error(&e))?;
+    let report = on_engine(&shared, move |s| scion_merge::merge(s, &src, &dst, &opts))
+        .await?
+        .map_err(|e| api_error(&e))?;
     if report.published.is_some() {
         shared.events.emit(
             EventKind::Merged,

@@ -18,7 +18,7 @@ use super::branches::refuse_live;
 use crate::answer::json;
 use crate::answer::json_with;
 use crate::error::{ApiError, ApiResult};
-use crate::handler::{blocking, parse, Body};
+use crate::handler::{blocking, on_engine, parse, Body};
 use crate::state::Shared;
 
 #[derive(Deserialize)]
@@ -168,14 +168,7 @@ async fn transfer<T: Send + 'static>(
     shared: &Arc<Shared>,
     f: impl FnOnce(&Scion) -> Result<T, RemoteError> + Send + 'static,
 ) -> ApiResult<T> {
-    let scion = shared.scion.clone();
-    let actor = crate::actor::current_actor();
-    tokio::task::spawn_blocking(move || {
-        scion_core::actor::acting_as(actor.as_deref(), || f(&scion))
-    })
-    .await
-    .map_err(|e| ApiError::new(Exit::Failure, "internal", e.to_string(), None))?
-    .map_err(|e| match e {
+    on_engine(shared, f).await?.map_err(|e| match e {
         RemoteError::Engine(e) => ApiError::from(e),
         RemoteError::Core(e) => ApiError::core(&e, Context::Merge),
         RemoteError::Merge(e) => super::merge::api_error(&e),

@@ -20,7 +20,7 @@ impl Env {
         let dir = tempfile::tempdir().unwrap();
         let spec = StoreSpec::parse(dir.path().join("store").to_str().unwrap()).unwrap();
         let options = AttachOptions {
-            init: Some(scion_core::StoreSettings::default()),
+            init: Some(Default::default()),
             ..Default::default()
         };
         let scion = Scion::attach(&spec, options).unwrap().scion;
@@ -44,11 +44,7 @@ impl Env {
         let b: BranchRef = from.parse().unwrap();
         self.scion
             .engine()
-            .fork(
-                &b,
-                &name.parse().unwrap(),
-                scion_core::ForkOptions::default(),
-            )
+            .fork(&b, &name.parse().unwrap(), Default::default())
             .unwrap();
     }
 

@@ -21,7 +21,7 @@ pub fn store_at(location: &str) -> Store {
     scion_vfs::register().expect("register the VFS");
     let spec = StoreSpec::parse(location).unwrap();
     let options = AttachOptions {
-        init: Some(scion_core::StoreSettings::default()),
+        init: Some(Default::default()),
         ..Default::default()
     };
     let scion = Scion::attach(&spec, options).unwrap().scion;
@@ -69,11 +69,7 @@ impl Store {
         let b: BranchRef = from.parse().unwrap();
         self.scion
             .engine()
-            .fork(
-                &b,
-                &name.parse().unwrap(),
-                scion_core::ForkOptions::default(),
-            )
+            .fork(&b, &name.parse().unwrap(), Default::default())
             .unwrap();
     }
 

@@ -25,7 +25,7 @@ impl Env {
         let dir = tempfile::tempdir().unwrap();
         let spec = StoreSpec::parse(dir.path().join("store").to_str().unwrap()).unwrap();
         let options = AttachOptions {
-            init: Some(scion_core::StoreSettings::default()),
+            init: Some(Default::default()),
             ..Default::default()
         };
         let scion = Arc::new(Scion::attach(&spec, options).unwrap().scion);
