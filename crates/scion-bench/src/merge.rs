@@ -146,11 +146,25 @@ pub fn run(opts: &MergeBenchOptions, progress: Progress<'_>) -> BenchResult<Merg
                 ..Default::default()
             };
             let (report, t_dry) = timed(|| {
-                scion_merge::merge(&scion, &src_t, &dst_ref, &dry_opts).map_err(merge_err)
+                scion_merge::merge(
+                    scion.engine(),
+                    &mut scion.working_files(),
+                    &src_t,
+                    &dst_ref,
+                    &dry_opts,
+                )
+                .map_err(merge_err)
             })?;
             let after_dry = counter.counts();
             let (done, t_real) = timed(|| {
-                scion_merge::merge(&scion, &src_t, &dst_ref, &Default::default()).map_err(merge_err)
+                scion_merge::merge(
+                    scion.engine(),
+                    &mut scion.working_files(),
+                    &src_t,
+                    &dst_ref,
+                    &Default::default(),
+                )
+                .map_err(merge_err)
             })?;
             let after = counter.counts();
             if done.outcome != Outcome::Merged {

@@ -117,7 +117,13 @@ pub fn merge(p: &Printer, scion: &Scion, args: &MergeArgs) -> Result<()> {
         base: args.base.as_deref().map(str::parse).transpose()?,
         allow_protected: args.force,
     };
-    let report = scion_merge::merge(scion, &src, &dst, &opts)?;
+    let report = scion_merge::merge(
+        scion.engine(),
+        &mut scion.working_files(),
+        &src,
+        &dst,
+        &opts,
+    )?;
     if p.json {
         p.emit(&report);
     } else {

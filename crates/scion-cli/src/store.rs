@@ -41,7 +41,6 @@ fn open_with(
         None
     };
     let options = AttachOptions {
-        clone_policy,
         holder: cli.holder.clone(),
         init,
         progress: scion_core::progress::ProgressSink(std::sync::Arc::new(
@@ -58,4 +57,8 @@ fn open_with(
         }
         _ => Ok(Scion::attach(&spec, options)?),
     }
+    .map(|a| Attached {
+        scion: a.scion.with_clone_policy(clone_policy),
+        ..a
+    })
 }

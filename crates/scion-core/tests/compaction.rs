@@ -39,7 +39,7 @@ fn fragmented_shop(e: &Env, rows: usize, commits: usize) {
 fn scattered_compaction_rewrites_only_the_small_segments_pages_and_keeps_the_content() {
     let e = env();
     fragmented_shop(&e, 20_000, 30);
-    let before = e.scion.fragmentation(&br("shop")).unwrap();
+    let before = fragmentation(&e, "shop");
     assert!(
         before.small_segments >= 30,
         "30 one-row commits leave at least 30 small segments: {before:?}"
@@ -53,7 +53,7 @@ fn scattered_compaction_rewrites_only_the_small_segments_pages_and_keeps_the_con
         .unwrap();
     assert_eq!(r.pages_rewritten, before.scattered_pages);
     assert_eq!(r.before, before);
-    let after = e.scion.fragmentation(&br("shop")).unwrap();
+    let after = fragmentation(&e, "shop");
     assert_eq!(after.pages, before.pages);
     assert!(after.small_segments <= 1, "{after:?}");
     assert_eq!(e.dump_target(&e.scion, "shop"), content);
@@ -100,7 +100,7 @@ fn a_head_with_at_most_one_small_segment_is_left_alone() {
         .engine()
         .create(&DbName::new("tiny").unwrap(), Some(&tiny))
         .unwrap();
-    let f = e.scion.fragmentation(&br("tiny")).unwrap();
+    let f = fragmentation(&e, "tiny");
     assert_eq!((f.small_segments, f.scattered_pages), (1, f.pages));
     let r = e
         .scion
@@ -184,4 +184,10 @@ fn the_sweep_compacts_fragmented_idle_branches_only_and_then_has_nothing_to_do()
     assert!(sweep.compacted.is_empty(), "{sweep:?}");
     assert_eq!(sweep.skipped.len(), 1, "{sweep:?}");
     assert!(sweep.skipped[0].starts_with("shop@main: "), "{sweep:?}");
+}
+
+/// How the head of `branch` lies in the store.
+fn fragmentation(e: &Env, branch: &str) -> scion_core::ops::compact::Fragmentation {
+    let (r, _) = e.scion.engine().read_ref(&br(branch)).unwrap();
+    e.scion.engine().fragmentation(&r.root).unwrap()
 }

@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 
 use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::{Connection, ErrorCode, ToSql};
-use scion_core::diff::Value;
+use scion_engine::diff::Value;
 use serde_json::Value as Json;
 
 use crate::error::{MergeError, MergeResult};

@@ -4,10 +4,12 @@
 //! before it existed) or answers with several bases (a criss-cross of merges), the merge
 //! is refused, and `--base` names the base instead.
 
-use scion_core::format::Locator;
-use scion_core::ops::graph::CommonAncestry;
-use scion_core::refs::Ref;
-use scion_core::{BranchRef, Scion, Target};
+use scion_engine::format::Locator;
+use scion_engine::ops::graph::CommonAncestry;
+use scion_engine::refs::Ref;
+use std::sync::Arc;
+
+use scion_engine::{BranchRef, Engine, Target};
 
 use crate::error::{MergeError, MergeResult};
 
@@ -21,7 +23,7 @@ pub(crate) struct Base {
 /// The base of merging `src` (version `theirs`, of branch ref `s`) into `dst` (head
 /// `ours`, ref `d`).
 pub(crate) fn find_base(
-    scion: &Scion,
+    engine: &Arc<Engine>,
     src: &Target,
     theirs: &Locator,
     (dst, d): (&BranchRef, &Ref),
@@ -36,20 +38,20 @@ pub(crate) fn find_base(
                 dst: dst.to_string(),
             });
         }
-        let v = scion.engine().resolve(t)?;
+        let v = engine.resolve(t)?;
         return Ok(Base {
             root: v.root,
             how: format!("{t}, as given by --base"),
         });
     }
-    match scion.engine().common_ancestry(ours, theirs)? {
+    match engine.common_ancestry(ours, theirs)? {
         CommonAncestry::Base(root) => {
             let how = if root == *theirs {
                 format!("{src} itself: {dst} already holds it")
             } else if root == *ours {
                 format!("{dst}'s head: {src} was made from it")
             } else {
-                let generation = scion.engine().generation(&root)?;
+                let generation = engine.generation(&root)?;
                 format!("the newest version both come from (generation {generation} of the version graph)")
             };
             Ok(Base { root, how })
@@ -66,7 +68,7 @@ pub(crate) fn find_base(
         // Unknown (versions written before scion recorded parents), or an answer this
         // merge does not know: the base cannot be told, so it must be given.
         _ => {
-            let (s, _) = scion.engine().read_ref(&src.branch)?;
+            let (s, _) = engine.read_ref(&src.branch)?;
             Err(MergeError::BaseUnknown {
                 src: src.to_string(),
                 dst: dst.to_string(),

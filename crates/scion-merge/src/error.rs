@@ -1,7 +1,8 @@
 //! What a merge can fail with (conflicts and violations are not failures: they are data in
 //! the report).
 
-use scion_core::{CoreError, EngineError};
+use scion_described::{describe_engine, Context, Described, DescribedError, Exit};
+use scion_engine::EngineError;
 
 /// Why a merge did not run to a report.
 #[derive(Debug, thiserror::Error)]
@@ -9,7 +10,11 @@ pub enum MergeError {
     /// The store, a ref or a head move refused or failed (a lease held, a protected
     /// destination, the destination moved while the merge ran, ...).
     #[error(transparent)]
-    Core(#[from] CoreError),
+    Engine(#[from] EngineError),
+    /// The working files refused the move (a checkout of the destination holding changes
+    /// never checkpointed, or open) or failed.
+    #[error(transparent)]
+    Files(FilesError),
     #[error("{src} and {dst} share no version: neither was made from the other or from a version the other was made from")]
     NoBase { src: String, dst: String },
     #[error("{src} and {dst} have {} best common versions ({}), left by merges that crossed; which one to merge against is a choice scion does not make for you", bases.len(), bases.join(", "))]
@@ -65,22 +70,16 @@ impl MergeError {
     }
 }
 
-impl From<EngineError> for MergeError {
-    fn from(e: EngineError) -> Self {
-        MergeError::Core(e.into())
-    }
-}
-
 pub type MergeResult<T> = Result<T, MergeError>;
 
 impl MergeError {
     /// How front ends present this error: the exit code, stable code and hint of the one
     /// code set (a store error keeps its own).
-    pub fn describe(&self) -> scion_core::described::Described {
-        use scion_core::described::{describe, Context, Described, Exit};
+    pub fn describe(&self) -> Described {
         let d = |exit, code, hint: Option<String>| Described { exit, code, hint };
         match self {
-            MergeError::Core(e) => describe(e, Context::Merge),
+            MergeError::Engine(e) => describe_engine(e),
+            MergeError::Files(e) => e.0.describe(Context::Merge),
             MergeError::NoBase { .. } => d(
                 Exit::InvalidInput,
                 "no_merge_base",
@@ -117,6 +116,49 @@ impl MergeError {
 
     /// Whether the same merge may succeed if retried (the destination moved meanwhile).
     pub fn is_retryable(&self) -> bool {
-        matches!(self, MergeError::Core(e) if e.is_retryable())
+        match self {
+            MergeError::Engine(e) => e.is_retryable(),
+            MergeError::Files(e) => e.0.is_retryable(),
+            _ => false,
+        }
+    }
+
+    /// The working files' error `e`, kept to be described.
+    pub fn files(e: impl DescribedError) -> Self {
+        MergeError::Files(FilesError(Box::new(e)))
+    }
+
+    /// The engine's error this is, or wraps (through the working files' error).
+    pub fn engine_error(&self) -> Option<&EngineError> {
+        match self {
+            MergeError::Engine(e) => Some(e),
+            MergeError::Files(e) => e.0.engine_error(),
+            _ => None,
+        }
+    }
+
+    /// The working files' error, as its own type (`scion_engine::CoreError`).
+    pub fn files_error<E: DescribedError>(&self) -> Option<&E> {
+        match self {
+            MergeError::Files(e) => (e.0.as_ref() as &dyn std::error::Error).downcast_ref(),
+            _ => None,
+        }
+    }
+}
+
+/// An error of the working files a merge was given, boxed (the merge does not know their
+/// type); [`MergeError::files_error`] gives it back as its own type.
+#[derive(Debug)]
+pub struct FilesError(Box<dyn DescribedError>);
+
+impl std::fmt::Display for FilesError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for FilesError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
     }
 }

@@ -21,10 +21,13 @@ mod values;
 mod virtual_tables;
 
 use rusqlite::{Connection, OpenFlags};
-use scion_core::history::MergedFrom;
-use scion_core::{BranchName, BranchRef, CheckoutState, ResolvedVersion, Scion, Target};
+use std::sync::Arc;
 
-pub use error::{MergeError, MergeResult};
+use scion_engine::history::MergedFrom;
+use scion_engine::ops::moves::WorkingFiles;
+use scion_engine::{BranchName, BranchRef, Engine, ResolvedVersion, Target};
+
+pub use error::{FilesError, MergeError, MergeResult};
 pub use report::{
     BaseReport, CellValues, Conflict, ConflictKind, Granularity, MergeOptions, MergeReport,
     Outcome, Published, Resolution, SchemaConflict, SchemaPolicy, SchemaStep, Strategy,
@@ -34,13 +37,20 @@ pub use report::{
 /// How long a scratch fork outlives a merge killed before it removed it.
 const SCRATCH_TTL: std::time::Duration = std::time::Duration::from_secs(3600);
 
-/// Merge `src` (a branch head, or a checkpoint) into `dst`.
-pub fn merge(
-    scion: &Scion,
+/// Merge `src` (a branch head, or a checkpoint) into `dst`, with `files` (this host's
+/// checkouts, from `Scion::working_files`) asked before `dst`'s head moves and brought
+/// along after.
+pub fn merge<G>(
+    engine: &Arc<Engine>,
+    files: &mut G,
     src: &Target,
     dst: &BranchRef,
     opts: &MergeOptions,
-) -> MergeResult<MergeReport> {
+) -> MergeResult<MergeReport>
+where
+    G: WorkingFiles,
+    G::Error: scion_described::DescribedError,
+{
     if src.branch.db != dst.db {
         return Err(MergeError::DifferentDatabases {
             src: src.to_string(),
@@ -58,25 +68,26 @@ pub fn merge(
             dst: dst.to_string(),
         });
     }
-    let (d, _) = scion.engine().read_ref(dst)?;
+    let (d, _) = engine.read_ref(dst)?;
     let ours = ResolvedVersion {
         root: d.root,
         version: d.version,
     };
-    let theirs = scion.engine().resolve(src)?;
+    let theirs = engine.resolve(src)?;
     if !opts.dry_run {
         // Refused before any work; the publish checks again against the ref it replaces.
         if d.protected && !opts.allow_protected {
-            return Err(scion_core::EngineError::Protected {
+            return Err(scion_engine::EngineError::Protected {
                 branch: dst.clone(),
                 action: "merging into it",
             }
             .into());
         }
-        refuse_unsaved_checkout(scion, dst, &ours)?;
+        // A checkout of dst holding changes not checkpointed would be stranded by the move.
+        files.refuse_unsaved(dst, &d).map_err(MergeError::files)?;
     }
     let base = base::find_base(
-        scion,
+        engine,
         src,
         &theirs.root,
         (dst, &d),
@@ -119,12 +130,13 @@ pub fn merge(
         report.outcome = Outcome::FastForward;
         report.unused_resolutions = opts.resolutions.keys().cloned().collect();
         // What it brings, read from the pages the two versions do not share.
-        let delta_theirs = scion.engine().version_delta(&base.root, &theirs.root)?;
+        let delta_theirs = engine.version_delta(&base.root, &theirs.root)?;
         report.pages_read = delta_theirs.pages_read;
         report.tables = plan::fast_forward_tables(&delta_theirs);
         if !opts.dry_run {
-            let moved =
-                scion.publish_merge(dst, &ours, theirs.root, merged, opts.allow_protected)?;
+            let moved = engine
+                .publish_merge_with(dst, &ours, theirs.root, merged, opts.allow_protected, files)
+                .map_err(MergeError::files)?;
             report.published = Some(Published {
                 version: moved.version,
                 history_entry: moved.history_entry,
@@ -134,11 +146,11 @@ pub fn merge(
         return Ok(report);
     }
 
-    let mut delta_ours = scion.engine().version_delta(&base.root, &ours.root)?;
-    let mut delta_theirs = scion.engine().version_delta(&base.root, &theirs.root)?;
+    let mut delta_ours = engine.version_delta(&base.root, &ours.root)?;
+    let mut delta_theirs = engine.version_delta(&base.root, &theirs.root)?;
     report.pages_read = delta_ours.pages_read + delta_theirs.pages_read;
     let virtual_plan = virtual_tables::prepare(
-        scion,
+        engine,
         dst,
         (&base.root, &ours.root, &theirs.root),
         &mut delta_ours,
@@ -170,22 +182,24 @@ pub fn merge(
         return Ok(report);
     }
 
-    let scratch = Scratch::fork(scion, dst, &ours)?;
-    let result = scratch.apply(scion, &schema_plan, &data, opts, &mut report);
+    let scratch = Scratch::fork(engine, dst, &ours)?;
+    let result = scratch.apply(engine, &schema_plan, &data, opts, &mut report);
     let result_root = match result {
         Ok(root) => root,
         Err(e) => {
-            scratch.remove(scion);
+            scratch.remove(engine);
             return Err(e);
         }
     };
     let published = match result_root {
-        Some(root) if root != ours.root => {
-            Some(scion.publish_merge(dst, &ours, root, merged, opts.allow_protected))
-        }
+        Some(root) if root != ours.root => Some(
+            engine
+                .publish_merge_with(dst, &ours, root, merged, opts.allow_protected, files)
+                .map_err(MergeError::files),
+        ),
         _ => None,
     };
-    scratch.remove(scion);
+    scratch.remove(engine);
     match published {
         Some(moved) => {
             let moved = moved?;
@@ -209,27 +223,6 @@ pub fn merge(
     Ok(report)
 }
 
-/// A checkout of `dst` holding changes not checkpointed would be stranded by the move.
-fn refuse_unsaved_checkout(
-    scion: &Scion,
-    dst: &BranchRef,
-    ours: &ResolvedVersion,
-) -> MergeResult<()> {
-    match scion.checkout_state(dst, &ours.root)? {
-        CheckoutState::Dirty => Err(scion_core::CoreError::DirtyCheckout {
-            path: scion.checkout_path(dst),
-            branch: dst.clone(),
-        }
-        .into()),
-        CheckoutState::Unknown => Err(scion_core::CoreError::UnknownCheckout {
-            path: scion.checkout_path(dst),
-            branch: dst.clone(),
-        }
-        .into()),
-        _ => Ok(()),
-    }
-}
-
 /// The fork of the destination the merge is applied to: one ref, removed afterwards (a
 /// merge killed before that leaves it to expire with its TTL).
 struct Scratch {
@@ -237,27 +230,27 @@ struct Scratch {
 }
 
 impl Scratch {
-    fn fork(scion: &Scion, dst: &BranchRef, ours: &ResolvedVersion) -> MergeResult<Scratch> {
+    fn fork(engine: &Arc<Engine>, dst: &BranchRef, ours: &ResolvedVersion) -> MergeResult<Scratch> {
         let mut tag = [0u8; 4];
         getrandom::fill(&mut tag).expect("the OS random source is available");
         let tag: String = tag.iter().map(|b| format!("{b:02x}")).collect();
         let stem: String = dst.branch.as_str().chars().take(80).collect();
         let name = BranchName::new(&format!("{stem}-merge-{tag}"))?;
         let branch = BranchRef::new(dst.db.clone(), name);
-        scion.engine().fork(
+        engine.fork(
             dst,
             &branch.branch,
-            scion_core::ForkOptions {
+            scion_engine::ForkOptions {
                 ttl: Some(SCRATCH_TTL),
                 ..Default::default()
             },
         )?;
         let scratch = Scratch { branch };
-        let (r, _) = scion.engine().read_ref(&scratch.branch)?;
+        let (r, _) = engine.read_ref(&scratch.branch)?;
         if r.root != ours.root {
             // dst moved between reading it and forking it: the plan is for another version.
-            scratch.remove(scion);
-            return Err(scion_core::EngineError::Conflict {
+            scratch.remove(engine);
+            return Err(scion_engine::EngineError::Conflict {
                 branch: dst.clone(),
             }
             .into());
@@ -269,15 +262,15 @@ impl Scratch {
     /// transaction was rolled back (a dry run, or a merge that conflicts or violates).
     fn apply(
         &self,
-        scion: &Scion,
+        engine: &Arc<Engine>,
         schema: &schema::SchemaPlan,
         data: &plan::DataPlan,
         opts: &MergeOptions,
         report: &mut MergeReport,
-    ) -> MergeResult<Option<scion_core::format::Locator>> {
+    ) -> MergeResult<Option<scion_engine::format::Locator>> {
         scion_vfs::register().map_err(MergeError::Vfs)?;
-        scion_vfs::adopt(scion.engine().location(), scion.engine().clone());
-        let uri = scion_vfs::uri(&self.branch.to_string(), scion.engine().location(), false);
+        scion_vfs::adopt(engine.location(), engine.clone());
+        let uri = scion_vfs::uri(&self.branch.to_string(), engine.location(), false);
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_URI;
         let conn = Connection::open_with_flags(&uri, flags)
             .map_err(MergeError::apply("opening the scratch fork"))?;
@@ -317,12 +310,12 @@ impl Scratch {
         conn.execute_batch("COMMIT")
             .map_err(MergeError::apply("committing to the scratch fork"))?;
         drop(conn);
-        let (r, _) = scion.engine().read_ref(&self.branch)?;
+        let (r, _) = engine.read_ref(&self.branch)?;
         Ok(Some(r.root))
     }
 
-    fn remove(&self, scion: &Scion) {
-        // Best effort: what is left expires with the TTL.
-        let _ = scion.destroy(&self.branch, true);
+    fn remove(&self, engine: &Engine) {
+        // Best effort: what is left expires with the TTL. No checkout was made of it.
+        let _ = engine.destroy(&self.branch, true);
     }
 }

@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use scion_core::diff::{RowDelta, TableDelta, TableLayout, Value, VersionDelta};
+use scion_engine::diff::{RowDelta, TableDelta, TableLayout, Value, VersionDelta};
 use serde_json::Value as Json;
 
 use crate::error::{MergeError, MergeResult};

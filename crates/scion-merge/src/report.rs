@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use scion_core::Target;
+use scion_engine::Target;
 use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 

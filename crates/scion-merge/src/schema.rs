@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use scion_core::diff::{SchemaObject, VersionDelta};
+use scion_engine::diff::{SchemaObject, VersionDelta};
 
 use crate::report::{SchemaConflict, SchemaPolicy, SchemaStep};
 

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use scion_core::diff::{DeltaRow, TableLayout, Value};
+use scion_engine::diff::{DeltaRow, TableLayout, Value};
 use serde_json::{Map, Value as Json};
 
 /// A row's values by column name. A record written before an `ADD COLUMN` is shorter

@@ -10,11 +10,13 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags};
-use scion_core::diff::{
+use scion_engine::diff::{
     DeltaRow, RowDelta, SchemaObject, TableDelta, TableLayout, Value, VersionDelta,
 };
-use scion_core::format::Locator;
-use scion_core::{BranchRef, Scion};
+use scion_engine::format::Locator;
+use std::sync::Arc;
+
+use scion_engine::{BranchRef, Engine};
 
 use crate::error::{MergeError, MergeResult};
 use crate::schema::quote;
@@ -193,7 +195,7 @@ pub(crate) struct VirtualPlan {
 /// through SQLite at the base, ours and theirs. Only virtual tables theirs changed are
 /// read; one ours alone changed needs nothing.
 pub(crate) fn prepare(
-    scion: &Scion,
+    engine: &Arc<Engine>,
     dst: &BranchRef,
     (base, ours, theirs): (&Locator, &Locator, &Locator),
     delta_ours: &mut VersionDelta,
@@ -216,7 +218,7 @@ pub(crate) fn prepare(
     all.strip(delta_theirs);
     let exists =
         |d: &[SchemaObject], name: &str| d.iter().any(|o| o.kind == "table" && o.name == name);
-    let mut readers = Readers::new(scion, dst);
+    let mut readers = Readers::new(engine, dst);
     for t in all.tables.values() {
         let in_base = exists(&delta_theirs.schema_before, &t.name);
         let in_ours = exists(&delta_ours.schema_after, &t.name);
@@ -281,15 +283,15 @@ type Rows = (TableLayout, BTreeMap<i64, Vec<Value>>);
 
 /// Read-only connections to versions, through the scion VFS, one per root.
 struct Readers<'a> {
-    scion: &'a Scion,
+    engine: &'a Arc<Engine>,
     dst: &'a BranchRef,
     open: BTreeMap<Locator, Connection>,
 }
 
 impl<'a> Readers<'a> {
-    fn new(scion: &'a Scion, dst: &'a BranchRef) -> Self {
+    fn new(engine: &'a Arc<Engine>, dst: &'a BranchRef) -> Self {
         Readers {
-            scion,
+            engine,
             dst,
             open: BTreeMap::new(),
         }
@@ -298,10 +300,10 @@ impl<'a> Readers<'a> {
     fn conn(&mut self, root: &Locator) -> MergeResult<&Connection> {
         if !self.open.contains_key(root) {
             scion_vfs::register().map_err(MergeError::Vfs)?;
-            scion_vfs::adopt(self.scion.engine().location(), self.scion.engine().clone());
+            scion_vfs::adopt(self.engine.location(), self.engine.clone());
             let uri = format!(
                 "{}&root={root}",
-                scion_vfs::uri(&self.dst.to_string(), self.scion.engine().location(), true)
+                scion_vfs::uri(&self.dst.to_string(), self.engine.location(), true)
             );
             let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI;
             let conn = Connection::open_with_flags(&uri, flags).map_err(MergeError::apply(

@@ -85,7 +85,8 @@ fn seeded_store(dir: &Path) -> std::path::PathBuf {
 fn merge(scion: &Scion) -> scion_merge::MergeReport {
     let src: Target = "shop@feature".parse().unwrap();
     scion_merge::merge(
-        scion,
+        scion.engine(),
+        &mut scion.working_files(),
         &src,
         &"shop@main".parse().unwrap(),
         &MergeOptions::default(),

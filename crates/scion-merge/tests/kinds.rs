@@ -335,8 +335,8 @@ fn a_destination_with_changes_in_its_checkout_is_refused_and_a_clean_one_follows
         .unwrap_err();
     assert!(
         matches!(
-            err,
-            scion_merge::MergeError::Core(scion_core::CoreError::DirtyCheckout { .. })
+            err.files_error::<scion_core::CoreError>(),
+            Some(scion_core::CoreError::DirtyCheckout { .. })
         ),
         "{err}"
     );
@@ -407,10 +407,8 @@ fn a_destination_leased_by_someone_else_is_refused_and_nothing_is_published() {
         .unwrap_err();
     assert!(
         matches!(
-            err,
-            scion_merge::MergeError::Core(scion_core::CoreError::Engine(
-                scion_core::EngineError::LeaseHeld { .. }
-            ))
+            err.engine_error(),
+            Some(scion_core::EngineError::LeaseHeld { .. })
         ),
         "{err}"
     );

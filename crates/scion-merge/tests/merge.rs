@@ -35,10 +35,8 @@ fn a_protected_destination_needs_allow_protected() {
         .unwrap_err();
     assert!(
         matches!(
-            err,
-            scion_merge::MergeError::Core(scion_core::CoreError::Engine(
-                scion_core::EngineError::Protected { .. }
-            ))
+            err.engine_error(),
+            Some(scion_core::EngineError::Protected { .. })
         ),
         "{err}"
     );

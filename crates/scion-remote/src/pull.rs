@@ -133,7 +133,13 @@ pub fn pull(
         branch: tracking,
         checkpoint: None,
     };
-    let merged = scion_merge::merge(local, &src, &into, &opts.merge)?;
+    let merged = scion_merge::merge(
+        local.engine(),
+        &mut local.working_files(),
+        &src,
+        &into,
+        &opts.merge,
+    )?;
     report.outcome = match merged.outcome {
         Outcome::UpToDate => PullOutcome::UpToDate,
         Outcome::FastForward => PullOutcome::FastForward,

@@ -4,9 +4,9 @@
 
 use std::collections::BTreeMap;
 
-use scion_core::ops::pages::PageChanges;
-use scion_core::ops::spill::SpilledPages;
-use scion_core::EngineResult;
+use scion_engine::ops::pages::PageChanges;
+use scion_engine::ops::spill::SpilledPages;
+use scion_engine::EngineResult;
 
 /// Dirty bytes kept in memory by default before they are set aside (`?spill_kib=` sets it).
 pub(crate) const DEFAULT_SPILL_AFTER: u64 = 64 << 20;

@@ -2,8 +2,8 @@
 //! (exit code, error code, hint).
 
 use rusqlite::ffi;
-use scion_core::described::{describe_engine, Described, Exit};
-use scion_core::EngineError;
+use scion_described::{describe_engine, Described, Exit};
+use scion_engine::EngineError;
 
 /// A failure as SQLite sees it: a result code, and what to tell the user, with how
 /// scion's front ends present it (exit code, error code, hint).

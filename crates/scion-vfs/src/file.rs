@@ -10,12 +10,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use rusqlite::ffi;
-use scion_core::format::Locator;
-use scion_core::ops::pages::{refuse_checked_out, PageCommit};
-use scion_core::ops::view::VersionView;
-use scion_core::refs::{ref_key, Ref};
-use scion_core::turns::{TurnAnswer, WriteTurn};
-use scion_core::{Engine, EngineError};
+use scion_engine::format::Locator;
+use scion_engine::ops::pages::{refuse_checked_out, PageCommit};
+use scion_engine::ops::view::VersionView;
+use scion_engine::refs::{ref_key, Ref};
+use scion_engine::turns::{TurnAnswer, WriteTurn};
+use scion_engine::{Engine, EngineError};
 use scion_store::ETag;
 
 use crate::ahead::{Ahead, Readahead};
@@ -550,7 +550,7 @@ impl DbFile {
 
 /// The root of version `n` of `b`: its head or a checkpoint holds it (versions nothing
 /// names are not kept).
-fn version_root(engine: &Engine, b: &scion_core::BranchRef, n: u64) -> VfsResult<Locator> {
+fn version_root(engine: &Engine, b: &scion_engine::BranchRef, n: u64) -> VfsResult<Locator> {
     let (head, _) = engine.read_ref(b).map_err(open_error)?;
     if head.version == n {
         return Ok(head.root);

@@ -6,8 +6,8 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use scion_core::attach::{AttachOptions, StoreSpec};
-use scion_core::{Engine, EngineError};
+use scion_engine::attach::{AttachOptions, StoreSpec};
+use scion_engine::{Engine, EngineError};
 
 static STORES: Mutex<Option<HashMap<String, Arc<Engine>>>> = Mutex::new(None);
 
@@ -22,7 +22,7 @@ pub struct VfsFailure {
     /// The SQLite result code the VFS returned (primary and extended).
     pub sqlite_code: i32,
     pub message: String,
-    pub described: scion_core::described::Described,
+    pub described: scion_described::Described,
 }
 
 /// The explanation of this thread's last VFS failure (what to do about it), if any.
@@ -67,7 +67,7 @@ pub(crate) fn store(spec: Option<&str>) -> Result<Arc<Engine>, EngineError> {
     if let Some(s) = stores.get(&key) {
         return Ok(s.clone());
     }
-    let engine = Arc::new(Engine::attach(&found, AttachOptions::default())?);
+    let engine = Arc::new(Engine::attach(&found, AttachOptions::default())?.engine);
     stores.insert(key, engine.clone());
     Ok(engine)
 }

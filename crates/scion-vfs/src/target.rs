@@ -4,8 +4,8 @@
 //! holds it; `?root=LOCATOR` opens exactly the version with that root (read-only), as a
 //! merge reads its base.
 
-use scion_core::format::Locator;
-use scion_core::{BranchRef, CheckpointName, Target};
+use scion_engine::format::Locator;
+use scion_engine::{BranchRef, CheckpointName, Target};
 
 /// A database name the VFS was asked to open.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,7 +38,7 @@ impl OpenTarget {
         let t: Target =
             trimmed
                 .parse()
-                .map_err(|e: scion_core::EngineError| TargetError::Invalid {
+                .map_err(|e: scion_engine::EngineError| TargetError::Invalid {
                     name: name.to_string(),
                     reason: e.to_string(),
                 })?;

@@ -9,11 +9,11 @@ use serde::Serialize;
 
 use super::files::{DbFiles, Expect};
 use super::state::{refuse_unsaved, CheckoutState, JUDGE_TRIES};
-use crate::error::{CoreError, CoreResult, EngineResult};
+use crate::error::{CoreError, CoreResult};
 use crate::names::BranchRef;
-use crate::refs::{CheckoutClaim, Ref};
-use crate::scion::host_name;
+use crate::refs::Ref;
 use crate::Scion;
+use scion_store::clock::host_name;
 
 /// What `checkout --release` did.
 #[derive(Debug, Clone, Serialize)]
@@ -39,24 +39,8 @@ impl Scion {
     /// writer that publishes after this point is refused, and one that published before
     /// it is in the head the file is made from.
     pub(crate) fn claim_checkout(&self, b: &BranchRef, path: &Path) -> CoreResult<(Ref, ETag)> {
-        let (host, path) = (host_name(), path.display().to_string());
-        let (r, etag) = self.engine.read_ref(b)?;
-        if r.checkouts.iter().any(|c| c.is_same_file(&host, &path)) {
-            return Ok((r, etag));
-        }
-        let since = self.engine.store_time()?;
-        self.engine
-            .update_ref_with(b, false, |r| -> EngineResult<()> {
-                if !r.checkouts.iter().any(|c| c.is_same_file(&host, &path)) {
-                    r.checkouts.push(CheckoutClaim {
-                        host: host.clone(),
-                        path: path.clone(),
-                        since,
-                    });
-                }
-                Ok(())
-            })
-            .map_err(CoreError::from)
+        let path = path.display().to_string();
+        Ok(self.engine.claim_checkout(b, &host_name(), &path)?)
     }
 
     /// Make sure the checkout file of `b` on this host is recorded in its ref (a file
@@ -101,25 +85,19 @@ impl Scion {
         let Some((files_removed, discarded)) = removed else {
             return Err(CoreError::CheckoutBusy { path });
         };
-        let mut released_elsewhere = Vec::new();
-        let r = self.engine.update_ref(b, |r| {
-            released_elsewhere.clear();
-            r.checkouts.retain(|c| {
-                let mine = c.is_same_file(&host, &text);
-                if !mine && force {
-                    released_elsewhere.push(c.to_string());
-                }
-                !mine && !force
-            });
-            Ok(())
-        })?;
+        let dropped = self.engine.drop_checkout_claims(b, &host, &text, force)?;
         Ok(ReleaseReport {
             branch: b.to_string(),
             path: text,
             files_removed,
             discarded,
-            released_elsewhere,
-            remaining: r.checkouts.iter().map(|c| c.to_string()).collect(),
+            released_elsewhere: dropped.others,
+            remaining: dropped
+                .head
+                .checkouts
+                .iter()
+                .map(|c| c.to_string())
+                .collect(),
         })
     }
 }

@@ -55,7 +55,7 @@ impl Scion {
     pub(crate) fn clean_file(&self, t: &Target, v: &ResolvedVersion) -> Option<CleanFile> {
         let candidates = [self.checkout_path(&t.branch), self.read_only_path(t, v)];
         candidates.into_iter().find_map(|path| {
-            if super::live::is_live(&path) {
+            if scion_engine::live::is_live(&path) {
                 return None;
             }
             let fp = Fingerprint::of(&path).ok().flatten()?;

@@ -7,7 +7,7 @@ use std::str::FromStr;
 use super::sidecar::{Fingerprint, RecordHeader, Sidecar};
 use crate::error::{CoreError, CoreResult, EngineError, EngineResult};
 use crate::format::{page_hash, Locator};
-use crate::sqlite_io::normalize_page1;
+use scion_engine::sqlite_io::normalize_page1;
 
 /// How checkouts may be made from another clean file of the same version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
@@ -103,7 +103,7 @@ pub fn duplicate(src: &Path, dst: &fs::File, policy: ClonePolicy) -> CoreResult<
     // Preallocated, the in-kernel copy runs about a quarter faster on ext4 (no delayed-
     // allocation reservation per write); a source that turns out shorter leaves no tail.
     let len = from.metadata().map_err(|e| CoreError::io(src, e))?.len();
-    crate::materialize::preallocate(dst, len).map_err(|e| CoreError::io(src, e))?;
+    scion_engine::materialize::preallocate(dst, len).map_err(|e| CoreError::io(src, e))?;
     let copied = std::io::copy(&mut from, &mut to).map_err(|e| CoreError::io(src, e))?;
     if copied != len {
         dst.set_len(copied).map_err(|e| CoreError::io(src, e))?;
@@ -127,7 +127,7 @@ pub(crate) fn find_source(
             let p = entry.path();
             if p == target
                 || p.extension().and_then(|e| e.to_str()) != Some("db")
-                || super::live::is_live(&p)
+                || scion_engine::live::is_live(&p)
             {
                 continue;
             }

@@ -12,7 +12,7 @@ use tempfile::NamedTempFile;
 use super::lock::{self, Among, Held};
 use super::sidecar::{Fingerprint, Sidecar};
 use crate::error::{CoreError, CoreResult};
-use crate::sqlite_io::{self, sidecar_path};
+use scion_engine::sqlite_io::{self, sidecar_path};
 
 /// SQLite's files beside a database, in the order they are removed: the journals that
 /// could be replayed first, the WAL index last.

@@ -1,34 +1,47 @@
 //! The working tree's side of a head move: a checkout holding changes is never stranded
 //! by a rollback, promote, undo or restore, and a clean one follows the head. The engine
-//! moves the ref; [`CheckoutGuard`] judges the file against the very ref the move replaces
+//! moves the ref; [`CheckoutFiles`] judges the file against the very ref the move replaces
 //! before it moves, and refreshes the file after.
 
 use std::path::PathBuf;
 
+use super::files::DbFiles;
+use super::sidecar::Sidecar;
 use super::state::{refuse_unsaved, CheckoutState, Inspection};
 use crate::error::{CoreError, CoreResult};
 use crate::names::{BranchName, BranchRef, CheckpointName};
-use crate::ops::lifecycle::{MoveOptions, MoveReport};
-use crate::ops::moves::MoveGuard;
 use crate::refs::Ref;
-use crate::{sqlite_io, Scion};
+use crate::Scion;
+use scion_engine::ops::lifecycle::{MoveOptions, MoveReport};
+use scion_engine::ops::moves::WorkingFiles;
+use scion_engine::sqlite_io;
 
-/// Keeps `scion`'s checkout of the moving branch safe.
-pub(crate) struct CheckoutGuard<'a> {
+/// This host's checkout files of a store, as the engine consults them when it moves,
+/// rewrites, destroys or collects a branch ([`Scion::working_files`]): a checkout holding
+/// changes is never stranded, and a clean one follows the head.
+pub struct CheckoutFiles<'a> {
     scion: &'a Scion,
     judged: Option<Inspection>,
 }
 
-impl<'a> CheckoutGuard<'a> {
+impl<'a> CheckoutFiles<'a> {
     pub(crate) fn of(scion: &'a Scion) -> Self {
-        CheckoutGuard {
+        CheckoutFiles {
             scion,
             judged: None,
         }
     }
 }
 
-impl MoveGuard for CheckoutGuard<'_> {
+impl Scion {
+    /// This host's checkout files, for an engine operation that takes
+    /// [`WorkingFiles`] (a merge).
+    pub fn working_files(&self) -> CheckoutFiles<'_> {
+        CheckoutFiles::of(self)
+    }
+}
+
+impl WorkingFiles for CheckoutFiles<'_> {
     type Error = CoreError;
 
     fn before(&mut self, b: &BranchRef, r: &Ref, force: bool) -> CoreResult<()> {
@@ -84,6 +97,97 @@ impl MoveGuard for CheckoutGuard<'_> {
         }
         Ok(())
     }
+    /// A checkout of `b` holding changes not checkpointed would be stranded by the move.
+    fn refuse_unsaved(&mut self, b: &BranchRef, r: &Ref) -> CoreResult<()> {
+        let path = || self.scion.checkout_path(b);
+        match self.scion.checkout_state(b, &r.root)? {
+            CheckoutState::Dirty => Err(CoreError::DirtyCheckout {
+                path: path(),
+                branch: b.clone(),
+            }),
+            CheckoutState::Unknown => Err(CoreError::UnknownCheckout {
+                path: path(),
+                branch: b.clone(),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    fn before_rewrite(&mut self, b: &BranchRef, r: &Ref, force: bool) -> CoreResult<()> {
+        let path = self.scion.checkout_path(b);
+        let judged = self.scion.inspect(&path, &r.root)?;
+        if !force {
+            refuse_unsaved(&judged, &path, b)?;
+        }
+        self.judged = Some(judged);
+        Ok(())
+    }
+
+    /// A clean checkout holds the same bytes: its record is pointed at the new root.
+    fn after_rewrite(&mut self, b: &BranchRef, old: &Ref, new: &Ref) -> CoreResult<()> {
+        if self.judged.take().map(|j| j.state) != Some(CheckoutState::Clean) {
+            return Ok(());
+        }
+        let path = self.scion.checkout_path(b);
+        if let Some(mut s) = Sidecar::load(&path, &old.root)? {
+            s.root = new.root;
+            s.version = new.version;
+            s.store(&path)?;
+        }
+        Ok(())
+    }
+
+    fn before_destroy(&mut self, b: &BranchRef, r: &Ref) -> CoreResult<()> {
+        let path = self.scion.checkout_path(b);
+        if path.exists() && sqlite_io::in_use(&path)? {
+            return Err(CoreError::CheckoutBusy { path });
+        }
+        refuse_unsaved(&self.scion.inspect(&path, &r.root)?, &path, b)
+    }
+
+    /// Remove the branch's checkout (journals before the database) and its read-only
+    /// checkouts. The branch is already claimed for destruction, so they go even if a
+    /// connection opened one since `destroy` checked.
+    fn after_destroy(&mut self, b: &BranchRef) -> CoreResult<usize> {
+        let scion = self.scion;
+        let mut n = DbFiles::checkout(scion.checkout_path(b)).remove_all()?;
+        let ro_dir = scion.read_only_dir(&b.db);
+        if let Ok(entries) = std::fs::read_dir(&ro_dir) {
+            let prefix = format!("{}@", b.branch);
+            for e in entries.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if name.starts_with(&prefix) && name.ends_with(".db") {
+                    n += DbFiles::checkout(e.path()).remove_all()?;
+                }
+            }
+        }
+        Ok(n)
+    }
+
+    /// An expired branch whose checkout is open or holds changes is still in use: its
+    /// file is never deleted under a connection or with unsaved work.
+    fn in_use(&mut self, b: &BranchRef, r: &Ref) -> CoreResult<bool> {
+        let path = self.scion.checkout_path(b);
+        let open = path.exists() && sqlite_io::in_use(&path)?;
+        let state = self.scion.inspect(&path, &r.root)?.state;
+        Ok(open || matches!(state, CheckoutState::Dirty | CheckoutState::Unknown))
+    }
+
+    /// Leftovers of interrupted checkouts: nothing still writes a temp file whose inode
+    /// changed longer ago than `min_age`.
+    fn sweep_leftovers(&mut self, min_age: std::time::Duration) -> CoreResult<(usize, u64)> {
+        let (mut files, mut bytes) = (0, 0);
+        for t in self.scion.temp_leftovers()? {
+            let age = std::time::SystemTime::now()
+                .duration_since(t.changed)
+                .unwrap_or_default();
+            if age >= min_age && std::fs::remove_file(&t.path).is_ok() {
+                files += 1;
+                bytes += t.size;
+            }
+        }
+        Ok((files, bytes))
+    }
 }
 
 /// The head moves of the working tree: the engine's, with this host's checkout of the
@@ -99,7 +203,7 @@ impl Scion {
         opts: &MoveOptions,
     ) -> CoreResult<MoveReport> {
         self.engine()
-            .rollback_with(b, to, opts, &mut CheckoutGuard::of(self))
+            .rollback_with(b, to, opts, &mut CheckoutFiles::of(self))
     }
 
     /// Repoint `onto` at the head of `source`, as
@@ -111,7 +215,7 @@ impl Scion {
         opts: &MoveOptions,
     ) -> CoreResult<MoveReport> {
         self.engine()
-            .promote_with(source, onto, opts, &mut CheckoutGuard::of(self))
+            .promote_with(source, onto, opts, &mut CheckoutFiles::of(self))
     }
 
     /// Publish a merge's result as `dst`'s head, as
@@ -131,7 +235,7 @@ impl Scion {
             result,
             merged,
             allow_protected,
-            &mut CheckoutGuard::of(self),
+            &mut CheckoutFiles::of(self),
         )
     }
 
@@ -139,7 +243,7 @@ impl Scion {
     /// its checkout safe.
     pub fn undo(&self, b: &BranchRef, opts: &MoveOptions) -> CoreResult<MoveReport> {
         self.engine()
-            .undo_with(b, opts, &mut CheckoutGuard::of(self))
+            .undo_with(b, opts, &mut CheckoutFiles::of(self))
     }
 
     /// Put `b`'s head where entry `to` of its history left it (or bring a destroyed
@@ -152,6 +256,6 @@ impl Scion {
         opts: &MoveOptions,
     ) -> CoreResult<MoveReport> {
         self.engine()
-            .restore_with(b, to, opts, &mut CheckoutGuard::of(self))
+            .restore_with(b, to, opts, &mut CheckoutFiles::of(self))
     }
 }

@@ -19,8 +19,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::error::{CoreError, CoreResult};
-use crate::sqlite_io::{SHARED_FIRST, SHARED_SIZE};
 use crate::turns::{lock_file, open_lock_file};
+use scion_engine::sqlite_io::{SHARED_FIRST, SHARED_SIZE};
 use scion_store::range_lock::{lock_range, Locked, RangeLock, Wait};
 
 /// How long scion waits for another scion's replacement or inspection of one checkout.
@@ -79,7 +79,7 @@ pub(crate) fn among_scions(db: &Path, how: Among) -> CoreResult<Option<Held>> {
 /// Opens (and later closes) a descriptor of the file: never call it on a file this
 /// process has its own SQLite connection on.
 pub(crate) fn against_sqlite(path: &Path) -> CoreResult<Option<Held>> {
-    if super::live::is_live(path) {
+    if scion_engine::live::is_live(path) {
         return Err(CoreError::CheckoutBusy {
             path: path.to_path_buf(),
         });

@@ -7,7 +7,8 @@ mod clean;
 mod clone;
 mod files;
 mod guard;
-pub mod live;
+pub use guard::CheckoutFiles;
+pub use scion_engine::live;
 mod lock;
 mod patch;
 mod sidecar;
@@ -18,7 +19,6 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 pub use claims::ReleaseReport;
-pub(crate) use clean::CleanFile;
 pub(crate) use clone::CopyKind;
 pub use clone::{probe as probe_clone, CloneCapability, ClonePolicy};
 pub(crate) use files::{DbFiles, Expect, Install};
@@ -27,10 +27,10 @@ pub use sidecar::{Fingerprint, Sidecar};
 
 use crate::error::{CoreError, CoreResult};
 use crate::format::Locator;
-use crate::materialize::{materialize, Durability, JournalMode};
 use crate::names::BranchRef;
 use crate::refs::Ref;
 use crate::Scion;
+use scion_engine::materialize::{Durability, JournalMode};
 pub use sidecar::now_ns;
 pub(crate) use state::{refuse_unsaved, scan, Inspection, JUDGE_TRIES};
 pub use state::{CheckoutAction, CheckoutReport, CheckoutState};
@@ -95,14 +95,11 @@ impl Scion {
         }
         let files = DbFiles::checkout(path.clone());
         let tmp = files.temp()?;
-        let m = materialize(
-            &self.engine.reader,
+        let m = self.engine.materialize(
             &v.root,
-            tmp.as_file(),
-            tmp.path(),
+            (tmp.as_file(), tmp.path()),
             JournalMode::Rollback,
             Durability::Cache,
-            &*self.engine.progress,
         )?;
         use std::os::unix::fs::PermissionsExt;
         fs::set_permissions(tmp.path(), fs::Permissions::from_mode(0o444))
@@ -200,7 +197,7 @@ impl Scion {
             true
         } else {
             // A file SQLite cannot read is a file scion cannot account for.
-            let scanned = scan(path, None, &*self.engine.progress, |_, _, _| Ok(()));
+            let scanned = scan(path, None, &**self.engine.progress(), |_, _, _| Ok(()));
             let (info, hashes) = match scanned {
                 Ok(s) => s,
                 Err(e) if e.is_unreadable_database() => return Ok(unknown(seen)),
@@ -361,14 +358,11 @@ impl Scion {
         let (action, hashes) = match duplicated {
             Some(done) => done,
             None => {
-                let m = materialize(
-                    &self.engine.reader,
+                let m = self.engine.materialize(
                     &r.root,
-                    tmp.as_file(),
-                    tmp.path(),
+                    (tmp.as_file(), tmp.path()),
                     JournalMode::Wal,
                     Durability::Cache,
-                    &*self.engine.progress,
                 )?;
                 (CheckoutAction::Materialized, m.hashes)
             }

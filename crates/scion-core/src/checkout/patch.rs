@@ -14,13 +14,11 @@ use std::os::unix::fs::FileExt;
 
 use super::files::DbFiles;
 use super::sidecar::{Fingerprint, Sidecar};
-use crate::diff::pages::changed_pages;
-use crate::error::{CoreError, CoreResult, EngineError};
+use crate::error::{CoreError, CoreResult};
 use crate::format::{page_contribution, page_hash};
-use crate::pagemap;
 use crate::refs::Ref;
-use crate::sqlite_io::set_wal_mode_bytes;
 use crate::Scion;
+use scion_engine::sqlite_io::set_wal_mode_bytes;
 
 /// Past one page in this many changed, writing the whole file is the cheaper refresh.
 const MAX_SHARE: u64 = 8;
@@ -50,13 +48,13 @@ impl Scion {
             return Ok(false);
         }
         let (a, b) = (
-            self.engine.reader.root(&old.root)?,
-            self.engine.reader.root(&r.root)?,
+            self.engine.version_record(&old.root)?,
+            self.engine.version_record(&r.root)?,
         );
         if a.page_size != b.page_size || old.hashes.len() != a.page_count as usize {
             return Ok(false);
         }
-        let mut changed = changed_pages(&self.engine.reader, &a, &b)?;
+        let mut changed = self.engine.changed_pages(&old.root, &r.root)?;
         let mut hashes = match file_hashes {
             None => old.hashes,
             Some(now) => {
@@ -77,38 +75,15 @@ impl Scion {
         {
             return Ok(false);
         }
-        let zero = vec![0u8; page_size];
-        let zero_hash = page_hash(&zero);
+        let zero_hash = page_hash(&vec![0u8; page_size]);
         hashes.resize(b.page_count as usize, zero_hash);
         let mut pages: Vec<(u32, Vec<u8>)> = Vec::with_capacity(changed.len());
-        let mut slots = Vec::new();
-        for &pgno in &changed {
-            match pagemap::lookup(
-                &self.engine.reader,
-                b.node,
-                b.depth,
-                b.fanout_bits,
-                pgno - 1,
-            )? {
-                Some(slot) => slots.push((slot, pgno)),
-                None => {
-                    hashes[pgno as usize - 1] = zero_hash;
-                    pages.push((pgno, zero.clone()));
-                }
-            }
-        }
-        self.engine.reader.for_each_page(slots, |frame| {
-            let pgno = *frame.tag;
-            if frame.raw.len() != page_size {
-                return Err(EngineError::corrupt(
-                    format!("version {}", r.root),
-                    format!("page {pgno} is {} bytes", frame.raw.len()),
-                ));
-            }
-            hashes[pgno as usize - 1] = frame.hash;
-            pages.push((pgno, frame.raw));
-            Ok(())
-        })?;
+        self.engine
+            .for_each_page_of(&r.root, &changed, |pgno, raw, hash| {
+                hashes[pgno as usize - 1] = hash;
+                pages.push((pgno, raw));
+                Ok(())
+            })?;
         let checksum = hashes.iter().enumerate().fold(0u64, |sum, (i, h)| {
             sum.wrapping_add(page_contribution(i as u32 + 1, *h, zero_hash))
         });

@@ -21,7 +21,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::error::{CoreError, CoreResult};
 use crate::format::{Cursor, DecodeError, Locator, SegmentId};
-use crate::sqlite_io::sidecar_path;
+use scion_engine::sqlite_io::sidecar_path;
 
 const MAGIC: &[u8; 8] = b"SCIONSCR";
 pub(crate) const SIDECAR_FORMAT_VERSION: u16 = 2;

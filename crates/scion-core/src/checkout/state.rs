@@ -9,7 +9,7 @@ use super::sidecar::{Fingerprint, Sidecar};
 use crate::error::{CoreError, CoreResult, EngineResult};
 use crate::format::page_hash;
 use crate::names::BranchRef;
-use crate::sqlite_io::{self, SnapshotInfo};
+use scion_engine::sqlite_io::{self, SnapshotInfo};
 
 /// What a checkout file holds compared with its branch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -1,33 +1,14 @@
-//! `diff`: rows added, removed and changed per table between two versions, plus schema
-//! changes, reading only what the two versions do not share: map nodes that differ, the
-//! b-trees' interior pages, and the changed pages themselves.
+//! `diff` in the working tree: the engine's diff of two versions, read from clean checkout
+//! files where they hold a side, and told which sides' checkouts hold unsaved changes.
 
-mod btree;
-mod collect;
-mod delta;
-mod descent;
-pub(crate) mod pages;
-mod report;
-mod rows;
-mod sql;
-mod table;
 mod working;
 
-use std::collections::{BTreeMap, BTreeSet};
+pub use scion_engine::diff::*;
+use scion_engine::{ResolvedVersion, Target};
 
-use crate::checkout::{CheckoutState, CleanFile};
-use crate::format::RootRecord;
-pub use btree::Value;
-use collect::{collect_rows, read_schema};
-pub use delta::{DeltaRow, RowDelta, SchemaObject, TableDelta, TableLayout, VersionDelta};
-use pages::{changed_pages, VersionPages};
-pub use report::{DiffOptions, DiffReport, SchemaChange, TableDiff};
-pub use rows::{RowChange, RowChanges};
-use table::{table_shape, Rows, SchemaRow};
-
-use crate::error::{CoreResult, EngineError, EngineResult};
-use crate::names::Target;
-use crate::{ResolvedVersion, Scion};
+use crate::checkout::CheckoutState;
+use crate::error::CoreResult;
+use crate::Scion;
 
 impl Scion {
     pub fn diff(
@@ -49,210 +30,18 @@ impl Scion {
                 unsaved.push(t.branch.to_string());
             }
         }
-        let mut report = self.diff_committed(left, right, opts, &lv, &rv)?;
+        // A clean checkout of either side is read locally instead of from the store.
+        let local = |t: &Target, v: &ResolvedVersion| {
+            self.clean_file(t, v).and_then(|c| {
+                c.open()
+                    .map(|file| LocalCopy::new(file, move || c.still_clean()))
+            })
+        };
+        let (la, lb) = (local(left, &lv), local(right, &rv));
+        let mut report = self
+            .engine
+            .diff_versions((left, &lv, la), (right, &rv, lb), opts)?;
         report.unsaved_checkouts = unsaved;
         Ok(report)
-    }
-
-    fn diff_committed(
-        &self,
-        left: &Target,
-        right: &Target,
-        opts: &DiffOptions,
-        lv: &ResolvedVersion,
-        rv: &ResolvedVersion,
-    ) -> EngineResult<DiffReport> {
-        let (lr, rr) = (
-            self.engine.reader.root(&lv.root)?,
-            self.engine.reader.root(&rv.root)?,
-        );
-        let changed = changed_pages(&self.engine.reader, &lr, &rr)?;
-        // A clean checkout of either side is read locally instead of from the store; it is
-        // checked again afterwards, and a diff that raced a write is redone from the store.
-        let (local_a, local_b) = (self.clean_file(left, lv), self.clean_file(right, rv));
-        if local_a.is_some() || local_b.is_some() {
-            let open = |c: &Option<CleanFile>| c.as_ref().and_then(|c| c.open());
-            let report = self.diff_pages(
-                left,
-                right,
-                opts,
-                &changed,
-                (lr, open(&local_a)),
-                (rr, open(&local_b)),
-            )?;
-            let still = |c: &Option<CleanFile>| c.as_ref().is_none_or(|c| c.still_clean());
-            if still(&local_a) && still(&local_b) {
-                return Ok(report);
-            }
-        }
-        self.diff_pages(left, right, opts, &changed, (lr, None), (rr, None))
-    }
-
-    fn diff_pages(
-        &self,
-        left: &Target,
-        right: &Target,
-        opts: &DiffOptions,
-        changed: &BTreeSet<u32>,
-        (lr, la): (RootRecord, Option<std::fs::File>),
-        (rr, lb): (RootRecord, Option<std::fs::File>),
-    ) -> EngineResult<DiffReport> {
-        let mut a = VersionPages::new(&self.engine.reader, lr).with_local(la);
-        let mut b = VersionPages::new(&self.engine.reader, rr).with_local(lb);
-        let schema_a = read_schema(&mut a)?;
-        let schema_b = read_schema(&mut b)?;
-
-        let mut schema_changes = Vec::new();
-        let key = |s: &SchemaRow| (s.kind.clone(), s.name.clone());
-        let ma: BTreeMap<_, _> = schema_a.iter().map(|s| (key(s), s)).collect();
-        let mb: BTreeMap<_, _> = schema_b.iter().map(|s| (key(s), s)).collect();
-        for k in ma.keys().chain(mb.keys()).collect::<BTreeSet<_>>() {
-            let (x, y) = (ma.get(k), mb.get(k));
-            let change = match (x, y) {
-                (Some(_), None) => "removed",
-                (None, Some(_)) => "added",
-                (Some(x), Some(y)) if x.sql != y.sql => "changed",
-                _ => continue,
-            };
-            if k.1.starts_with("sqlite_") {
-                continue;
-            }
-            schema_changes.push(SchemaChange {
-                kind: k.0.clone(),
-                name: k.1.clone(),
-                change: change.to_string(),
-                old_sql: x.and_then(|s| s.sql.clone()),
-                new_sql: y.and_then(|s| s.sql.clone()),
-            });
-        }
-
-        let tables: BTreeSet<String> = schema_a
-            .iter()
-            .chain(&schema_b)
-            .filter(|s| s.kind == "table" && !s.name.starts_with("sqlite_") && s.root > 0)
-            .map(|s| s.name.clone())
-            .filter(|n| opts.table.as_ref().is_none_or(|t| t == n))
-            .collect();
-        if let Some(t) = &opts.table {
-            if tables.is_empty() {
-                return Err(EngineError::NoSuchTable { table: t.clone() });
-            }
-        }
-        let mut table_diffs = Vec::new();
-        let mut script = sql::Script::default();
-        for change in &schema_changes {
-            script.schema(change);
-        }
-        for name in tables {
-            let sa = schema_a
-                .iter()
-                .find(|s| s.kind == "table" && s.name == name);
-            let sb = schema_b
-                .iter()
-                .find(|s| s.kind == "table" && s.name == name);
-            let shape_b = sb.map(table_shape).transpose()?.flatten();
-            let shape_a = sa.map(table_shape).transpose()?.flatten();
-            let Some(shape) = shape_b.clone().or(shape_a.clone()) else {
-                continue;
-            };
-            // Pages are comparable by number only when the table kept its root and shape.
-            let same_sql = matches!((sa, sb), (Some(x), Some(y)) if x.sql == y.sql);
-            let same_tree = same_sql && sa.map(|x| x.root) == sb.map(|y| y.root);
-            if same_tree && changed.is_empty() {
-                continue;
-            }
-            let rows_a = match sa {
-                Some(s) => collect_rows(
-                    &mut a,
-                    s.root,
-                    changed,
-                    !same_tree,
-                    shape_a.as_ref().unwrap_or(&shape),
-                )?,
-                None => Rows::new(),
-            };
-            let rows_b = match sb {
-                Some(s) => collect_rows(&mut b, s.root, changed, !same_tree, &shape)?,
-                None => Rows::new(),
-            };
-            let (mut added, mut removed, mut changed_rows) = (0, 0, 0);
-            let mut listed = opts.rows.map(rows::RowCollector::new);
-            for (k, row) in &rows_a {
-                match rows_b.get(k) {
-                    None => {
-                        removed += 1;
-                        if same_sql {
-                            script.delete(&name, &shape, row);
-                        }
-                        if let Some(l) = &mut listed {
-                            l.removed(&shape, row);
-                        }
-                    }
-                    Some(new) if new.values != row.values => {
-                        changed_rows += 1;
-                        if same_sql {
-                            script.update(&name, &shape, row, new);
-                        }
-                        if let Some(l) = &mut listed {
-                            l.changed(&shape, row, new);
-                        }
-                    }
-                    _ => {}
-                }
-            }
-            for (k, row) in &rows_b {
-                if !rows_a.contains_key(k) {
-                    added += 1;
-                    if same_sql {
-                        script.insert(&name, &shape, row);
-                    }
-                    if let Some(l) = &mut listed {
-                        l.added(&shape, row);
-                    }
-                }
-            }
-            if !same_sql && sb.is_some() {
-                // A new or redefined table: the script creates it and fills it anew.
-                for row in rows_b.values() {
-                    script.insert(&name, &shape, row);
-                }
-            }
-            let matched_by = if let Some(i) = shape.rowid_alias {
-                format!("primary key ({})", shape.columns[i])
-            } else if shape.key.is_empty() {
-                "rowid (the table has no primary key)".to_string()
-            } else {
-                format!(
-                    "primary key ({})",
-                    shape
-                        .key
-                        .iter()
-                        .map(|i| shape.columns[*i].clone())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )
-            };
-            if added + removed + changed_rows > 0 || opts.table.is_some() {
-                table_diffs.push(TableDiff {
-                    table: name,
-                    matched_by,
-                    added,
-                    removed,
-                    changed: changed_rows,
-                    rows: listed.map(|l| l.out),
-                });
-            }
-        }
-        Ok(DiffReport {
-            left: left.to_string(),
-            right: right.to_string(),
-            schema_changes,
-            tables: table_diffs,
-            pages_differing: changed.len(),
-            pages_read: a.pages_read + b.pages_read,
-            sql: opts.sql.then(|| script.finish()),
-            unsaved_checkouts: Vec::new(),
-            working_files: Vec::new(),
-        })
     }
 }

@@ -6,26 +6,24 @@
 //! writing), into a temporary copy, and every page of both sides is compared. O(size),
 //! where a diff of two versions is O(changed pages).
 
-use std::collections::BTreeSet;
 use std::io::Write;
+
+use scion_engine::diff::{DiffOptions, DiffReport, WholeFile};
+use scion_engine::progress::Silent;
+use scion_engine::ResolvedVersion;
 
 use crate::checkout::CheckoutState;
 use crate::error::{CoreError, CoreResult, EngineError};
-use crate::format::RootRecord;
 use crate::names::Target;
-use crate::pagemap::DEFAULT_FANOUT_BITS;
-use crate::progress::Silent;
 use crate::Scion;
 
-use super::report::{DiffOptions, DiffReport};
-
-/// One side of a working diff: its pages, and where they come from.
+/// One side of a working diff: its version, and the copy of its checkout's file when that
+/// holds changes never checkpointed.
 struct Side {
-    root: RootRecord,
-    file: Option<std::fs::File>,
+    version: ResolvedVersion,
+    file: Option<WholeFile>,
     /// The temporary copy of the checkout, removed when the diff is done.
     _copy: Option<tempfile::NamedTempFile>,
-    working: bool,
 }
 
 impl Scion {
@@ -38,20 +36,16 @@ impl Scion {
         opts: &DiffOptions,
     ) -> CoreResult<DiffReport> {
         let (a, b) = (self.working_side(left)?, self.working_side(right)?);
-        if !a.working && !b.working {
+        if a.file.is_none() && b.file.is_none() {
             return self.diff(left, right, opts);
         }
-        let pages = a.root.page_count.max(b.root.page_count);
-        let every: BTreeSet<u32> = (1..=pages).collect();
-        let mut report = self.diff_pages(
-            left,
-            right,
+        let (wa, wb) = (a.file.is_some(), b.file.is_some());
+        let mut report = self.engine.diff_whole_files(
+            (left, &a.version, a.file),
+            (right, &b.version, b.file),
             opts,
-            &every,
-            (a.root, a.file),
-            (b.root, b.file),
         )?;
-        report.working_files = [(left, a.working), (right, b.working)]
+        report.working_files = [(left, wa), (right, wb)]
             .into_iter()
             .filter(|(_, w)| *w)
             .map(|(t, _)| t.branch.to_string())
@@ -61,46 +55,37 @@ impl Scion {
 
     fn working_side(&self, t: &Target) -> CoreResult<Side> {
         let v = self.engine.resolve(t)?;
-        let committed = |s: &Scion| -> CoreResult<Side> {
-            Ok(Side {
-                root: s.engine.reader.root(&v.root)?,
-                file: None,
-                _copy: None,
-                working: false,
-            })
+        let committed = |version: ResolvedVersion| Side {
+            version,
+            file: None,
+            _copy: None,
         };
         if t.checkpoint.is_some() {
-            return committed(self);
+            return Ok(committed(v));
         }
         if !matches!(
             self.checkout_state(&t.branch, &v.root)?,
             CheckoutState::Dirty | CheckoutState::Unknown
         ) {
-            return committed(self);
+            return Ok(committed(v));
         }
         let path = self.checkout_path(&t.branch);
         let mut copy =
             tempfile::NamedTempFile::new().map_err(|e| CoreError::io(std::env::temp_dir(), e))?;
-        let info = crate::sqlite_io::read_snapshot(&path, true, &Silent, |_, page| {
+        let info = scion_engine::sqlite_io::read_snapshot(&path, true, &Silent, |_, page| {
             copy.write_all(page)
                 .map_err(|e| EngineError::io(copy.path(), e))
         })?;
         copy.flush().map_err(|e| CoreError::io(copy.path(), e))?;
         let file = copy.reopen().map_err(|e| CoreError::io(copy.path(), e))?;
         Ok(Side {
-            root: RootRecord {
-                fanout_bits: DEFAULT_FANOUT_BITS,
-                depth: 0,
+            version: v,
+            file: Some(WholeFile {
+                file,
                 page_size: info.page_size,
                 page_count: info.page_count,
-                change_counter: 0,
-                db_checksum: 0,
-                node: None,
-                ancestry: None,
-            },
-            file: Some(file),
+            }),
             _copy: Some(copy),
-            working: true,
         })
     }
 }

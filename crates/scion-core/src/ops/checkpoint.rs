@@ -4,19 +4,12 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use scion_engine::ops::file_commit::{FileCommit, FileShape};
+
 use crate::checkout::{scan, DbFiles, Fingerprint, RecordHeader, Sidecar};
-use crate::commit::Commit;
-use crate::error::{CoreError, CoreResult, EngineError, EngineResult};
-use crate::format::{page_contribution, page_hash, Parents, RootRecord, Slot};
-use crate::history::{HeadMove, HeadOp};
+use crate::error::{CoreError, CoreResult};
 use crate::names::{BranchRef, CheckpointName};
-use crate::ops::lease::OPERATION_LEASE;
-use crate::ops::pages::MAX_DELTA_PAGES;
-use crate::pagemap::{depth_for, lookup, TreeUpdate};
-use crate::refs::{Lease, Ref};
-use crate::writer::WriteStats;
-use crate::Scion;
-use scion_store::ETag;
+use crate::{Scion, WriteStats};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct CheckpointReport {
@@ -47,22 +40,17 @@ impl Scion {
         options: CheckpointOptions,
     ) -> CoreResult<CheckpointReport> {
         let CheckpointOptions { meta } = options;
-        crate::refs::check_user_meta(&meta)?;
-        self.engine.check_new_checkpoint_name(b, name)?;
+        self.engine.check_checkpoint_name(b, name, &meta)?;
         let (r, etag) = self.engine.read_ref(b)?;
         // Another holder (a daemon's session) is committing this branch: its changes go
         // through it, and the file may hold what only it has captured.
-        self.engine.check_not_leased(b, &r, false)?;
+        self.engine
+            .check_lease_free_for(b, &r, self.engine.holder())?;
         let path = self.checkout_path(b);
         let (head_root, head_version, head_pages) = (r.root, r.version, r.page_count);
         let bind_head = |stats: WriteStats| -> CoreResult<CheckpointReport> {
-            self.engine.bind_checkpoint_with_meta(
-                b,
-                name,
-                head_root,
-                head_version,
-                meta.clone(),
-            )?;
+            self.engine
+                .bind_checkpoint(b, name, head_root, head_version, meta.clone())?;
             Ok(CheckpointReport {
                 checkpoint: format!("{b}@{name}"),
                 version: head_version,
@@ -102,159 +90,60 @@ impl Scion {
         if sidecar.proves_unmodified(&fingerprint) {
             return bind_head(WriteStats::default());
         }
-        // Moving the head: hold the branch's lease from the first changed page to the
-        // publish. A file whose pages all hash as before takes no lease, so a checkpoint
-        // with nothing to commit writes only its name (it works on a full disk too, as far
-        // as the name goes).
-        let held_before = self.engine.holds_lease(&r)?;
-        let mut leased: Option<(Ref, ETag)> = held_before.then(|| (r.clone(), etag.clone()));
-        let lease_guard = OperationLease {
-            scion: self,
-            branch: b,
-            armed: std::cell::Cell::new(false),
-        };
-        let lease_now = |leased: &mut Option<(Ref, ETag)>| -> EngineResult<()> {
-            if leased.is_none() {
-                *leased = Some(self.take_operation_lease(b, &r, &etag)?);
-                lease_guard.armed.set(true);
-            }
-            Ok(())
-        };
-        let old = self.engine.reader.root(&r.root)?;
-        let committed = crate::retry::with_fresh_ids(|| {
-            let mut commit = Commit::begin(&self.engine)?;
-            let writer = &mut commit.writer;
-            let mut changes: BTreeMap<u32, Option<Slot>> = BTreeMap::new();
-            let mut zero = None;
-            let mut deltas = 0;
-            let (info, hashes) = scan(
-                &path,
-                Some(&sidecar),
-                &*self.engine.progress,
-                |pgno, page, hash| {
-                    lease_now(&mut leased)?;
-                    let zero = *zero.get_or_insert_with(|| page_hash(&vec![0u8; page.len()]));
-                    if hash == zero {
-                        changes.insert(pgno - 1, None);
-                        return Ok(());
-                    }
-                    let mut base = None;
-                    if deltas < MAX_DELTA_PAGES && page.len() == old.page_size as usize {
-                        if let Some(slot) = lookup(
-                            &self.engine.reader,
-                            old.node,
-                            old.depth,
-                            old.fanout_bits,
-                            pgno - 1,
-                        )? {
-                            base = Some(self.engine.reader.delta_base(&slot, pgno)?);
-                        }
-                    }
-                    let (slot, _) = writer.add_page(
-                        pgno,
-                        page,
-                        base.as_ref().map(|(l, r)| (*l, r.as_slice())),
-                    )?;
-                    if slot.base.is_some() {
-                        deltas += 1;
-                    }
-                    changes.insert(pgno - 1, Some(slot));
-                    Ok(())
-                },
-            )?;
-            let same_shape = info.page_size == old.page_size && info.page_count == old.page_count;
-            if changes.is_empty() && same_shape {
-                return Ok((None, hashes));
-            }
-            lease_now(&mut leased)?;
-            let zero = page_hash(&vec![0u8; info.page_size as usize]);
-            let db_checksum = hashes.iter().enumerate().fold(0u64, |acc, (i, h)| {
-                acc.wrapping_add(page_contribution(i as u32 + 1, *h, zero))
-            });
-            // A new page size makes every page new: start from an empty tree.
-            let (top, old_depth) = if info.page_size == old.page_size {
-                (old.node, old.depth)
-            } else {
-                (None, 0)
-            };
-            let new_depth = old_depth.max(depth_for(info.page_count, old.fanout_bits));
-            let update = TreeUpdate {
-                reader: &self.engine.reader,
-                fanout_bits: old.fanout_bits,
-                limit: info.page_count,
-            };
-            let node = update.apply(writer, top, old_depth, new_depth, &changes)?;
-            let ancestry = commit.ancestry(&self.engine, Parents::One(r.root))?;
-            let record = RootRecord {
-                fanout_bits: old.fanout_bits,
-                depth: if node.is_some() { new_depth } else { 0 },
+        // Moving the head: the engine holds the branch's lease from the first changed
+        // page to the publish.
+        let progress = self.engine.progress();
+        let committed = self.engine.commit_file(b, &r, &etag, |add| {
+            let (info, hashes) = scan(&path, Some(&sidecar), &**progress, |pgno, page, hash| {
+                add(pgno, page, hash)
+            })?;
+            let shape = FileShape {
                 page_size: info.page_size,
-                page_count: if node.is_some() { info.page_count } else { 0 },
-                change_counter: 0,
-                db_checksum,
-                node,
-                ancestry: Some(ancestry),
+                page_count: info.page_count,
             };
-            let pages = changes.len() as u64;
-            Ok((Some((commit.seal(record)?, pages)), hashes))
+            Ok((shape, hashes))
         })?;
-        let (commit, hashes) = committed;
-        let Some((sealed, pages_changed)) = commit else {
-            sidecar.fingerprint = fingerprint;
-            sidecar.stamp_ns = stamp;
-            sidecar.store(&path)?;
-            return bind_head(WriteStats::default());
+        let sealed = match committed {
+            FileCommit::Unchanged { .. } => {
+                sidecar.fingerprint = fingerprint;
+                sidecar.stamp_ns = stamp;
+                sidecar.store(&path)?;
+                return bind_head(WriteStats::default());
+            }
+            FileCommit::Sealed(sealed) => sealed,
         };
-        let (r, etag) = leased.expect("a commit with changes holds the lease");
-        let version = r.version + 1;
-        let (root, record, stats) = (sealed.root, sealed.record, sealed.stats);
+        let (root, version, record, stats) = (
+            sealed.root(),
+            sealed.version(),
+            *sealed.record(),
+            sealed.stats(),
+        );
+        let pages_changed = sealed.pages_changed;
         let new_sidecar = Sidecar {
             page_size: record.page_size,
             root,
             version,
             fingerprint,
             stamp_ns: stamp,
-            hashes,
+            hashes: sealed.hashes.clone(),
         };
         // Adopted by the next load only if the ref below really moves to `root`.
         new_sidecar.store_pending(&path)?;
-        let touched = self.engine.store_time()?;
-        let mv = HeadMove::with_detail(HeadOp::Commit, format!("{b}@{name}"));
-        let published = self
-            .engine
-            .publish_head(b, &r, etag, Some(&sealed), &mv, |next| {
-                if !held_before {
-                    next.lease = None;
+        let published = match sealed.publish(format!("{b}@{name}")) {
+            Ok(p) => p,
+            Err(e) => {
+                // The pending record is adopted only if the head really names the new version
+                // (an unknown outcome is decided by the ref, not by the error). Unpublished
+                // segments are left to GC.
+                if let Ok((head, _)) = self.engine.read_ref(b) {
+                    Sidecar::load(&path, &head.root)?;
                 }
-                next.root = root;
-                next.version = version;
-                next.page_size = record.page_size;
-                next.page_count = record.page_count;
-                next.touched_at = touched;
-                Ok(())
-            });
-        if let Err(e) = published {
-            // The pending record is adopted only if the head really names the new version
-            // (an unknown outcome is decided by the ref, not by the error). Unpublished
-            // segments are left to GC.
-            if let Ok((head, _)) = self.engine.read_ref(b) {
-                Sidecar::load(&path, &head.root)?;
+                return Err(e.into());
             }
-            return Err(e.into());
-        }
-        lease_guard.armed.set(false);
+        };
         new_sidecar.store(&path)?;
         Sidecar::load(&path, &root)?;
-        self.engine
-            .bind_checkpoint_with_meta(b, name, root, version, meta)?;
-        // A destroy that raced this commit must not leave the name behind.
-        if self.engine.read_ref(b).is_err() {
-            let _ = self
-                .engine
-                .backend
-                .delete(&crate::refs::checkpoint_key(b, name));
-            return Err(EngineError::BeingDestroyed { branch: b.clone() }.into());
-        }
+        published.name(name, meta)?;
         Ok(CheckpointReport {
             checkpoint: format!("{b}@{name}"),
             version,
@@ -266,48 +155,5 @@ impl Scion {
                 ..stats
             },
         })
-    }
-}
-
-impl Scion {
-    /// Take `b`'s lease (read as `r` with `etag`) for the length of one operation.
-    fn take_operation_lease(
-        &self,
-        b: &BranchRef,
-        r: &Ref,
-        etag: &ETag,
-    ) -> EngineResult<(Ref, ETag)> {
-        let now = self.engine.store_time()?;
-        let mut leased = r.clone();
-        leased.epoch += 1;
-        leased.lease = Some(Lease {
-            holder: self.engine.holder().to_string(),
-            epoch: leased.epoch,
-            expires: now.saturating_add(OPERATION_LEASE),
-        });
-        let etag = self.engine.write_ref(b, &mut leased, etag)?;
-        Ok((leased, etag))
-    }
-}
-
-/// Releases the lease a checkpoint took for itself if the checkpoint stops early.
-struct OperationLease<'a> {
-    scion: &'a Scion,
-    branch: &'a BranchRef,
-    armed: std::cell::Cell<bool>,
-}
-
-impl Drop for OperationLease<'_> {
-    fn drop(&mut self) {
-        if !self.armed.get() {
-            return;
-        }
-        let holder = self.scion.engine.holder().to_string();
-        let _ = self.scion.engine.update_ref(self.branch, |r| {
-            if r.lease.as_ref().is_some_and(|l| l.holder == holder) {
-                r.lease = None;
-            }
-            Ok(())
-        });
     }
 }

@@ -1,246 +1,39 @@
-//! Compaction: rewriting a branch head so it reads with few ranged reads. A head made by
-//! many small commits keeps each changed page in the small segment of its commit; a scan
-//! then reads one frame here, one there. `compact` rewrites the whole head in page order;
-//! `Scattered` rewrites only the pages of small segments, into one new segment in page
-//! order, so the large segments' runs stay whole and the rewritten pages read as one run.
+//! Compaction in the working tree: the engine's ([`Engine::compact_with`]), refusing to
+//! strand a checkout's unsaved changes and pointing a clean checkout's record at the new
+//! head; and the janitor's sweep of fragmented branches.
+//!
+//! [`Engine::compact_with`]: scion_engine::Engine::compact_with
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 
 use serde::Serialize;
 
-use crate::checkout::{CheckoutState, Sidecar};
-use crate::commit::Commit;
-use crate::error::{CoreError, CoreResult, EngineError, EngineResult};
-use crate::format::{FrameKind, Locator, Parents, SegmentId, Slot};
-use crate::history::{HeadMove, HeadOp};
+pub use scion_engine::ops::compact::*;
+
+use crate::checkout::CheckoutFiles;
+use crate::error::{CoreError, CoreResult, EngineError};
+use crate::format::Locator;
 use crate::names::BranchRef;
-use crate::pagemap::{self, Changes, TreeUpdate, DEFAULT_FANOUT_BITS};
 use crate::Scion;
 
-/// A segment holding fewer of a version's pages than this is "small": reading its pages
-/// costs a read each, where a large segment's pages come in long runs (64 pages of
-/// 4 KiB is 256 KiB, a read worth making on its own).
-pub(crate) const SMALL_SEGMENT_PAGES: usize = 64;
-
-/// What `compact` rewrites.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
-#[serde(rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum CompactScope {
-    /// Every page, in page order, as full frames: the head reads sequentially and shares
-    /// no segment with older versions (a fork's head then stops sharing with its parent).
-    #[default]
-    All,
-    /// Only the pages in small segments (fewer than 64 of the head's
-    /// pages), into one new segment in page order; deltas stay deltas against the same
-    /// bases. Cheap, and pages shared with other branches stay shared.
-    Scattered,
-}
-
-/// How a branch head's pages lie in the store.
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
-pub struct Fragmentation {
-    /// Pages the head stores (all-zero pages are not stored).
-    pub pages: u32,
-    /// Segments holding them.
-    pub segments: usize,
-    /// Pages in small segments (fewer than 64 of the head's pages each).
-    pub scattered_pages: u32,
-    /// Those small segments.
-    pub small_segments: usize,
-}
-
-impl Fragmentation {
-    /// The share of the head's pages in small segments, 0 to 1.
-    pub fn scattered_share(&self) -> f64 {
-        if self.pages == 0 {
-            0.0
-        } else {
-            self.scattered_pages as f64 / self.pages as f64
-        }
-    }
-
-    fn of(leaves: &[(u32, Slot)]) -> (Fragmentation, HashSet<SegmentId>) {
-        let mut per_segment: HashMap<SegmentId, usize> = HashMap::new();
-        for (_, s) in leaves {
-            *per_segment.entry(s.loc.segment).or_default() += 1;
-        }
-        let small: HashSet<SegmentId> = per_segment
-            .iter()
-            .filter(|(_, n)| **n < SMALL_SEGMENT_PAGES)
-            .map(|(id, _)| *id)
-            .collect();
-        let scattered_pages = small.iter().map(|id| per_segment[id]).sum::<usize>();
-        let f = Fragmentation {
-            pages: leaves.len() as u32,
-            segments: per_segment.len(),
-            scattered_pages: scattered_pages as u32,
-            small_segments: small.len(),
-        };
-        (f, small)
-    }
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct CompactReport {
-    pub branch: String,
-    pub version: u64,
-    pub scope: CompactScope,
-    /// Pages the head holds.
-    pub pages: u32,
-    /// Pages rewritten (all of them for `All`).
-    pub pages_rewritten: u32,
-    pub segments_before: usize,
-    pub before: Fragmentation,
-    pub store_bytes_written: u64,
-}
-
 impl Scion {
-    /// How `b`'s head lies in the store: one walk of its page map (nodes are cached), no
-    /// page read.
-    pub fn fragmentation(&self, b: &BranchRef) -> CoreResult<Fragmentation> {
-        let (r, _) = self.engine.read_ref(b)?;
-        let root = self.engine.reader.root(&r.root)?;
-        let leaves = pagemap::leaves(&self.engine.reader, root.node, root.depth, root.fanout_bits)?;
-        Ok(Fragmentation::of(&leaves).0)
-    }
-
     /// Rewrite a branch head into fresh segments in page order (full frames, no deltas),
     /// so that it reads sequentially and segments only older versions use can go.
     pub fn compact(&self, b: &BranchRef, force: bool) -> CoreResult<CompactReport> {
         self.compact_scope(b, force, CompactScope::All)
     }
 
-    /// [`Scion::compact`] of what `scope` names. The content is unchanged: the new head is
-    /// the old one's only child, holding the same bytes. With `Scattered` and nothing
-    /// scattered, nothing is written and the head stays where it is.
+    /// [`Scion::compact`] of what `scope` names, as
+    /// [`Engine::compact_with`](scion_engine::Engine::compact_with) does it, keeping this
+    /// host's checkout of the branch safe.
     pub fn compact_scope(
         &self,
         b: &BranchRef,
         force: bool,
         scope: CompactScope,
     ) -> CoreResult<CompactReport> {
-        let (r, etag) = self.engine.read_ref(b)?;
-        self.engine.check_not_leased(b, &r, force)?;
-        // Compaction moves the head: changes never checkpointed would be stranded in a
-        // file made from the old version, as with promote.
-        let path = self.checkout_path(b);
-        let judged = self.inspect(&path, &r.root)?;
-        let state = judged.state;
-        if !force {
-            crate::checkout::refuse_unsaved(&judged, &path, b)?;
-        }
-        let root = self.engine.reader.root(&r.root)?;
-        let leaves = pagemap::leaves(&self.engine.reader, root.node, root.depth, root.fanout_bits)?;
-        let (before, small) = Fragmentation::of(&leaves);
-        let rewrite: Vec<(u32, Slot)> = match scope {
-            CompactScope::All => leaves.clone(),
-            CompactScope::Scattered => leaves
-                .iter()
-                .filter(|(_, s)| small.contains(&s.loc.segment))
-                .copied()
-                .collect(),
-        };
-        let report = |version, pages_rewritten: usize, bytes| CompactReport {
-            branch: b.to_string(),
-            version,
-            scope,
-            pages: root.page_count,
-            pages_rewritten: pages_rewritten as u32,
-            segments_before: before.segments,
-            before,
-            store_bytes_written: bytes,
-        };
-        // One small segment rewritten is one small segment again: nothing to gain.
-        if scope == CompactScope::Scattered && before.small_segments < 2 {
-            return Ok(report(r.version, 0, 0));
-        }
-        let sealed = crate::retry::with_fresh_ids(|| {
-            let mut commit = Commit::begin(&self.engine)?;
-            let writer = &mut commit.writer;
-            let mut record = root;
-            match scope {
-                CompactScope::All => {
-                    let mut pages: Vec<Option<Locator>> = vec![None; root.page_count as usize];
-                    // Chunks of the page-ordered leaf list: reads coalesce within a chunk,
-                    // memory stays bounded, and pages are written in page order.
-                    for chunk in rewrite.chunks(1024) {
-                        for (pgno, raw) in self.read_chunk(chunk)? {
-                            let (loc, _) = writer.add(FrameKind::Page, pgno as u64, &raw)?;
-                            pages[pgno as usize - 1] = Some(loc);
-                        }
-                    }
-                    let (node, depth) = pagemap::build(writer, &pages, DEFAULT_FANOUT_BITS)?;
-                    record.node = node;
-                    record.depth = if node.is_some() { depth } else { 0 };
-                    record.fanout_bits = DEFAULT_FANOUT_BITS;
-                }
-                CompactScope::Scattered => {
-                    let mut changes = Changes::new();
-                    for chunk in rewrite.chunks(1024) {
-                        let slots: HashMap<u32, Slot> =
-                            chunk.iter().map(|(i, s)| (i + 1, *s)).collect();
-                        for (pgno, raw) in self.read_chunk(chunk)? {
-                            let slot = slots[&pgno];
-                            // A delta stays a delta against the same base, which stays in
-                            // its large segment's run.
-                            let base = match slot.base {
-                                Some(_) => Some(self.engine.reader.delta_base(&slot, pgno)?),
-                                None => None,
-                            };
-                            let (new, _) = writer.add_page(
-                                pgno,
-                                &raw,
-                                base.as_ref().map(|(l, b)| (*l, b.as_slice())),
-                            )?;
-                            changes.insert(pgno - 1, Some(new));
-                        }
-                    }
-                    let update = TreeUpdate {
-                        reader: &self.engine.reader,
-                        fanout_bits: root.fanout_bits,
-                        limit: root.page_count,
-                    };
-                    record.node =
-                        update.apply(writer, root.node, root.depth, root.depth, &changes)?;
-                }
-            }
-            // The same content: the compacted version is the old one's only child.
-            record.ancestry = Some(commit.ancestry(&self.engine, Parents::One(r.root))?);
-            commit.seal(record)
-        })?;
-        let (new_root, stats) = (sealed.root, sealed.stats);
-        let mv = HeadMove::new(HeadOp::Compact);
-        let (next, _) = self
-            .engine
-            .publish_head(b, &r, etag, Some(&sealed), &mv, |next| {
-                next.root = new_root;
-                next.version = r.version + 1;
-                Ok(())
-            })?;
-        // A clean checkout holds the same bytes: point its record at the new root.
-        if state == CheckoutState::Clean {
-            if let Some(mut s) = Sidecar::load(&path, &r.root)? {
-                s.root = new_root;
-                s.version = next.version;
-                s.store(&path)?;
-            }
-        }
-        Ok(report(next.version, rewrite.len(), stats.bytes))
-    }
-}
-
-impl Scion {
-    /// The pages of a chunk of a page-ordered leaf list, read in one pass (adjacent frames
-    /// coalesced), by page number.
-    fn read_chunk(&self, chunk: &[(u32, Slot)]) -> EngineResult<BTreeMap<u32, Vec<u8>>> {
-        let mut raw_pages = BTreeMap::new();
-        let items = chunk.iter().map(|(i, s)| (*s, i + 1)).collect();
-        self.engine.reader.for_each_page(items, |p| {
-            raw_pages.insert(*p.tag, p.raw);
-            Ok(())
-        })?;
-        Ok(raw_pages)
+        self.engine
+            .compact_with(b, force, scope, &mut CheckoutFiles::of(self))
     }
 }
 
@@ -292,7 +85,7 @@ impl Scion {
                 }
                 // Idle: no commit, fork or touch within the window (a fresh fork of an old
                 // version is activity, though its head was made long ago).
-                let root = self.engine.reader.root(&r.root)?;
+                let root = self.engine.version_record(&r.root)?;
                 let made_at = std::time::UNIX_EPOCH
                     + std::time::Duration::from_millis(
                         root.ancestry.as_ref().map_or(0, |a| a.made_at_ms),
@@ -303,9 +96,7 @@ impl Scion {
                 if now.duration_since(last).unwrap_or_default() < policy.idle {
                     continue;
                 }
-                let leaves =
-                    pagemap::leaves(&self.engine.reader, root.node, root.depth, root.fanout_bits)?;
-                let (f, _) = Fragmentation::of(&leaves);
+                let f = self.engine.fragmentation(&r.root)?;
                 if f.small_segments < 2 || f.scattered_share() < policy.scattered_share {
                     judged.insert(key, r.root);
                     continue;

@@ -6,9 +6,9 @@ use serde::Serialize;
 
 use crate::checkout::{DbFiles, Expect, Install};
 use crate::error::{CoreError, CoreResult};
-use crate::materialize::{materialize, Durability, JournalMode};
 use crate::names::Target;
 use crate::Scion;
+use scion_engine::materialize::{Durability, JournalMode};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct ExportReport {
@@ -47,14 +47,11 @@ impl Scion {
             }
         }
         let tmp = files.temp()?;
-        let m = materialize(
-            &self.engine.reader,
+        let m = self.engine.materialize(
             &v.root,
-            tmp.as_file(),
-            tmp.path(),
+            (tmp.as_file(), tmp.path()),
             JournalMode::Rollback,
             Durability::Synced,
-            &*self.engine.progress,
         )?;
         let expect = if force {
             Expect::Anything

@@ -1,22 +1,13 @@
-//! The operations on a store, one module each.
+//! The operations on a store, one module each: the engine's, and those of the working tree
+//! (which judge or bring along this host's checkout files).
+
+pub use scion_engine::ops::*;
 
 pub mod checkpoint;
 pub mod compact;
-pub mod config;
-pub mod create;
+pub mod destroy;
 pub mod export;
-pub mod fork;
 pub mod gc;
-pub mod graph;
-pub mod history;
-pub mod lease;
-pub mod lifecycle;
-pub(crate) mod moves;
-pub mod pages;
-pub mod receive;
-pub mod spill;
 pub mod status;
-pub mod transfer;
 pub mod tree;
 pub mod verify;
-pub mod view;

@@ -6,8 +6,8 @@ use crate::checkout::{probe_clone, CheckoutState, CloneCapability, ClonePolicy};
 use crate::clock::StoreTime;
 use crate::error::EngineResult;
 use crate::names::{BranchRef, DbName};
-use crate::ops::lease::is_live;
 use crate::Scion;
+use scion_engine::ops::lease::is_live;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct BranchStatus {
@@ -216,11 +216,7 @@ impl Scion {
         now: std::time::SystemTime,
     ) -> EngineResult<BranchStatus> {
         let db = &b.db;
-        let checkpoints = self
-            .engine
-            .backend
-            .list(&crate::refs::checkpoints_prefix(b))?
-            .len();
+        let checkpoints = self.engine.count_checkpoints(b)?;
         // One damaged checkout must not hide every other branch.
         let (checkout, problem) = match self.checkout_state(b, &r.root) {
             Ok(state) => (state, None),
@@ -268,7 +264,7 @@ impl Scion {
 
     /// Segments and their bytes, from one listing.
     pub(crate) fn store_size(&self) -> EngineResult<StoreSize> {
-        let segments = self.engine.backend.list("segments/")?;
+        let segments = self.engine.backend().list("segments/")?;
         Ok(StoreSize {
             segments: segments.len(),
             bytes: segments.iter().map(|m| m.size).sum(),
@@ -286,8 +282,8 @@ impl Scion {
             });
         }
         Ok(StatusReport {
-            store: self.engine.location.clone(),
-            store_id: self.engine.store_id.clone(),
+            store: self.engine.location().to_string(),
+            store_id: self.engine.store_id().to_string(),
             checkouts: self.options.checkouts_dir.display().to_string(),
             clone_policy: self.options.clone_policy,
             clone_capability: probe_clone(&self.options.checkouts_dir)?,
@@ -296,7 +292,7 @@ impl Scion {
             space: self.store_size()?,
             segment_cache: self
                 .engine
-                .backend
+                .backend()
                 .local_cache()
                 .map(|c| SegmentCacheStatus {
                     dir: c.dir.display().to_string(),

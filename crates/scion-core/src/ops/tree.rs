@@ -6,9 +6,9 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::Serialize;
 
-use crate::ops::graph::MergeOnLine;
 use crate::ops::status::BranchStatus;
 use crate::{BranchRef, DbName, Scion};
+use scion_engine::ops::graph::MergeOnLine;
 
 /// One branch and the branches forked from it.
 #[derive(Debug, Serialize)]

@@ -79,9 +79,11 @@ pub async fn merge(
     if !opts.dry_run {
         refuse_live(&shared, &dst.to_string())?;
     }
-    let report = on_engine(&shared, move |s| scion_merge::merge(s, &src, &dst, &opts))
-        .await?
-        .map_err(|e| api_error(&e))?;
+    let report = on_engine(&shared, move |s| {
+        scion_merge::merge(s.engine(), &mut s.working_files(), &src, &dst, &opts)
+    })
+    .await?
+    .map_err(|e| api_error(&e))?;
     if report.published.is_some() {
         shared.events.emit(
             EventKind::Merged,

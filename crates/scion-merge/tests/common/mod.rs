@@ -77,7 +77,8 @@ impl Env {
     ) -> scion_merge::MergeResult<MergeReport> {
         let src: Target = src.parse().unwrap();
         let dst: BranchRef = dst.parse().unwrap();
-        scion_merge::merge(&self.scion, &src, &dst, opts)
+        let s = &self.scion;
+        scion_merge::merge(s.engine(), &mut s.working_files(), &src, &dst, opts)
     }
 
     /// Rows of `query` on `target`, one line each, values separated by `|`.

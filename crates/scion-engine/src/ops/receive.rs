@@ -255,7 +255,7 @@ impl Engine {
         name: &CheckpointName,
         c: &Checkpoint,
     ) -> EngineResult<CheckpointReceipt> {
-        match self.bind_checkpoint_with_meta(b, name, c.root, c.version, c.meta.clone()) {
+        match self.bind_checkpoint(b, name, c.root, c.version, c.meta.clone()) {
             Ok(_) => Ok(CheckpointReceipt::Created),
             Err(EngineError::CheckpointExists { .. }) => {
                 Ok(if self.read_checkpoint(b, name)?.root == c.root {

@@ -14,13 +14,13 @@ use crate::sqlite_io::sidecar_path;
 use crate::Engine;
 
 /// The lock file of the checkout at `db`.
-pub(crate) fn lock_file(db: &Path) -> PathBuf {
+pub fn lock_file(db: &Path) -> PathBuf {
     sidecar_path(db, ".scion.lock")
 }
 
 /// Open (making it if missing) a checkout's lock file; `Ok(None)` where it cannot be made
 /// (a read-only or missing directory).
-pub(crate) fn open_lock_file(lock_path: &Path) -> EngineResult<Option<std::fs::File>> {
+pub fn open_lock_file(lock_path: &Path) -> EngineResult<Option<std::fs::File>> {
     match OpenOptions::new()
         .read(true)
         .write(true)

@@ -13,11 +13,11 @@ use std::time::Duration;
 
 use scion_store::{ETag, PutMode, StoreError};
 
+use crate::engine::read_manifest;
 use crate::error::{EngineError, EngineResult};
 use crate::format::PageCompression;
 use crate::manifest::{Manifest, MANIFEST_KEY};
 use crate::names::RemoteName;
-use crate::scion::read_manifest;
 use crate::Engine;
 
 /// What changing a setting did.

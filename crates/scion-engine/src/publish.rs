@@ -102,39 +102,33 @@ mod tests {
 
     use scion_store::MemoryBackend;
 
-    use crate::{BranchRef, ClonePolicy, DbName, EngineError, Scion, ScionOptions};
+    use crate::{BranchRef, DbName, Engine, EngineError, EngineOptions};
 
     #[test]
     fn removing_an_own_ref_never_removes_a_write_that_landed_first() {
         let dir = tempfile::tempdir().unwrap();
-        let s = Scion::init(
+        let s = Engine::init(
             Arc::new(MemoryBackend::new()),
             "mem",
-            ScionOptions::new(dir.path().join("co"), ClonePolicy::Auto),
+            EngineOptions::new(dir.path().join("co")),
             Default::default(),
         )
         .unwrap();
-        s.engine
-            .create(&DbName::new("shop").unwrap(), None)
-            .unwrap();
+        s.create(&DbName::new("shop").unwrap(), None).unwrap();
         let main: BranchRef = "shop".parse().unwrap();
-        s.engine
-            .fork(&main, &"x".parse().unwrap(), Default::default())
+        s.fork(&main, &"x".parse().unwrap(), Default::default())
             .unwrap();
         let b: BranchRef = "shop@x".parse().unwrap();
-        let (r, etag) = s.engine.read_ref(&b).unwrap();
+        let (r, etag) = s.read_ref(&b).unwrap();
         // Another writer moved the ref between our create and our clean-up.
-        s.engine.touch(&b, None).unwrap();
-        s.engine.remove_own_ref(&b, &r, &etag).unwrap();
-        assert!(
-            s.engine.read_ref(&b).is_ok(),
-            "the other writer's state is kept"
-        );
+        s.touch(&b, None).unwrap();
+        s.remove_own_ref(&b, &r, &etag).unwrap();
+        assert!(s.read_ref(&b).is_ok(), "the other writer's state is kept");
         // Unmoved, it is claimed (no writer publishes onto a claim) and removed.
-        let (r, etag) = s.engine.read_ref(&b).unwrap();
-        s.engine.remove_own_ref(&b, &r, &etag).unwrap();
+        let (r, etag) = s.read_ref(&b).unwrap();
+        s.remove_own_ref(&b, &r, &etag).unwrap();
         assert!(matches!(
-            s.engine.read_ref_any(&b),
+            s.read_ref_any(&b),
             Err(EngineError::BranchNotFound { .. })
         ));
     }
@@ -157,28 +151,25 @@ mod tests {
         let s3 =
             scion_store::CloudBackend::attach_s3(loc, &scion_store::S3Config::from_env().unwrap())
                 .unwrap();
-        let s = Scion::init(
+        let s = Engine::init(
             Arc::new(s3),
             "s3",
-            ScionOptions::new(dir.path().join("co"), ClonePolicy::Auto),
+            EngineOptions::new(dir.path().join("co")),
             Default::default(),
         )
         .unwrap();
-        s.engine
-            .create(&DbName::new("shop").unwrap(), None)
-            .unwrap();
+        s.create(&DbName::new("shop").unwrap(), None).unwrap();
         let main: BranchRef = "shop".parse().unwrap();
         let (mut kept, mut removed) = (0, 0);
         for round in 0..24 {
             let b: BranchRef = format!("shop@r{round}").parse().unwrap();
-            s.engine
-                .fork(
-                    &main,
-                    &format!("r{round}").parse().unwrap(),
-                    Default::default(),
-                )
-                .unwrap();
-            let (r, etag) = s.engine.read_ref(&b).unwrap();
+            s.fork(
+                &main,
+                &format!("r{round}").parse().unwrap(),
+                Default::default(),
+            )
+            .unwrap();
+            let (r, etag) = s.read_ref(&b).unwrap();
             let wrote = std::thread::scope(|t| {
                 // Either side starts first by a few milliseconds, in turn.
                 let delay = std::time::Duration::from_millis(round % 6);
@@ -187,15 +178,15 @@ mod tests {
                     if round % 2 == 0 {
                         std::thread::sleep(delay);
                     }
-                    scion.engine.touch(branch, None).is_ok()
+                    scion.touch(branch, None).is_ok()
                 });
                 if round % 2 == 1 {
                     std::thread::sleep(delay);
                 }
-                s.engine.remove_own_ref(&b, &r, &etag).unwrap();
+                s.remove_own_ref(&b, &r, &etag).unwrap();
                 writer.join().unwrap()
             });
-            let exists = s.engine.read_ref_any(&b).is_ok();
+            let exists = s.read_ref_any(&b).is_ok();
             assert!(
                 !wrote || exists,
                 "round {round}: a write that landed was deleted"

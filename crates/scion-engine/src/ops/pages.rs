@@ -3,7 +3,7 @@
 //! O(changed pages): the new version path-copies the page map, and its whole-database
 //! checksum is updated from the old and new hashes of the changed pages alone.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use scion_store::ETag;
 use serde::Serialize;
@@ -197,6 +197,53 @@ impl Engine {
         Ok((rec, slots))
     }
 
+    /// The pages (numbered from 1) where the versions at `a` and `b` differ, found from
+    /// their page maps: only map nodes that differ are read, no page.
+    pub fn changed_pages(&self, a: &Locator, b: &Locator) -> EngineResult<BTreeSet<u32>> {
+        let (a, b) = (self.reader.root(a)?, self.reader.root(b)?);
+        crate::diff::pages::changed_pages(&self.reader, &a, &b)
+    }
+
+    /// Read pages `pgnos` of the version at `root` from the store (not through the page
+    /// cache), each with its hash, in an order that suits the store (a page the version
+    /// does not hold reads as zeros). A page whose frame is not of the version's page size
+    /// is damage.
+    pub fn for_each_page_of(
+        &self,
+        root: &Locator,
+        pgnos: &BTreeSet<u32>,
+        mut f: impl FnMut(u32, Vec<u8>, u64) -> EngineResult<()>,
+    ) -> EngineResult<()> {
+        let rec = self.reader.root(root)?;
+        let page_size = rec.page_size as usize;
+        let mut slots = Vec::new();
+        for &pgno in pgnos {
+            let slot = if pgno <= rec.page_count {
+                lookup(&self.reader, rec.node, rec.depth, rec.fanout_bits, pgno - 1)?
+            } else {
+                None
+            };
+            match slot {
+                Some(slot) => slots.push((slot, pgno)),
+                None => {
+                    let zero = vec![0u8; page_size];
+                    let hash = page_hash(&zero);
+                    f(pgno, zero, hash)?;
+                }
+            }
+        }
+        self.reader.for_each_page(slots, |frame| {
+            let pgno = *frame.tag;
+            if frame.raw.len() != page_size {
+                return Err(EngineError::corrupt(
+                    format!("version {root}"),
+                    format!("page {pgno} is {} bytes", frame.raw.len()),
+                ));
+            }
+            f(pgno, frame.raw, frame.hash)
+        })
+    }
+
     /// Name the version `root` (number `version`) of `b` as checkpoint `name`, with
     /// `meta`: what a writer that committed the version itself (a capture flush) uses.
     pub fn name_version(
@@ -207,9 +254,8 @@ impl Engine {
         version: u64,
         meta: BTreeMap<String, String>,
     ) -> EngineResult<()> {
-        crate::refs::check_user_meta(&meta)?;
-        self.check_new_checkpoint_name(b, name)?;
-        self.bind_checkpoint_with_meta(b, name, root, version, meta)
+        self.check_checkpoint_name(b, name, &meta)?;
+        self.bind_checkpoint(b, name, root, version, meta)
             .map(|_| ())
     }
 

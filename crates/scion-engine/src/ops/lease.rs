@@ -26,7 +26,7 @@ pub struct LeaseInfo {
 }
 
 /// Whether `lease` is still in force at `now` (the store's clock).
-pub(crate) fn is_live(lease: &Lease, now: SystemTime) -> bool {
+pub fn is_live(lease: &Lease, now: SystemTime) -> bool {
     lease.expires.as_system_time() > now
 }
 
@@ -46,7 +46,7 @@ fn holder_is_dead(holder: &str) -> bool {
     let Ok(pid) = pid.parse::<u32>() else {
         return false;
     };
-    let this = crate::scion::default_holder();
+    let this = crate::engine::default_holder();
     let this_place = this.rsplit_once('/').map(|(p, _)| p).unwrap_or("");
     place == this_place && !std::path::Path::new(&format!("/proc/{pid}")).exists()
 }

@@ -1,22 +1,83 @@
 //! Moving a branch's head to a version it or its history names: rollback, promote (and,
 //! in `history.rs`, undo and restore). Each move is one compare-and-swap of a root pointer,
 //! recorded in the head history; no page is copied. The engine moves refs only: a caller
-//! with files that follow the head (the working tree's checkouts) passes a [`MoveGuard`].
+//! with files that follow the head (the working tree's checkouts) passes its [`WorkingFiles`].
 
 use std::time::Duration;
+
+use serde::Serialize;
 
 use crate::error::{EngineError, EngineResult};
 use crate::format::{Locator, Parents};
 use crate::history::{HeadMove, HeadOp, MergedFrom};
 use crate::names::{BranchName, BranchRef, CheckpointName, Target};
-use crate::ops::lifecycle::{HeadTarget, MoveOptions, MoveReport, DEFAULT_BACKUP_TTL};
 use crate::refs::{Parent, Ref, SafetyKind, SafetyMark};
 use crate::{Engine, ResolvedVersion};
 
-/// What else must hold, and follow, when a head moves.
-pub(crate) trait MoveGuard {
-    /// What the guard can refuse or fail with, the engine's own errors included.
-    type Error: From<EngineError>;
+/// Safety forks live this long unless told otherwise.
+pub(crate) const DEFAULT_BACKUP_TTL: Duration = Duration::from_secs(24 * 3600);
+
+#[derive(Debug, Clone, Default)]
+pub struct MoveOptions {
+    /// Override protection, another holder's lease, and uncheckpointed changes.
+    pub force: bool,
+    /// Keep no safety fork (a protected branch then also needs `force`).
+    pub no_backup: bool,
+    pub backup_ttl: Option<Duration>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct MoveReport {
+    pub branch: String,
+    /// The version the head now holds, and where it came from.
+    pub to: String,
+    /// The number `to` had where it came from (a checkpoint's, the source branch's).
+    pub to_version: u64,
+    /// The head's number now: every move adds one.
+    pub version: u64,
+    /// Version number of the head that was replaced.
+    pub abandoned_version: u64,
+    /// The number of this move in the branch's head history (`scion log`).
+    pub history_entry: u64,
+    /// The branch had been destroyed, and `restore` brought it back.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub revived: bool,
+    /// A revived branch's TTL in seconds, counted afresh from the restore.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ttl_secs: Option<u64>,
+    /// On an undo: the history entry it took back. `restore --to` that entry redoes it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub undid_entry: Option<u64>,
+    /// A branch that also names the replaced head (the history keeps it either way).
+    pub safety_fork: Option<String>,
+    /// The branch is protected: taking this move back (`undo`) needs force too.
+    pub protected: bool,
+    /// The checkout was refreshed (path) or had uncheckpointed changes discarded.
+    pub checkout: Option<String>,
+    pub discarded_changes: bool,
+    /// What went wrong after the head moved (the move itself stands).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+/// Where a head move goes, and how it is recorded.
+pub(crate) struct HeadTarget {
+    pub root: Locator,
+    /// The number the version had where it came from.
+    pub version: u64,
+    /// For people: what the head now holds.
+    pub to: String,
+    pub mv: HeadMove,
+    /// Name the replaced head by a safety fork of this kind too.
+    pub safety: Option<SafetyKind>,
+}
+
+/// The files a host keeps of the store's branches (the working tree's checkouts), which
+/// the engine consults before it moves, destroys or collects a branch, and brings along
+/// after. Every method but the two around a head move has a default that keeps nothing.
+pub trait WorkingFiles {
+    /// What the files can refuse or fail with, the engine's own errors included.
+    type Error: From<EngineError> + From<scion_store::StoreError>;
     /// Before `b`'s head moves from `r`: refuse the move, or get ready for [`Self::after`].
     fn before(&mut self, b: &BranchRef, r: &Ref, force: bool) -> Result<(), Self::Error>;
     /// After it moved: bring along what follows the head, and say so in `report`.
@@ -26,14 +87,48 @@ pub(crate) trait MoveGuard {
         report: &mut MoveReport,
         force: bool,
     ) -> Result<(), Self::Error>;
+    /// Before `b` (read as `r`) is claimed for destruction: refuse it while its files are
+    /// open or hold changes (never asked with `force`).
+    fn before_destroy(&mut self, b: &BranchRef, r: &Ref) -> Result<(), Self::Error> {
+        self.before(b, r, false)
+    }
+    /// Refuse while `b`'s files (the branch read as `r`) hold changes never checkpointed:
+    /// what work that moves the head only at its end (a merge) checks before it starts.
+    fn refuse_unsaved(&mut self, b: &BranchRef, r: &Ref) -> Result<(), Self::Error> {
+        self.before(b, r, false)
+    }
+    /// Before `b`'s head (read as `r`) is rewritten into new segments holding the same
+    /// bytes (compaction): refuse it while the files hold changes never checkpointed.
+    fn before_rewrite(&mut self, b: &BranchRef, r: &Ref, force: bool) -> Result<(), Self::Error> {
+        self.before(b, r, force)
+    }
+    /// After the rewrite moved `b`'s head from `old` to `new`: files that held the old
+    /// version hold the new one, byte for byte.
+    fn after_rewrite(&mut self, _b: &BranchRef, _old: &Ref, _new: &Ref) -> Result<(), Self::Error> {
+        Ok(())
+    }
+    /// After `b`'s ref is gone: remove the files kept of it, and say how many there were.
+    fn after_destroy(&mut self, _b: &BranchRef) -> Result<usize, Self::Error> {
+        Ok(0)
+    }
+    /// Whether `b`'s files are in use (open, or holding changes), so an expired branch is
+    /// kept, its TTL counting again from now.
+    fn in_use(&mut self, _b: &BranchRef, _r: &Ref) -> Result<bool, Self::Error> {
+        Ok(false)
+    }
+    /// Remove leftovers of interrupted operations whose inode changed at least `min_age`
+    /// ago; the files and bytes removed.
+    fn sweep_leftovers(&mut self, _min_age: Duration) -> Result<(usize, u64), Self::Error> {
+        Ok((0, 0))
+    }
 }
 
-/// Nothing follows the head: the engine's own moves. A branch with a recorded checkout
-/// is refused without `force`: the engine cannot bring that file along, and its changes
-/// would be stranded on the old head.
-pub(crate) struct StoreOnly;
+/// No files on this host: the engine alone. A branch with a recorded checkout is refused
+/// without `force`: the engine cannot bring that file along, and its changes would be
+/// stranded on the old head.
+pub struct StoreOnly;
 
-impl MoveGuard for StoreOnly {
+impl WorkingFiles for StoreOnly {
     type Error = EngineError;
 
     fn before(&mut self, b: &BranchRef, r: &Ref, force: bool) -> EngineResult<()> {
@@ -61,7 +156,7 @@ impl Engine {
     }
 
     /// [`Engine::rollback`], with `guard` told before and after the head moves.
-    pub(crate) fn rollback_with<G: MoveGuard>(
+    pub fn rollback_with<G: WorkingFiles>(
         &self,
         b: &BranchRef,
         to: &CheckpointName,
@@ -107,7 +202,7 @@ impl Engine {
     }
 
     /// [`Engine::promote`], with `guard` told before and after the head moves.
-    pub(crate) fn promote_with<G: MoveGuard>(
+    pub fn promote_with<G: WorkingFiles>(
         &self,
         source: &BranchRef,
         onto: &BranchName,
@@ -156,7 +251,7 @@ impl Engine {
     }
 
     /// [`Engine::publish_merge`], with `guard` told before and after the head moves.
-    pub(crate) fn publish_merge_with<G: MoveGuard>(
+    pub fn publish_merge_with<G: WorkingFiles>(
         &self,
         dst: &BranchRef,
         expect: &ResolvedVersion,
@@ -204,7 +299,7 @@ impl Engine {
     }
 
     /// Move `b`'s head (read as `r` with `etag`) to `target.root`, recorded in its history.
-    pub(crate) fn move_head<G: MoveGuard>(
+    pub(crate) fn move_head<G: WorkingFiles>(
         &self,
         b: &BranchRef,
         r: Ref,

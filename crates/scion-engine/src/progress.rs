@@ -13,7 +13,7 @@ pub trait Progress: Send + Sync {
 }
 
 /// Progress that goes nowhere.
-pub(crate) struct Silent;
+pub struct Silent;
 
 impl Progress for Silent {
     fn start(&self, _: &'static str, _: u64) {}
@@ -21,7 +21,7 @@ impl Progress for Silent {
     fn finish(&self) {}
 }
 
-/// A shareable progress sink (for [`crate::ScionOptions`]).
+/// A shareable progress sink (for [`crate::EngineOptions`] and the working tree's options).
 #[derive(Clone)]
 pub struct ProgressSink(pub Arc<dyn Progress>);
 

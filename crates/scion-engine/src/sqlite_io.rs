@@ -14,14 +14,14 @@ const MAGIC: &[u8; 16] = b"SQLite format 3\0";
 
 /// SQLite's lock bytes (os_unix.c): every open WAL-mode connection holds a read lock on the
 /// database file's shared range and on the `-shm` dead-man-switch byte.
-pub(crate) const SHARED_FIRST: i64 = 0x4000_0000 + 2;
-pub(crate) const SHARED_SIZE: i64 = 510;
+pub const SHARED_FIRST: i64 = 0x4000_0000 + 2;
+pub const SHARED_SIZE: i64 = 510;
 const SHM_DMS: i64 = 128;
 
 pub use crate::format::normalize_page1;
 
 /// Bytes 18 and 19 of page 1 set for WAL (2, 2), as SQLite reads a WAL database.
-pub(crate) fn set_wal_mode_bytes(page: &mut [u8]) {
+pub fn set_wal_mode_bytes(page: &mut [u8]) {
     if page.len() >= 20 {
         page[18] = 2;
         page[19] = 2;
@@ -46,7 +46,7 @@ pub(crate) fn check_database_file(path: &Path) -> EngineResult<Option<u32>> {
     };
     // Captured live by this process: reading it through a descriptor of our own would
     // drop that capture's locks when the descriptor closes.
-    if crate::checkout::live::is_live(path) {
+    if crate::live::is_live(path) {
         return Err(EngineError::SourceBusy {
             path: path.to_path_buf(),
         });
@@ -108,7 +108,7 @@ pub fn open(path: &Path, read_only: bool) -> EngineResult<Connection> {
 
 /// The committed state of a database at one instant.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct SnapshotInfo {
+pub struct SnapshotInfo {
     pub page_size: u32,
     pub page_count: u32,
 }
@@ -116,7 +116,7 @@ pub(crate) struct SnapshotInfo {
 /// Read every page of the database's committed state inside one read transaction and
 /// hand each to `f` (page 1 normalized). Other connections may keep writing meanwhile;
 /// their later commits are simply not part of this snapshot.
-pub(crate) fn read_snapshot(
+pub fn read_snapshot(
     path: &Path,
     read_only: bool,
     progress: &dyn crate::progress::Progress,
@@ -197,9 +197,9 @@ pub(crate) fn read_snapshot(
 ///
 /// Must not be called while this process has its own SQLite connection on the file:
 /// closing the probe descriptor would drop that connection's POSIX locks.
-pub(crate) fn in_use(path: &Path) -> EngineResult<bool> {
+pub fn in_use(path: &Path) -> EngineResult<bool> {
     // A file this process captures live is in use, and must not be probed (below).
-    if crate::checkout::live::is_live(path) {
+    if crate::live::is_live(path) {
         return Ok(true);
     }
     Ok(probe_lock(path, SHARED_FIRST, SHARED_SIZE)?
@@ -209,8 +209,8 @@ pub(crate) fn in_use(path: &Path) -> EngineResult<bool> {
 
 /// Whether a connection holds the `-shm` file beside `path`: one still attached to a WAL
 /// there, even if the database file itself was deleted under it.
-pub(crate) fn wal_index_in_use(path: &Path) -> EngineResult<bool> {
-    if crate::checkout::live::is_live(path) {
+pub fn wal_index_in_use(path: &Path) -> EngineResult<bool> {
+    if crate::live::is_live(path) {
         return Ok(true);
     }
     probe_lock(&sidecar_path(path, "-shm"), SHM_DMS, 1)
@@ -240,7 +240,7 @@ fn probe_lock(p: &Path, start: i64, len: i64) -> EngineResult<bool> {
 }
 
 /// `path` with `suffix` appended to its file name (`x.db` + `-wal` = `x.db-wal`).
-pub(crate) fn sidecar_path(path: &Path, suffix: &str) -> PathBuf {
+pub fn sidecar_path(path: &Path, suffix: &str) -> PathBuf {
     let mut s = path.as_os_str().to_os_string();
     s.push(suffix);
     PathBuf::from(s)

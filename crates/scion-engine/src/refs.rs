@@ -256,7 +256,7 @@ impl Ref {
 
     /// A branch made for one test or attempt, whose history goes with it (see
     /// [`crate::ForkOptions::ephemeral`]).
-    pub(crate) fn is_ephemeral(&self) -> bool {
+    pub fn is_ephemeral(&self) -> bool {
         self.meta.get(EPHEMERAL_META).is_some_and(|v| v == "true")
     }
 

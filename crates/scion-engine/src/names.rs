@@ -23,7 +23,7 @@ pub(crate) const RESERVED_CHECKPOINTS: [&str; 2] = ["fork", "init"];
 
 /// The reasons a name is refused that are about its characters: only these get the hint
 /// of which characters names use.
-pub(crate) const CHARACTER_REASONS: [&str; 3] = [
+pub const CHARACTER_REASONS: [&str; 3] = [
     "must start with a lowercase letter or a digit",
     "may contain only a-z, 0-9, '.', '_' and '-'",
     "must not contain '..'",

@@ -11,7 +11,7 @@
 //! whole-database checksum. Delta pages (few: only recently changed ones) follow, resolved
 //! against their bases.
 //!
-//! The threads take turns at the file ([`WriteTurn`]): a buffered write holds the inode's
+//! The threads take turns at the file (`WriteTurn`): a buffered write holds the inode's
 //! lock, and a thread that finds it taken spins in the kernel until the other's copy ends
 //! (8 % of a 1 GiB checkout's CPU when both simply wrote). A thread that finds the turn
 //! taken decodes its next chunk instead and writes both when its turn comes.
@@ -60,7 +60,7 @@ const GROUP_PAGES: usize = 8192;
 
 /// Journal mode written into page 1 of the output file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum JournalMode {
+pub enum JournalMode {
     /// Bytes 18/19 = 2: a checkout, opened in WAL mode by every client.
     Wal,
     /// Bytes 18/19 = 1: a plain file, as `export` writes.
@@ -94,9 +94,31 @@ struct Batch {
     pages: Vec<u8>,
 }
 
+impl crate::Engine {
+    /// Write the version at `root` into `out` (at `out_path`, which must be empty),
+    /// verifying every frame and the version's whole-database checksum.
+    pub fn materialize(
+        &self,
+        root: &Locator,
+        (out, out_path): (&File, &Path),
+        mode: JournalMode,
+        durability: Durability,
+    ) -> EngineResult<Materialized> {
+        materialize(
+            &self.reader,
+            root,
+            out,
+            out_path,
+            mode,
+            durability,
+            &*self.progress,
+        )
+    }
+}
+
 /// Write the version at `root_loc` into `out` (which must be empty), verifying every frame
 /// and the version's whole-database checksum.
-pub fn materialize(
+pub(crate) fn materialize(
     reader: &FrameReader,
     root_loc: &Locator,
     out: &File,
@@ -275,7 +297,7 @@ fn decode_threads() -> usize {
 /// allocated (unwritten) extents skip the filesystem's per-write delayed-allocation
 /// reservation, and a full disk fails here, before any decoding. A filesystem without
 /// `fallocate` gets a sparse file of the same length.
-pub(crate) fn preallocate(out: &File, len: u64) -> std::io::Result<()> {
+pub fn preallocate(out: &File, len: u64) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
     if len == 0 {
         return Ok(());

@@ -17,8 +17,8 @@ use crate::history::{
     HISTORY_ROOT, HISTORY_SCHEMA, INLINE_KEEP, INLINE_MAX,
 };
 use crate::names::BranchRef;
-use crate::ops::lifecycle::{HeadTarget, MoveOptions, MoveReport};
-use crate::ops::moves::{MoveGuard, StoreOnly};
+use crate::ops::moves::{HeadTarget, MoveOptions, MoveReport};
+use crate::ops::moves::{StoreOnly, WorkingFiles};
 use crate::refs::{kept_meta, Ref, REF_SCHEMA};
 use crate::Engine;
 
@@ -325,7 +325,7 @@ impl Engine {
     }
 
     /// [`Engine::undo`], with `guard` told before and after the head moves.
-    pub(crate) fn undo_with<G: MoveGuard>(
+    pub fn undo_with<G: WorkingFiles>(
         &self,
         b: &BranchRef,
         opts: &MoveOptions,
@@ -407,7 +407,7 @@ impl Engine {
     }
 
     /// [`Engine::restore`], with `guard` told before and after the head moves.
-    pub(crate) fn restore_with<G: MoveGuard>(
+    pub fn restore_with<G: WorkingFiles>(
         &self,
         b: &BranchRef,
         to: Option<u64>,

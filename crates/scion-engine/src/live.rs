@@ -37,7 +37,7 @@ impl Drop for LiveClaim {
 }
 
 /// Whether the database at `path` is live in this process (told by `stat` alone).
-pub(crate) fn is_live(path: &Path) -> bool {
+pub fn is_live(path: &Path) -> bool {
     let live = LIVE.lock().expect("live files lock");
     if live.is_empty() {
         return false;
