@@ -5,6 +5,7 @@
 mod common;
 
 use common::*;
+use scion_core::ops::moves::StoreOnly;
 use scion_core::EngineError;
 
 /// The engine alone cannot bring a checkout file along when a head moves: it refuses to
@@ -34,13 +35,13 @@ fn the_engine_alone_does_not_move_a_checked_out_head_without_force() {
     };
     let engine = e.scion.engine();
     let refused = engine
-        .rollback(&b, &"v1".parse().unwrap(), &opts)
+        .rollback(&b, &"v1".parse().unwrap(), &opts, &mut StoreOnly)
         .unwrap_err();
     assert!(
         matches!(refused, EngineError::CheckedOut { .. }),
         "{refused}"
     );
-    let refused = engine.undo(&b, &opts).unwrap_err();
+    let refused = engine.undo(&b, &opts, &mut StoreOnly).unwrap_err();
     assert!(
         matches!(refused, EngineError::CheckedOut { .. }),
         "{refused}"
@@ -51,5 +52,5 @@ fn the_engine_alone_does_not_move_a_checked_out_head_without_force() {
     assert!(!dump(&path).contains("changed"));
     // Released, the engine moves the head on its own.
     e.scion.release_checkout(&b, false).unwrap();
-    engine.undo(&b, &opts).unwrap();
+    engine.undo(&b, &opts, &mut StoreOnly).unwrap();
 }

@@ -233,12 +233,6 @@ impl Engine {
         self.min_grace
     }
 
-    /// The root record of the version at `root` (page size and count, checksum, ancestry):
-    /// one read, cached.
-    pub fn version_record(&self, root: &Locator) -> EngineResult<crate::format::RootRecord> {
-        self.reader.root(root)
-    }
-
     /// Where progress of this engine's long operations goes.
     pub fn progress(&self) -> &crate::progress::ProgressSink {
         &self.progress

@@ -24,7 +24,7 @@ use rusqlite::{Connection, OpenFlags};
 use std::sync::Arc;
 
 use scion_engine::history::MergedFrom;
-use scion_engine::ops::moves::WorkingFiles;
+use scion_engine::ops::moves::{StoreOnly, WorkingFiles};
 use scion_engine::{BranchName, BranchRef, Engine, ResolvedVersion, Target};
 
 pub use error::{FilesError, MergeError, MergeResult};
@@ -135,7 +135,7 @@ where
         report.tables = plan::fast_forward_tables(&delta_theirs);
         if !opts.dry_run {
             let moved = engine
-                .publish_merge_with(dst, &ours, theirs.root, merged, opts.allow_protected, files)
+                .publish_merge(dst, &ours, theirs.root, merged, opts.allow_protected, files)
                 .map_err(MergeError::files)?;
             report.published = Some(Published {
                 version: moved.version,
@@ -194,7 +194,7 @@ where
     let published = match result_root {
         Some(root) if root != ours.root => Some(
             engine
-                .publish_merge_with(dst, &ours, root, merged, opts.allow_protected, files)
+                .publish_merge(dst, &ours, root, merged, opts.allow_protected, files)
                 .map_err(MergeError::files),
         ),
         _ => None,
@@ -316,6 +316,6 @@ impl Scratch {
 
     fn remove(&self, engine: &Engine) {
         // Best effort: what is left expires with the TTL. No checkout was made of it.
-        let _ = engine.destroy(&self.branch, true);
+        let _ = engine.destroy(&self.branch, true, &mut StoreOnly);
     }
 }

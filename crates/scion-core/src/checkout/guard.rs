@@ -203,7 +203,7 @@ impl Scion {
         opts: &MoveOptions,
     ) -> CoreResult<MoveReport> {
         self.engine()
-            .rollback_with(b, to, opts, &mut CheckoutFiles::of(self))
+            .rollback(b, to, opts, &mut CheckoutFiles::of(self))
     }
 
     /// Repoint `onto` at the head of `source`, as
@@ -215,7 +215,7 @@ impl Scion {
         opts: &MoveOptions,
     ) -> CoreResult<MoveReport> {
         self.engine()
-            .promote_with(source, onto, opts, &mut CheckoutFiles::of(self))
+            .promote(source, onto, opts, &mut CheckoutFiles::of(self))
     }
 
     /// Publish a merge's result as `dst`'s head, as
@@ -229,7 +229,7 @@ impl Scion {
         merged: crate::history::MergedFrom,
         allow_protected: bool,
     ) -> CoreResult<MoveReport> {
-        self.engine().publish_merge_with(
+        self.engine().publish_merge(
             dst,
             expect,
             result,
@@ -242,8 +242,7 @@ impl Scion {
     /// Undo `b`'s latest move, as [`Engine::undo`](crate::Engine::undo) does, keeping
     /// its checkout safe.
     pub fn undo(&self, b: &BranchRef, opts: &MoveOptions) -> CoreResult<MoveReport> {
-        self.engine()
-            .undo_with(b, opts, &mut CheckoutFiles::of(self))
+        self.engine().undo(b, opts, &mut CheckoutFiles::of(self))
     }
 
     /// Put `b`'s head where entry `to` of its history left it (or bring a destroyed
@@ -256,6 +255,6 @@ impl Scion {
         opts: &MoveOptions,
     ) -> CoreResult<MoveReport> {
         self.engine()
-            .restore_with(b, to, opts, &mut CheckoutFiles::of(self))
+            .restore(b, to, opts, &mut CheckoutFiles::of(self))
     }
 }

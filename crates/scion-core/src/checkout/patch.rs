@@ -48,8 +48,8 @@ impl Scion {
             return Ok(false);
         }
         let (a, b) = (
-            self.engine.version_record(&old.root)?,
-            self.engine.version_record(&r.root)?,
+            self.engine.root_record(&old.root)?,
+            self.engine.root_record(&r.root)?,
         );
         if a.page_size != b.page_size || old.hashes.len() != a.page_count as usize {
             return Ok(false);

@@ -1,8 +1,8 @@
-//! Compaction in the working tree: the engine's ([`Engine::compact_with`]), refusing to
+//! Compaction in the working tree: the engine's ([`Engine::compact`]), refusing to
 //! strand a checkout's unsaved changes and pointing a clean checkout's record at the new
 //! head; and the janitor's sweep of fragmented branches.
 //!
-//! [`Engine::compact_with`]: scion_engine::Engine::compact_with
+//! [`Engine::compact`]: scion_engine::Engine::compact
 
 use std::collections::{HashMap, HashSet};
 
@@ -24,7 +24,7 @@ impl Scion {
     }
 
     /// [`Scion::compact`] of what `scope` names, as
-    /// [`Engine::compact_with`](scion_engine::Engine::compact_with) does it, keeping this
+    /// [`Engine::compact`](scion_engine::Engine::compact) does it, keeping this
     /// host's checkout of the branch safe.
     pub fn compact_scope(
         &self,
@@ -33,7 +33,7 @@ impl Scion {
         scope: CompactScope,
     ) -> CoreResult<CompactReport> {
         self.engine
-            .compact_with(b, force, scope, &mut CheckoutFiles::of(self))
+            .compact(b, force, scope, &mut CheckoutFiles::of(self))
     }
 }
 
@@ -85,7 +85,7 @@ impl Scion {
                 }
                 // Idle: no commit, fork or touch within the window (a fresh fork of an old
                 // version is activity, though its head was made long ago).
-                let root = self.engine.version_record(&r.root)?;
+                let root = self.engine.root_record(&r.root)?;
                 let made_at = std::time::UNIX_EPOCH
                     + std::time::Duration::from_millis(
                         root.ancestry.as_ref().map_or(0, |a| a.made_at_ms),

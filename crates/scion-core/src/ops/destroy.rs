@@ -12,7 +12,6 @@ impl Scion {
     /// Remove a branch: its ref, its checkpoints and its local checkout files. Its data
     /// goes at the next `gc` that finds it unreachable.
     pub fn destroy(&self, b: &BranchRef, force: bool) -> CoreResult<DestroyReport> {
-        self.engine
-            .destroy_with(b, force, &mut CheckoutFiles::of(self))
+        self.engine.destroy(b, force, &mut CheckoutFiles::of(self))
     }
 }

@@ -1,5 +1,5 @@
 //! Garbage collection in the working tree: the engine's reap and mark-and-sweep
-//! ([`Engine::gc_with`](scion_engine::Engine::gc_with)), keeping branches whose checkout is
+//! ([`Engine::gc`](scion_engine::Engine::gc)), keeping branches whose checkout is
 //! open or holds changes, and sweeping the leftovers of interrupted checkouts.
 
 use std::time::Duration;
@@ -15,7 +15,7 @@ impl Scion {
     /// or holds changes) and finish interrupted destroys: the first step of `gc`, cheap
     /// enough to run on its own on a schedule.
     pub fn reap_expired(&self) -> CoreResult<ReapReport> {
-        self.engine.reap_expired_with(&mut CheckoutFiles::of(self))
+        self.engine.reap_expired(&mut CheckoutFiles::of(self))
     }
 
     /// Reap expired branches, finish interrupted destroys, then mark and sweep, and remove
@@ -23,7 +23,6 @@ impl Scion {
     /// `force`: a commit slower than half of it could otherwise lose a segment it is about
     /// to publish.
     pub fn gc(&self, grace: Duration, force: bool) -> CoreResult<GcReport> {
-        self.engine
-            .gc_with(grace, force, &mut CheckoutFiles::of(self))
+        self.engine.gc(grace, force, &mut CheckoutFiles::of(self))
     }
 }

@@ -111,7 +111,7 @@ impl Engine {
     /// `Scattered` and nothing scattered, nothing is written and the head stays where it
     /// is. `files` are asked before (the head moves: changes never checkpointed would be
     /// stranded, as with promote) and told after.
-    pub fn compact_with<G: WorkingFiles>(
+    pub fn compact<G: WorkingFiles>(
         &self,
         b: &BranchRef,
         force: bool,

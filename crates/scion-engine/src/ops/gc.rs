@@ -243,10 +243,7 @@ impl Engine {
     /// Reap branches whose TTL passed (keeping, and touching, those whose checkout is open
     /// or holds changes) and finish interrupted destroys: the first step of `gc`, cheap
     /// enough to run on its own on a schedule.
-    pub fn reap_expired_with<G: WorkingFiles>(
-        &self,
-        files: &mut G,
-    ) -> Result<ReapReport, G::Error> {
+    pub fn reap_expired<G: WorkingFiles>(&self, files: &mut G) -> Result<ReapReport, G::Error> {
         let now = self.store_now()?;
         let mut reaped = Vec::new();
         let mut kept_in_use = Vec::new();
@@ -303,7 +300,7 @@ impl Engine {
     /// Reap expired branches, finish interrupted destroys, then mark and sweep. A grace
     /// below the store's minimum needs `force`: a commit slower than half of it could
     /// otherwise lose a segment it is about to publish.
-    pub fn gc_with<G: WorkingFiles>(
+    pub fn gc<G: WorkingFiles>(
         &self,
         grace: Duration,
         force: bool,
@@ -320,7 +317,7 @@ impl Engine {
             reaped,
             kept_in_use,
             finished_destroys,
-        } = self.reap_expired_with(files)?;
+        } = self.reap_expired(files)?;
 
         let marked_at = self.store_now()?;
         let Marked {

@@ -17,8 +17,8 @@ use crate::history::{
     HISTORY_ROOT, HISTORY_SCHEMA, INLINE_KEEP, INLINE_MAX,
 };
 use crate::names::BranchRef;
+use crate::ops::moves::WorkingFiles;
 use crate::ops::moves::{HeadTarget, MoveOptions, MoveReport};
-use crate::ops::moves::{StoreOnly, WorkingFiles};
 use crate::refs::{kept_meta, Ref, REF_SCHEMA};
 use crate::Engine;
 
@@ -320,12 +320,10 @@ impl Engine {
     /// Move `b`'s head back over its latest move that no undo has undone yet, as git's
     /// `reset` to a reflog entry or jj's `undo`. Repeated, it walks further back; the
     /// undo is itself a move in the history, so `restore` can redo.
-    pub fn undo(&self, b: &BranchRef, opts: &MoveOptions) -> EngineResult<MoveReport> {
-        self.undo_with(b, opts, &mut StoreOnly)
-    }
-
-    /// [`Engine::undo`], with `guard` told before and after the head moves.
-    pub fn undo_with<G: WorkingFiles>(
+    ///
+    /// `files` are asked before the head moves and told after: [`StoreOnly`](crate::ops::moves::StoreOnly) when no host's
+    /// files follow the branch, the working tree's checkouts otherwise.
+    pub fn undo<G: WorkingFiles>(
         &self,
         b: &BranchRef,
         opts: &MoveOptions,
@@ -397,17 +395,10 @@ impl Engine {
 
     /// Put `b`'s head where entry `to` of its history left it. A destroyed branch is
     /// brought back by name (by default as it was when destroyed) while its history lasts.
-    pub fn restore(
-        &self,
-        b: &BranchRef,
-        to: Option<u64>,
-        opts: &MoveOptions,
-    ) -> EngineResult<MoveReport> {
-        self.restore_with(b, to, opts, &mut StoreOnly)
-    }
-
-    /// [`Engine::restore`], with `guard` told before and after the head moves.
-    pub fn restore_with<G: WorkingFiles>(
+    ///
+    /// `files` are asked before the head moves and told after: [`StoreOnly`](crate::ops::moves::StoreOnly) when no host's
+    /// files follow the branch, the working tree's checkouts otherwise.
+    pub fn restore<G: WorkingFiles>(
         &self,
         b: &BranchRef,
         to: Option<u64>,

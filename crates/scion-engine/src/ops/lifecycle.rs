@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use crate::error::{EngineError, EngineResult};
 use crate::names::{BranchName, BranchRef, CheckpointName};
-use crate::ops::moves::{StoreOnly, WorkingFiles};
+use crate::ops::moves::WorkingFiles;
 use crate::refs::{checkpoint_key, checkpoints_prefix, ref_key, Ref};
 use crate::Engine;
 
@@ -94,13 +94,10 @@ impl Engine {
 impl Engine {
     /// Remove a branch: its ref and its checkpoints (the working tree's `destroy` removes
     /// its checkout files too). Its data goes at the next `gc` that finds it unreachable.
-    pub fn destroy(&self, b: &BranchRef, force: bool) -> EngineResult<DestroyReport> {
-        self.destroy_with(b, force, &mut StoreOnly)
-    }
-
-    /// [`Engine::destroy`], with `files` asked before the claim and told after the ref
-    /// is gone.
-    pub fn destroy_with<G: WorkingFiles>(
+    ///
+    /// `files` are asked before the claim (unless `force`) and told after the ref is gone:
+    /// [`StoreOnly`](crate::ops::moves::StoreOnly) when no host keeps files of the branch.
+    pub fn destroy<G: WorkingFiles>(
         &self,
         b: &BranchRef,
         force: bool,

@@ -146,17 +146,10 @@ impl WorkingFiles for StoreOnly {
 impl Engine {
     /// Repoint `b` at one of its checkpoints (or `fork`/`init`). A protected branch needs
     /// `force`: the move is undoable (`undo`), but an agent must not make it unasked.
-    pub fn rollback(
-        &self,
-        b: &BranchRef,
-        to: &CheckpointName,
-        opts: &MoveOptions,
-    ) -> EngineResult<MoveReport> {
-        self.rollback_with(b, to, opts, &mut StoreOnly)
-    }
-
-    /// [`Engine::rollback`], with `guard` told before and after the head moves.
-    pub fn rollback_with<G: WorkingFiles>(
+    ///
+    /// `files` are asked before the head moves and told after: [`StoreOnly`] when no host's
+    /// files follow the branch, the working tree's checkouts otherwise.
+    pub fn rollback<G: WorkingFiles>(
         &self,
         b: &BranchRef,
         to: &CheckpointName,
@@ -192,17 +185,10 @@ impl Engine {
     }
 
     /// Repoint `onto` at the head of `source` (same database).
-    pub fn promote(
-        &self,
-        source: &BranchRef,
-        onto: &BranchName,
-        opts: &MoveOptions,
-    ) -> EngineResult<MoveReport> {
-        self.promote_with(source, onto, opts, &mut StoreOnly)
-    }
-
-    /// [`Engine::promote`], with `guard` told before and after the head moves.
-    pub fn promote_with<G: WorkingFiles>(
+    ///
+    /// `files` are asked before the head moves and told after: [`StoreOnly`] when no host's
+    /// files follow the branch, the working tree's checkouts otherwise.
+    pub fn promote<G: WorkingFiles>(
         &self,
         source: &BranchRef,
         onto: &BranchName,
@@ -239,19 +225,10 @@ impl Engine {
     /// version the merge read as ours): one compare-and-swap, recorded in the history with
     /// what was merged. A protected `dst` needs `allow_protected`; a lease or a checkout
     /// holding changes refuses it either way.
-    pub fn publish_merge(
-        &self,
-        dst: &BranchRef,
-        expect: &ResolvedVersion,
-        result: Locator,
-        merged: MergedFrom,
-        allow_protected: bool,
-    ) -> EngineResult<MoveReport> {
-        self.publish_merge_with(dst, expect, result, merged, allow_protected, &mut StoreOnly)
-    }
-
-    /// [`Engine::publish_merge`], with `guard` told before and after the head moves.
-    pub fn publish_merge_with<G: WorkingFiles>(
+    ///
+    /// `files` are asked before the head moves and told after: [`StoreOnly`] when no host's
+    /// files follow the branch, the working tree's checkouts otherwise.
+    pub fn publish_merge<G: WorkingFiles>(
         &self,
         dst: &BranchRef,
         expect: &ResolvedVersion,
