@@ -13,7 +13,9 @@ use crate::{Scion, ScionOptions};
 /// An attached store and the request counter that sits right on it (a segment served
 /// from the local cache is not a request).
 pub struct Attached {
+    /// The store with this host's working tree.
     pub scion: Scion,
+    /// The requests made to the store, counted.
     pub counter: Arc<CountingBackend>,
 }
 

@@ -13,30 +13,81 @@ use scion_store::StoreError;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum CoreError {
+    /// The engine refused or failed.
     #[error(transparent)]
     Engine(#[from] EngineError),
+    /// The checkout holds changes never checkpointed.
     #[error("checkout {path} has changes that were never checkpointed")]
-    DirtyCheckout { path: PathBuf, branch: BranchRef },
+    DirtyCheckout {
+        /// The file.
+        path: PathBuf,
+        /// Its branch.
+        branch: BranchRef,
+    },
+    /// A file where the checkout goes, with no record scion can account for.
     #[error("checkout {path} has no scion record; it may hold changes scion cannot account for")]
-    UnknownCheckout { path: PathBuf, branch: BranchRef },
+    UnknownCheckout {
+        /// The file.
+        path: PathBuf,
+        /// Its branch.
+        branch: BranchRef,
+    },
+    /// The checkout was made from a head the branch has moved from, and holds changes.
     #[error(
         "checkout {path} was materialized from an older version of {branch}, which has moved since"
     )]
-    StaleCheckout { path: PathBuf, branch: BranchRef },
+    StaleCheckout {
+        /// The file.
+        path: PathBuf,
+        /// Its branch.
+        branch: BranchRef,
+    },
+    /// The checkout is open in a connection.
     #[error("checkout {path} is open in another connection")]
-    CheckoutBusy { path: PathBuf },
+    CheckoutBusy {
+        /// The checkout file.
+        path: PathBuf,
+    },
+    /// SQLite journal files beside the path of a new database.
     #[error("{path} has SQLite journal files beside it ({files}); a new database there would take in their contents")]
-    JournalLeftovers { path: PathBuf, files: String },
+    JournalLeftovers {
+        /// The file.
+        path: PathBuf,
+        /// The journal files found.
+        files: String,
+    },
+    /// An output path inside the trees scion manages.
     #[error("refusing to write {path}: it is inside {tree}, which scion manages")]
-    InsideStore { path: PathBuf, tree: PathBuf },
+    InsideStore {
+        /// The file.
+        path: PathBuf,
+        /// The tree it is inside.
+        tree: PathBuf,
+    },
+    /// The output file exists, and was not to be replaced.
     #[error("{path} already exists")]
-    OutputExists { path: PathBuf },
+    OutputExists {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The output's directory does not exist.
     #[error("directory {path} does not exist")]
-    NoSuchDirectory { path: PathBuf },
+    NoSuchDirectory {
+        /// The directory.
+        path: PathBuf,
+    },
+    /// The output path is a directory.
     #[error("{path} is a directory; give the path of the file to write")]
-    OutputIsDirectory { path: PathBuf },
+    OutputIsDirectory {
+        /// The path given.
+        path: PathBuf,
+    },
+    /// `--clone always`, and the filesystem cannot clone.
     #[error("clone policy is 'always' but {reason}; refusing to make a full copy")]
-    CloneUnsupported { reason: String },
+    CloneUnsupported {
+        /// Why not.
+        reason: String,
+    },
 }
 
 impl CoreError {

@@ -5,6 +5,8 @@
 //! returns typed errors: [`EngineError`] from the engine, [`CoreError`] from the working
 //! tree.
 
+#![deny(missing_docs)]
+
 pub mod attach;
 pub mod checkout;
 pub mod described;

@@ -13,9 +13,11 @@ use crate::checkout::ClonePolicy;
 /// Where checkouts go and how they may be cloned.
 #[derive(Debug, Clone)]
 pub struct ScionOptions {
+    /// Where this host keeps the store's checkouts.
     pub checkouts_dir: PathBuf,
     /// The local directory holding the store, if it is one (exports never write there).
     pub store_dir: Option<PathBuf>,
+    /// How checkouts may be cloned from another clean file of the same version.
     pub clone_policy: ClonePolicy,
     /// Who this process is when it takes or checks leases (`host/pid` unless set).
     pub holder: String,
@@ -24,6 +26,8 @@ pub struct ScionOptions {
 }
 
 impl ScionOptions {
+    /// Checkouts in `checkouts_dir`, cloned as `clone_policy` allows; this process as the
+    /// lease holder, no progress.
     pub fn new(checkouts_dir: PathBuf, clone_policy: ClonePolicy) -> Self {
         Self {
             checkouts_dir,
@@ -91,6 +95,7 @@ impl Scion {
         &self.engine
     }
 
+    /// Where this host keeps the store's checkouts.
     pub fn checkouts_dir(&self) -> &Path {
         &self.options.checkouts_dir
     }
@@ -101,6 +106,7 @@ impl Scion {
         self
     }
 
+    /// How checkouts may be cloned.
     pub fn clone_policy(&self) -> ClonePolicy {
         self.options.clone_policy
     }

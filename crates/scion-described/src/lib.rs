@@ -4,6 +4,8 @@
 //! are described here; the working tree's (`scion-core`) build on these words. The
 //! libraries below say what went wrong; the words about what to type next live here.
 
+#![deny(missing_docs)]
+
 use scion_store::StoreError;
 
 use scion_engine::EngineError;
@@ -12,14 +14,23 @@ use scion_engine::EngineError;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[non_exhaustive]
 pub enum Exit {
+    /// The operation failed (the store, SQLite or the file system).
     Failure = 1,
+    /// What was named does not exist.
     NotFound = 3,
+    /// What was to be made exists already.
     AlreadyExists = 4,
+    /// Another writer won; nothing was changed, and a retry may succeed.
     Conflict = 5,
+    /// Refused to protect data (a protected branch, a lease, unsaved changes).
     Refused = 6,
+    /// The store holds damaged or missing data.
     Corrupt = 7,
+    /// Input that is not valid.
     InvalidInput = 8,
+    /// A passing failure (the store briefly unavailable): retry.
     Transient = 9,
+    /// Not possible here (a filesystem that cannot clone, a feature not built).
     Unsupported = 10,
     /// A merge found conflicts or violations and published nothing (its report says
     /// which); not an error of the tool.
@@ -29,8 +40,11 @@ pub enum Exit {
 /// An error as front ends present it: exit code, stable code string, and what to do next.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Described {
+    /// The exit code.
     pub exit: Exit,
+    /// The stable code scripts match on (`dirty_checkout`, `protected`, ...).
     pub code: &'static str,
+    /// What to do next, when there is something to say.
     pub hint: Option<String>,
 }
 
@@ -39,14 +53,19 @@ pub struct Described {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Context {
+    /// `scion rollback`.
     Rollback,
+    /// `scion promote`.
     Promote,
+    /// `scion destroy`.
     Destroy,
+    /// `scion compact`.
     Compact,
     /// `scion checkout --release`.
     Release,
     /// `scion merge`: it never discards a checkout's changes.
     Merge,
+    /// Any other command.
     Other,
 }
 
@@ -121,6 +140,7 @@ pub fn describe_engine(e: &EngineError) -> Described {
         HotJournal { path } => d(Exit::Refused, "hot_journal", Some(format!("have SQLite roll the interrupted transaction back by reading it once with write access, as `sqlite3 {} \"PRAGMA quick_check\"` does, then retry", shell_quoted(path)))),
         Corrupt { .. } => d(Exit::Corrupt, "corrupt", Some("the store holds damaged or missing data; nothing was changed; `scion verify` lists what is damaged".into())),
         Protected { .. } => d(Exit::Refused, "protected", Some("protected branches need --force for this".into())),
+        RestoreNeedsEntry { branch } => d(Exit::InvalidInput, "invalid_input", Some(format!("`scion log {branch}` lists the entries; `scion restore {branch} --to <entry>` brings one back"))),
         LeaseHeld { holder, branch, .. } => d(Exit::Refused, "lease_held", Some(match session_of(holder) {
             Some(id) => format!("{branch} is being captured by session {id} of `scion serve`: commit through it with `scion session flush {id}`, or close it first with `scion session close {id}`"),
             None => format!("wait for the lease to expire, act as its holder (--holder / SCION_HOLDER), or break it with `scion lease release {branch} --force`"),
@@ -136,7 +156,7 @@ pub fn describe_engine(e: &EngineError) -> Described {
         CommitLost { .. } => d(Exit::Transient, "commit_lost", Some("retry the commit; never run `gc --force` with a short grace while others write".into())),
         VerifyFailed { .. } => d(Exit::Corrupt, "verify_failed", Some("restore damaged branches from a checkpoint or another store; `scion verify --json` lists each problem".into())),
         GraceBelowMinimum { .. } => d(Exit::Refused, "grace_below_minimum", Some("use a longer --grace, or --force when nothing else writes to the store".into())),
-        RemoteNotFound { .. } => d(Exit::NotFound, "remote_not_found", Some("`scion remote add <name> <location>` adds one".into())),
+        RemoteNotFound { .. } => d(Exit::NotFound, "remote_not_found", Some("`scion remote list` shows them; `scion remote add <name> <location>` adds one".into())),
         RemoteExists { .. } => d(Exit::AlreadyExists, "remote_exists", Some("`scion remote remove <name>` first to point it elsewhere".into())),
         NotFastForward { remote, branch, .. } => d(Exit::Conflict, "not_fast_forward", Some(format!("`scion pull {remote} {branch}` brings their version and merges it; push again after it, or overwrite theirs with --force-with-lease"))),
         RemoteMoved { remote, branch, .. } => d(Exit::Conflict, "remote_moved", Some(format!("`scion pull {remote} {branch}` shows what they have now"))),

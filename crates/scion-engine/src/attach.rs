@@ -46,8 +46,11 @@ fn discover(start: &Path) -> (Option<PathBuf>, PathBuf) {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum StoreSpec {
+    /// A store in a local directory.
     Local(PathBuf),
+    /// A store in an S3 bucket (`s3://bucket/prefix`).
     S3(S3Location),
+    /// A store in an Azure Blob container (`az://container/prefix`).
     Azure(AzureLocation),
 }
 
@@ -269,6 +272,7 @@ pub struct AttachOptions {
     pub holder: Option<String>,
     /// Create the store, with these settings, instead of opening one.
     pub init: Option<StoreSettings>,
+    /// Where progress of long operations goes.
     pub progress: crate::progress::ProgressSink,
     /// Told of every store request (operation, outcome, latency).
     pub observer: Option<Arc<dyn RequestObserver>>,
@@ -302,7 +306,9 @@ impl Default for AttachOptions {
 /// An attached engine, the request counter that sits right on it (a segment served from
 /// the local cache is not a request), and where this host keeps the store's files.
 pub struct AttachedEngine {
+    /// The engine, opened.
     pub engine: Engine,
+    /// The requests made to the store, counted.
     pub counter: Arc<CountingBackend>,
     /// Where this host keeps the store's checkouts (and its page writers' turns).
     pub checkouts_dir: PathBuf,

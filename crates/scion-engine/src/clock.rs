@@ -6,6 +6,7 @@ pub(crate) fn rfc3339(t: SystemTime) -> String {
     humantime::format_rfc3339_millis(t).to_string()
 }
 
+/// Milliseconds since the Unix epoch (0 before it).
 pub fn unix_ms(t: SystemTime) -> u64 {
     t.duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
@@ -70,6 +71,7 @@ impl StoreTime {
         StoreTime(t)
     }
 
+    /// The time as the standard library's type.
     pub fn as_system_time(self) -> SystemTime {
         self.0
     }

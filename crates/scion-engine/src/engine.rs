@@ -101,7 +101,9 @@ pub struct Engine {
 /// A version picked out by a target, and how it was named.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResolvedVersion {
+    /// The version's root record.
     pub root: Locator,
+    /// Its number on its branch.
     pub version: u64,
 }
 
@@ -165,14 +167,17 @@ impl Engine {
         }
     }
 
+    /// The store this engine reads and writes.
     pub fn backend(&self) -> &Arc<dyn Backend> {
         &self.backend
     }
 
+    /// Where the store is, as it was named (`/dir`, `s3://bucket/prefix`, ...).
     pub fn location(&self) -> &str {
         &self.location
     }
 
+    /// The store's identity, from its manifest.
     pub fn store_id(&self) -> &str {
         &self.store_id
     }
@@ -238,6 +243,7 @@ impl Engine {
         &self.progress
     }
 
+    /// Who this process is when it takes or checks leases.
     pub fn holder(&self) -> &str {
         &self.holder
     }
@@ -353,6 +359,7 @@ impl Engine {
         Ok(())
     }
 
+    /// Every database in the store, in name order.
     pub fn list_databases(&self) -> EngineResult<Vec<DbName>> {
         let mut dbs: Vec<DbName> = Vec::new();
         for m in self.backend.list("refs/")? {
@@ -367,6 +374,8 @@ impl Engine {
         Ok(dbs)
     }
 
+    /// Every branch of `db` with its ref, in name order (a branch being destroyed
+    /// included).
     pub fn list_branches(&self, db: &DbName) -> EngineResult<Vec<(BranchName, Ref)>> {
         let mut out = Vec::new();
         for m in self.backend.list(&refs_prefix(db))? {
@@ -400,6 +409,7 @@ impl Engine {
         Ok(self.backend.list(&checkpoints_prefix(b))?.len())
     }
 
+    /// Every checkpoint of `b`, oldest version first.
     pub fn list_checkpoints(
         &self,
         b: &BranchRef,

@@ -68,12 +68,17 @@ pub const DEFAULT_HISTORY_RETENTION: Duration = Duration::from_secs(7 * 86_400);
 pub enum HeadOp {
     /// New pages: a checkpoint of a checkout, a session flush, a write through the VFS.
     Commit,
+    /// Back to one of the branch's checkpoints.
     Rollback,
+    /// Onto another branch's head.
     Promote,
     /// The same data rewritten into fresh segments.
     Compact,
+    /// A move taken back.
     Undo,
+    /// Back to where an entry of the history left it (a destroyed branch brought back too).
     Restore,
+    /// The branch was destroyed.
     Destroy,
     /// Another branch's changes brought in, three-way (see [`MergedFrom`]).
     Merge,
@@ -84,6 +89,7 @@ pub enum HeadOp {
 }
 
 impl HeadOp {
+    /// The operation's name as the history shows it (`commit`, `rollback`, ...).
     pub fn as_str(self) -> &'static str {
         match self {
             HeadOp::Commit => "commit",
@@ -111,14 +117,17 @@ impl std::fmt::Display for HeadOp {
 pub struct HeadEntry {
     /// Numbers the branch's moves from 1, in order; `restore --to` names one by it.
     pub seq: u64,
+    /// What moved the head.
     pub op: HeadOp,
     /// The head before; none when the move brought a destroyed branch back.
     #[serde(with = "optional_locator")]
     pub old: Option<Locator>,
+    /// The head's number before.
     pub old_version: u64,
     /// The head after; none for a destroy.
     #[serde(with = "optional_locator")]
     pub new: Option<Locator>,
+    /// The head's number after.
     pub new_version: u64,
     /// The store's clock when the move was published.
     pub at: StoreTime,
@@ -144,10 +153,14 @@ pub struct HeadEntry {
 /// starts from `root`, so the same changes are never merged twice.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MergedFrom {
+    /// The branch merged in (its name, within the same database).
     pub branch: String,
+    /// The version of it that was merged.
     #[serde(with = "crate::objects::locator_text")]
     pub root: Locator,
+    /// That version's number on its branch.
     pub version: u64,
+    /// The version both sides were compared against.
     #[serde(with = "crate::objects::locator_text")]
     pub base: Locator,
 }
@@ -196,15 +209,21 @@ impl HeadMove {
 /// What a destroyed branch was, beyond its head: enough to bring it back as it was.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DestroyedBranch {
+    /// The version the branch was forked at.
     #[serde(with = "crate::objects::locator_text")]
     pub fork_root: Locator,
+    /// That version's number on the branch it was forked from.
     pub fork_version: u64,
+    /// The version `create` made for the database.
     #[serde(with = "crate::objects::locator_text")]
     pub init_root: Locator,
+    /// The branch and version it was forked from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<Parent>,
+    /// It was protected.
     #[serde(default)]
     pub protected: bool,
+    /// Its TTL in seconds, if it had one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttl_secs: Option<u64>,
     /// What users had attached to the branch, and its owner (`scion.owner`); scion's other
@@ -225,6 +244,7 @@ impl DestroyedBranch {
 /// An immutable object holding older entries of one branch's history.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HistoryObject {
+    /// The object's schema number (see [`HISTORY_SCHEMA`]).
     pub schema: u32,
     /// `db@branch`, for people reading the store.
     pub branch: String,
@@ -239,6 +259,8 @@ pub struct HistoryObject {
 }
 
 impl HistoryObject {
+    /// Read a history object stored at `key`, refusing a schema newer than this scion
+    /// reads.
     pub fn decode(bytes: &[u8], key: &str) -> EngineResult<Self> {
         let mut o: HistoryObject = crate::objects::decode_versioned(bytes, key, HISTORY_SCHEMA)?;
         if o.entries.is_empty() {
@@ -251,6 +273,7 @@ impl HistoryObject {
         Ok(o)
     }
 
+    /// The JSON this object is stored as.
     pub fn encode(&self) -> Vec<u8> {
         let mut written = std::borrow::Cow::Borrowed(self);
         if self.schema == HISTORY_SCHEMA {

@@ -4,6 +4,8 @@
 //! the VFS and the merge use it alone. It prints nothing and returns typed errors
 //! ([`EngineError`]).
 
+#![deny(missing_docs)]
+
 pub mod actor;
 pub mod attach;
 pub mod clock;

@@ -43,6 +43,7 @@ pub(crate) struct Manifest {
 pub struct StoreSettings {
     /// `gc` refuses a shorter grace without `force`.
     pub min_grace: Duration,
+    /// How new full page frames are stored.
     pub page_compression: PageCompression,
     /// How long `gc` keeps every head the head history names.
     pub history_retention: Duration,

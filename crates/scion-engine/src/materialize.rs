@@ -81,7 +81,9 @@ pub enum Durability {
 
 /// The result of materializing: the root read and the hash of every page.
 pub struct Materialized {
+    /// The version's root record.
     pub root: RootRecord,
+    /// The hash of every page written, in page order.
     pub hashes: Vec<u64>,
 }
 

@@ -49,11 +49,14 @@ name_text!(
 /// `db@branch`: one branch of one database.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct BranchRef {
+    /// The database.
     pub db: DbName,
+    /// The branch of it.
     pub branch: BranchName,
 }
 
 impl BranchRef {
+    /// Branch `branch` of database `db`.
     pub fn new(db: DbName, branch: BranchName) -> Self {
         Self { db, branch }
     }
@@ -68,7 +71,9 @@ impl fmt::Display for BranchRef {
 /// `db`, `db@branch` or `db@branch@checkpoint`: a version to read.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Target {
+    /// The branch.
     pub branch: BranchRef,
+    /// The checkpoint of it; none names its head.
     pub checkpoint: Option<CheckpointName>,
 }
 
@@ -91,6 +96,7 @@ impl fmt::Display for Target {
 pub struct Owner(pub(crate) String);
 
 impl Owner {
+    /// The owner's name as text.
     pub fn as_str(&self) -> &str {
         &self.0
     }

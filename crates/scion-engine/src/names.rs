@@ -11,6 +11,7 @@ pub use crate::name_types::{
 };
 use crate::EngineError;
 
+/// The longest database, branch or checkpoint name, in bytes.
 pub const MAX_NAME_LEN: usize = 100;
 
 /// Branch names scion derives (a safety fork's `<branch>-pre-rollback-v<version>`) may be
@@ -99,6 +100,7 @@ pub(crate) const MAX_REMOTE_NAME_LEN: usize = 32;
 name_type!(CheckpointName, "checkpoint", MAX_NAME_LEN);
 
 impl BranchName {
+    /// `main`, every database's first branch.
     pub fn main() -> Self {
         Self("main".to_string())
     }
@@ -110,7 +112,7 @@ impl BranchName {
             return Err(EngineError::InvalidName {
                 kind: "branch",
                 name: self.0.clone(),
-                reason: "holds '~': names with it are remote-tracking branches, which only `scion pull` and `scion clone` make",
+                reason: "holds '~': names with it are remote-tracking branches, which only a pull or a clone makes",
             });
         }
         validate("branch", &self.0, MAX_NAME_LEN)
@@ -185,11 +187,14 @@ impl FromStr for Target {
 }
 
 impl Owner {
+    /// The longest owner name, in bytes.
     pub const MAX_LEN: usize = 64;
     /// The ref meta key that holds a branch's owner: in `meta` rather than a field of its
     /// own so that every binary that reads the ref schema carries it over on its next write.
     pub const META_KEY: &'static str = "scion.owner";
 
+    /// `s` as an owner name, if it is one (letters, digits, `.`, `_`, `-`, `:`, `@` and `/`, at
+    /// most [`Owner::MAX_LEN`] bytes).
     pub fn new(s: &str) -> Result<Self, EngineError> {
         let ok = !s.is_empty()
             && s.len() <= Self::MAX_LEN

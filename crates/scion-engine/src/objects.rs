@@ -39,8 +39,11 @@ struct SchemaProbe {
 /// Where a branch came from, for people. Never followed on a read.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Parent {
+    /// The branch forked from (its name, within the same database).
     pub branch: String,
+    /// The version's number there.
     pub version: u64,
+    /// The checkpoint it was forked at, if it was one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checkpoint: Option<String>,
 }

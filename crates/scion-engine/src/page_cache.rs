@@ -70,6 +70,7 @@ pub struct PageCacheStats {
     pub capacity_bytes: u64,
     /// What the kept pages weigh now (page bytes and per-entry overhead).
     pub used_bytes: u64,
+    /// Pages kept.
     pub pages: u64,
     /// Reads served from the cache.
     pub hits: u64,
@@ -127,6 +128,7 @@ impl PageCache {
         self.pages.clear();
     }
 
+    /// What the cache holds and how it has served.
     pub fn stats(&self) -> PageCacheStats {
         PageCacheStats {
             capacity_bytes: self.pages.capacity(),

@@ -42,6 +42,7 @@ impl std::fmt::Display for BranchPattern {
 }
 
 impl BranchPattern {
+    /// Whether the branch `branch` of database `db` matches.
     pub fn matches(&self, db: &str, branch: &str) -> bool {
         glob(&self.db, db) && glob(&self.branch, branch)
     }

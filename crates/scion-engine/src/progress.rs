@@ -9,6 +9,7 @@ pub trait Progress: Send + Sync {
     fn start(&self, what: &'static str, total: u64);
     /// `n` more pages done.
     fn advance(&self, n: u64);
+    /// The phase is done.
     fn finish(&self);
 }
 

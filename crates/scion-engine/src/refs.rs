@@ -39,10 +39,12 @@ pub(crate) const CHECKPOINT_SCHEMA: u32 = 1;
 pub struct Nonce(String);
 
 impl Nonce {
+    /// A new random nonce.
     pub fn fresh() -> Self {
         Nonce(random_hex(8))
     }
 
+    /// Whether no nonce was drawn (an object written before nonces).
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
@@ -54,7 +56,9 @@ impl Nonce {
 #[serde(rename_all = "kebab-case")]
 #[non_exhaustive]
 pub enum SafetyKind {
+    /// Kept by a rollback.
     PreRollback,
+    /// Kept by a promote onto the branch.
     PrePromote,
 }
 
@@ -71,7 +75,9 @@ impl SafetyKind {
 /// The mark on a safety fork: which operation kept it, for which branch.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SafetyMark {
+    /// The operation that kept the replaced head.
     pub kind: SafetyKind,
+    /// The branch whose head it was.
     pub of: String,
 }
 
@@ -82,33 +88,44 @@ impl std::fmt::Display for SafetyMark {
     }
 }
 
+/// A branch: its head version, where it came from, and what guards it (lease, protection,
+/// TTL, checkouts). Stored as JSON at `refs/{db}/{branch}`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Ref {
+    /// The ref's schema number (see [`REF_SCHEMA`]).
     pub schema: u32,
     /// Root record of the head version.
     #[serde(with = "locator_text")]
     pub root: Locator,
     /// Number of the head version on this branch; every commit adds one.
     pub version: u64,
+    /// The head version's page size in bytes.
     pub page_size: u32,
+    /// The head version's number of pages.
     pub page_count: u32,
     /// Version the branch was forked at (the reserved checkpoint `fork`).
     #[serde(with = "locator_text")]
     pub fork_root: Locator,
+    /// The number `fork_root` had on the branch it was forked from.
     pub fork_version: u64,
     /// Version `create` made (the reserved checkpoint `init`).
     #[serde(with = "locator_text")]
     pub init_root: Locator,
+    /// The branch and version this one was forked from (none for a database's first
+    /// branch).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<Parent>,
+    /// Head moves and destroy need force.
     #[serde(default)]
     pub protected: bool,
+    /// When the branch was made (store clock).
     pub created_at: StoreTime,
     /// Last commit or touch; a TTL counts from here.
     pub touched_at: StoreTime,
     /// Writer generation: every lease acquisition adds one, fencing earlier holders.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub epoch: u64,
+    /// The holder allowed to move the head, while its lease lasts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lease: Option<Lease>,
     /// Seconds of inactivity after which `gc` may reap the branch (never if protected).
@@ -120,6 +137,7 @@ pub struct Ref {
     /// Set on safety forks only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub safety: Option<SafetyMark>,
+    /// The user's entries (`scion.` keys are reserved).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub meta: BTreeMap<String, String>,
     /// The newest moves of the head, oldest first (see [`crate::history`]).
@@ -141,7 +159,9 @@ pub struct Ref {
 /// The exclusive, expiring right to move a branch's head.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Lease {
+    /// Who holds it: a process (`host:boot:pidns/pid`) or a part of one (`...#session`).
     pub holder: String,
+    /// The ref's epoch when it was taken: a commit under an older one is fenced.
     pub epoch: u64,
     /// Judged against the store's clock.
     pub expires: StoreTime,
@@ -150,7 +170,9 @@ pub struct Lease {
 /// A writable checkout of a branch: the file at `path` on the host named `host`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct CheckoutClaim {
+    /// The host the file is on.
     pub host: String,
+    /// The file's path on that host.
     pub path: String,
     /// When the file was first checked out (store clock).
     pub since: StoreTime,
@@ -233,15 +255,23 @@ pub(crate) fn kept_meta(r: &Ref) -> BTreeMap<String, String> {
 /// Schema 1's meta key for the safety mark.
 const SAFETY_META_V1: &str = "scion.safety";
 
+/// A named version of a branch, stored at `checkpoints/{db}/{branch}/{name}` and never
+/// changed once written.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Checkpoint {
+    /// The checkpoint's schema number.
     pub schema: u32,
+    /// The version's root record.
     #[serde(with = "locator_text")]
     pub root: Locator,
+    /// The version's number on its branch.
     pub version: u64,
+    /// When the name was bound (store clock).
     pub created_at: StoreTime,
+    /// The user's entries (who made it and why).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub meta: BTreeMap<String, String>,
+    /// Drawn afresh when the checkpoint is written.
     #[serde(default, skip_serializing_if = "Nonce::is_empty")]
     pub nonce: Nonce,
 }
@@ -276,6 +306,8 @@ impl Ref {
         };
     }
 
+    /// Read a ref (or checkpoint) stored at `key`, refusing a schema newer than this scion
+    /// reads.
     pub fn decode(bytes: &[u8], key: &str) -> EngineResult<Self> {
         let mut r: Ref = decode_versioned(bytes, key, REF_SCHEMA)?;
         if let Some(mark) = r.meta.remove(SAFETY_META_V1) {
@@ -291,6 +323,7 @@ impl Ref {
         self.encode()
     }
 
+    /// The JSON this object is stored as.
     pub fn encode(&self) -> Vec<u8> {
         let mut written = std::borrow::Cow::Borrowed(self);
         use crate::history::{entry_kinds, EntryKinds};
@@ -329,6 +362,8 @@ fn parse_v1_safety_mark(s: &str) -> Option<SafetyMark> {
 }
 
 impl Checkpoint {
+    /// Read a ref (or checkpoint) stored at `key`, refusing a schema newer than this scion
+    /// reads.
     pub fn decode(bytes: &[u8], key: &str) -> EngineResult<Self> {
         decode_versioned(bytes, key, CHECKPOINT_SCHEMA)
     }
@@ -339,6 +374,7 @@ impl Checkpoint {
     }
 }
 
+/// The store key of `b`'s ref.
 pub fn ref_key(b: &BranchRef) -> String {
     format!("refs/{}/{}", b.db, b.branch)
 }

@@ -21,6 +21,7 @@ pub(crate) struct CasRetry {
 }
 
 impl CasRetry {
+    /// The first try.
     pub fn new() -> Self {
         Self::default()
     }

@@ -15,6 +15,7 @@ const MAGIC: &[u8; 16] = b"SQLite format 3\0";
 /// SQLite's lock bytes (os_unix.c): every open WAL-mode connection holds a read lock on the
 /// database file's shared range and on the `-shm` dead-man-switch byte.
 pub const SHARED_FIRST: i64 = 0x4000_0000 + 2;
+/// The length of SQLite's shared lock range.
 pub const SHARED_SIZE: i64 = 510;
 const SHM_DMS: i64 = 128;
 
@@ -93,6 +94,8 @@ pub(crate) fn check_database_file(path: &Path) -> EngineResult<Option<u32>> {
     Ok(Some(page_size))
 }
 
+/// A connection to the SQLite file at `path` (without SQLite's own mutexes: one thread uses
+/// it).
 pub fn open(path: &Path, read_only: bool) -> EngineResult<Connection> {
     let flags = if read_only {
         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX
@@ -109,7 +112,9 @@ pub fn open(path: &Path, read_only: bool) -> EngineResult<Connection> {
 /// The committed state of a database at one instant.
 #[derive(Debug, Clone, Copy)]
 pub struct SnapshotInfo {
+    /// The page size in bytes.
     pub page_size: u32,
+    /// The number of pages.
     pub page_count: u32,
 }
 

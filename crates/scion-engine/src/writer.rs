@@ -22,8 +22,11 @@ pub(crate) const MAX_SEGMENT_BYTES: usize = 64 << 20;
 /// What a commit cost in the store.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct WriteStats {
+    /// Objects written (segments, refs, checkpoints).
     pub objects: u64,
+    /// Their bytes.
     pub bytes: u64,
+    /// Page frames written.
     pub pages: u64,
 }
 

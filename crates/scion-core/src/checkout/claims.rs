@@ -18,6 +18,7 @@ use scion_store::clock::host_name;
 /// What `checkout --release` did.
 #[derive(Debug, Clone, Serialize)]
 pub struct ReleaseReport {
+    /// The branch released (`db@branch`).
     pub branch: String,
     /// The checkout file of this host that was released.
     pub path: String,

@@ -42,8 +42,13 @@ impl FromStr for ClonePolicy {
 #[serde(tag = "clone", rename_all = "lowercase")]
 #[non_exhaustive]
 pub enum CloneCapability {
+    /// It can: a clean checkout is made by reflink, sharing blocks with its source.
     Supported,
-    Unsupported { reason: String },
+    /// It cannot; checkouts are copied.
+    Unsupported {
+        /// Why not.
+        reason: String,
+    },
 }
 
 /// Try a real clone of a tiny file inside `dir`.

@@ -84,12 +84,12 @@ impl WorkingFiles for CheckoutFiles<'_> {
                 | CoreError::UnknownCheckout { .. }),
             ) => {
                 report.warnings.push(format!(
-                    "the checkout was left as it is, with changes made while the head moved ({e}); export them, then `scion checkout {b} --force`"
+                    "the checkout was left as it is, with changes made while the head moved ({e}); export them, then check {b} out again with force"
                 ));
             }
             Err(CoreError::CheckoutBusy { path }) => {
                 report.warnings.push(format!(
-                    "the checkout {} is open in another connection, so it was left as it was (now stale: it holds the previous head); the next `scion checkout {b}` once nobody holds it brings the new head",
+                    "the checkout {} is open in another connection, so it was left as it was (now stale: it holds the previous head); the next checkout of {b} once nobody holds it brings the new head",
                     path.display()
                 ));
             }

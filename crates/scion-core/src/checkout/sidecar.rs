@@ -34,14 +34,19 @@ const RACY_WINDOW_NS: i64 = 1_000_000_000;
 /// What `stat` (and the header's change counter) says about a checkout file and its WAL.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Fingerprint {
+    /// The file's size in bytes.
     pub size: u64,
+    /// Its modification time, in nanoseconds since the Unix epoch.
     pub mtime_ns: i64,
+    /// Its inode number.
     pub inode: u64,
     /// The boot the fingerprint was taken in (32 bits of a hash of the kernel's boot id). A
     /// record from an earlier boot proves nothing: a crash of the machine may have lost
     /// writes the file's metadata still claims, so the file is hashed again once.
     pub boot: u32,
+    /// The size of its `-wal` file (0 when there is none).
     pub wal_size: u64,
+    /// The `-wal` file's modification time.
     pub wal_mtime_ns: i64,
 }
 
@@ -124,6 +129,7 @@ fn boot_tag() -> u32 {
     })
 }
 
+/// The time now, in nanoseconds since the Unix epoch.
 pub fn now_ns() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -131,11 +137,18 @@ pub fn now_ns() -> i64 {
         .unwrap_or(0)
 }
 
+/// The record kept beside a checkout file: the version it was made from and the hash of
+/// every page, so a checkpoint reads only what changed and a clean file is proved clean
+/// from `stat` alone.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Sidecar {
+    /// The version's page size in bytes.
     pub page_size: u32,
+    /// The version's root record.
     pub root: Locator,
+    /// The version's number.
     pub version: u64,
+    /// What `stat` said of the file when the record was written.
     pub fingerprint: Fingerprint,
     /// When the fingerprint was taken.
     pub stamp_ns: i64,
@@ -144,6 +157,7 @@ pub struct Sidecar {
 }
 
 impl Sidecar {
+    /// The version's number of pages.
     pub fn page_count(&self) -> u32 {
         self.hashes.len() as u32
     }
@@ -166,6 +180,7 @@ impl Sidecar {
         }
     }
 
+    /// The record's bytes (see docs/format.md).
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(120 + self.hashes.len() * 8);
         out.extend_from_slice(MAGIC);
@@ -196,6 +211,7 @@ impl Sidecar {
         out
     }
 
+    /// Read a record, or say why it is not one.
     pub fn decode(bytes: &[u8]) -> Result<Sidecar, DecodeError> {
         use crate::format::DecodeError as E;
         if bytes.len() < 8 + 8 {
@@ -281,6 +297,7 @@ impl Sidecar {
         write_atomic(&Self::pending_path_for(checkout), &self.encode())
     }
 
+    /// Remove the record of the checkout at `checkout`, and any pending one.
     pub fn remove(checkout: &Path) -> CoreResult<()> {
         for p in [Self::path_for(checkout), Self::pending_path_for(checkout)] {
             match fs::remove_file(&p) {
@@ -297,11 +314,17 @@ impl Sidecar {
 /// proves the file unmodified.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecordHeader {
+    /// The version's page size in bytes.
     pub page_size: u32,
+    /// The version's number of pages.
     pub page_count: u32,
+    /// The version's root record.
     pub root: Locator,
+    /// The version's number.
     pub version: u64,
+    /// What `stat` said of the file when the record was written.
     pub fingerprint: Fingerprint,
+    /// When the fingerprint was taken.
     pub stamp_ns: i64,
 }
 

@@ -57,11 +57,16 @@ pub enum CheckoutAction {
     Patched,
 }
 
+/// What `checkout` did.
 #[derive(Debug, Clone, Serialize)]
 pub struct CheckoutReport {
+    /// The branch checked out (`db@branch`, or `db@branch@checkpoint` read-only).
     pub branch: String,
+    /// The file.
     pub path: PathBuf,
+    /// The number of the version it holds.
     pub version: u64,
+    /// How the file was made or found.
     pub action: CheckoutAction,
     /// What an overwritten file held (with `force`), if anything was discarded.
     pub discarded: Option<CheckoutState>,

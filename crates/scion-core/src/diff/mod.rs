@@ -11,6 +11,9 @@ use crate::error::CoreResult;
 use crate::Scion;
 
 impl Scion {
+    /// Rows and schema changed between two versions, read from clean checkouts of either
+    /// side where there are any; sides whose checkout holds changes never checkpointed are
+    /// named in the report (those changes are not in the diff: see `diff_working`).
     pub fn diff(
         &self,
         left: &Target,

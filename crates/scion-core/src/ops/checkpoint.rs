@@ -11,14 +11,20 @@ use crate::error::{CoreError, CoreResult};
 use crate::names::{BranchRef, CheckpointName};
 use crate::{Scion, WriteStats};
 
+/// What a checkpoint did.
 #[derive(Debug, Clone, Serialize)]
 pub struct CheckpointReport {
+    /// The checkpoint made (`db@branch@name`).
     pub checkpoint: String,
+    /// The number of the version it names.
     pub version: u64,
     /// Whether a new version was committed (false: the checkout was clean).
     pub committed: bool,
+    /// Pages of the checkout that differed from the head's.
     pub pages_changed: u64,
+    /// The version's number of pages.
     pub page_count: u32,
+    /// What it cost the store.
     pub store: WriteStats,
 }
 

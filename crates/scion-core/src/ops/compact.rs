@@ -52,6 +52,7 @@ pub struct FragmentationPolicy {
 pub struct FragmentationSweep {
     /// Branches looked at.
     pub branches: usize,
+    /// Branches compacted.
     pub compacted: Vec<CompactReport>,
     /// Fragmented past the share, but left alone: leased, holding unsaved changes in a
     /// checkout, or moved meanwhile (`branch: reason`).

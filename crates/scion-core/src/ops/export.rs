@@ -10,11 +10,16 @@ use crate::names::Target;
 use crate::Scion;
 use scion_engine::materialize::{Durability, JournalMode};
 
+/// What an export wrote.
 #[derive(Debug, Clone, Serialize)]
 pub struct ExportReport {
+    /// The version exported, as named.
     pub source: String,
+    /// The file written.
     pub path: String,
+    /// The version's number.
     pub version: u64,
+    /// The file's size in bytes.
     pub bytes: u64,
 }
 

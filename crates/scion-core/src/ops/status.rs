@@ -9,29 +9,42 @@ use crate::names::{BranchRef, DbName};
 use crate::Scion;
 use scion_engine::ops::lease::is_live;
 
+/// One branch as `status` and `branches` show it.
 #[derive(Debug, Clone, Serialize)]
 pub struct BranchStatus {
+    /// The branch (`db@branch`).
     pub branch: String,
+    /// The head's number.
     pub version: u64,
+    /// The head's page size in bytes.
     pub page_size: u32,
+    /// The head's number of pages.
     pub page_count: u32,
+    /// Head moves and destroy need force.
     pub protected: bool,
+    /// How many checkpoints it has.
     pub checkpoints: usize,
+    /// The state of this host's checkout of it.
     pub checkout: CheckoutState,
     /// The branch's writable checkouts on any host (`host:path`): while there is one,
     /// writers through the VFS are refused.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub checked_out: Vec<String>,
+    /// What it was forked from, as people read it.
     pub parent: Option<String>,
     /// Where the branch was forked from (branch, version, checkpoint): the edge of the
     /// branch tree that `scion log --graph` draws.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub forked_from: Option<crate::refs::Parent>,
+    /// When it was made (store clock).
     pub created_at: StoreTime,
+    /// Its last commit or touch (store clock); a TTL counts from here.
     pub touched_at: StoreTime,
+    /// Its TTL in seconds, if it has one.
     pub ttl_secs: Option<u64>,
     /// Seconds until `gc` may reap the branch (negative: overdue); `None` without a TTL.
     pub ttl_left_secs: Option<i64>,
+    /// Its lease, if it carries one.
     pub lease: Option<LeaseStatus>,
     /// Set on safety forks: which operation kept them, for which branch.
     pub safety: Option<String>,
@@ -51,10 +64,14 @@ pub struct BranchStatus {
     pub problem: Option<String>,
 }
 
+/// A branch's lease as `status` shows it.
 #[derive(Debug, Clone, Serialize)]
 pub struct LeaseStatus {
+    /// Who holds it.
     pub holder: String,
+    /// When it ends (store clock).
     pub expires: StoreTime,
+    /// Whether it has not ended yet.
     pub live: bool,
 }
 
@@ -65,26 +82,34 @@ pub struct HostStatus {
     /// The host's name, as its holders and checkout records name it; a holder set by hand
     /// (`--holder agent`) is listed under that name.
     pub host: String,
+    /// Its live leases.
     pub leases: Vec<HeldLease>,
+    /// Its writable checkouts.
     pub checkouts: Vec<HeldCheckout>,
 }
 
 /// A live lease, and how long it has left by the store's clock.
 #[derive(Debug, Clone, Serialize)]
 pub struct HeldLease {
+    /// The leased branch (`db@branch`).
     pub branch: String,
+    /// Who holds the lease.
     pub holder: String,
     /// The `scion serve` session capturing the branch, when the lease is one's.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub session: Option<String>,
+    /// Seconds until it ends.
     pub expires_in_secs: u64,
 }
 
 /// A writable checkout recorded in a branch's ref, and its age by the store's clock.
 #[derive(Debug, Clone, Serialize)]
 pub struct HeldCheckout {
+    /// The branch checked out (`db@branch`).
     pub branch: String,
+    /// The file's path on the host.
     pub path: String,
+    /// Seconds since it was checked out.
     pub age_secs: u64,
 }
 
@@ -139,27 +164,38 @@ impl Holders {
     }
 }
 
+/// One database and its branches.
 #[derive(Debug, Clone, Serialize)]
 pub struct DatabaseStatus {
+    /// The database.
     pub db: String,
+    /// Its branches, in name order.
     pub branches: Vec<BranchStatus>,
 }
 
+/// The store as `status` shows it.
 #[derive(Debug, Clone, Serialize)]
 pub struct StatusReport {
+    /// Where the store is.
     pub store: String,
+    /// The store's identity, from its manifest.
     pub store_id: String,
+    /// Where this host keeps its checkouts.
     pub checkouts: String,
+    /// How checkouts may be cloned.
     pub clone_policy: ClonePolicy,
+    /// Whether the checkouts' filesystem can clone files.
     pub clone_capability: CloneCapability,
     /// How the store keeps full page frames (chosen at `init`).
     pub page_compression: crate::PageCompression,
     /// How long `gc` keeps every head the head history names (`scion config`).
     pub history_retention_secs: u64,
+    /// What the store's segments take.
     pub space: StoreSize,
     /// The local copies of a remote store's segments (absent for a local store).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub segment_cache: Option<SegmentCacheStatus>,
+    /// Every database, in name order.
     pub databases: Vec<DatabaseStatus>,
     /// Who holds what, by host: live leases and writable checkouts (sorted by host name).
     pub hosts: Vec<HostStatus>,
@@ -168,7 +204,9 @@ pub struct StatusReport {
 /// What the local segment cache of a remote store holds, and may hold.
 #[derive(Debug, Clone, Serialize)]
 pub struct SegmentCacheStatus {
+    /// The cache's directory.
     pub dir: String,
+    /// What it holds, in bytes.
     pub bytes: u64,
     /// `SCION_SEGMENT_CACHE_MAX`; `None` when unlimited.
     pub limit_bytes: Option<u64>,
@@ -179,11 +217,14 @@ pub struct SegmentCacheStatus {
 /// report it).
 #[derive(Debug, Clone, Serialize)]
 pub struct StoreSize {
+    /// Segments in the store.
     pub segments: usize,
+    /// Their bytes.
     pub bytes: u64,
 }
 
 impl Scion {
+    /// Every branch of `db`, in name order, with this host's checkout of each.
     pub fn branch_statuses(&self, db: &DbName) -> EngineResult<Vec<BranchStatus>> {
         self.branch_statuses_noting(db, self.engine.store_now()?, &mut Holders::default())
     }
@@ -271,6 +312,7 @@ impl Scion {
         })
     }
 
+    /// The whole store: settings, space, every database and branch, and who holds what.
     pub fn status(&self) -> EngineResult<StatusReport> {
         let now = self.engine.store_now()?;
         let mut holders = Holders::default();

@@ -13,12 +13,14 @@ use scion_engine::ops::graph::MergeOnLine;
 /// One branch and the branches forked from it.
 #[derive(Debug, Serialize)]
 pub struct TreeNode<'a> {
+    /// The branch.
     #[serde(flatten)]
     pub status: &'a BranchStatus,
     /// The merges on this branch's own line since its fork point, newest first: where
     /// another line joins this one.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub merges: Vec<MergeOnLine>,
+    /// The branches forked from it, in name order.
     pub children: Vec<TreeNode<'a>>,
 }
 

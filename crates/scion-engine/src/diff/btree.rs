@@ -8,10 +8,15 @@ use crate::error::{EngineError, EngineResult};
 /// format fixes (so, unlike scion's other enums, this one is exhaustive).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Value {
+    /// SQL NULL.
     Null,
+    /// A signed integer.
     Integer(i64),
+    /// A floating-point number.
     Real(f64),
+    /// Text, as its bytes in the database's encoding.
     Text(Vec<u8>),
+    /// A blob.
     Blob(Vec<u8>),
 }
 

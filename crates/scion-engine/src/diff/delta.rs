@@ -16,6 +16,7 @@ use crate::Engine;
 pub struct SchemaObject {
     /// `table`, `index`, `view` or `trigger`.
     pub kind: String,
+    /// Its name.
     pub name: String,
     /// The table it belongs to (its own name for a table).
     pub table: String,
@@ -57,7 +58,9 @@ impl From<&TableShape> for TableLayout {
 /// the rowid, a whole number in a REAL column is the real it reads back as).
 #[derive(Debug, Clone, PartialEq)]
 pub struct DeltaRow {
+    /// Its rowid; none in a WITHOUT ROWID table.
     pub rowid: Option<i64>,
+    /// Its values, in record order.
     pub values: Vec<Value>,
 }
 
@@ -67,16 +70,20 @@ pub struct RowDelta {
     /// What rows are matched by: the key's values, or the rowid. Equal keys in two deltas
     /// from one base name the same row.
     pub key: Vec<u8>,
+    /// The row before; none when it was added.
     pub before: Option<DeltaRow>,
+    /// The row after; none when it was removed.
     pub after: Option<DeltaRow>,
 }
 
 /// One table's changed rows between two versions.
 #[derive(Debug, Clone)]
 pub struct TableDelta {
+    /// The table.
     pub table: String,
     /// The layout before and after; none where the table does not exist on that side.
     pub before: Option<TableLayout>,
+    /// The layout after.
     pub after: Option<TableLayout>,
     /// Every row whose values differ, in key order; when `whole`, every row of both
     /// sides, equal ones too.
@@ -89,7 +96,9 @@ pub struct TableDelta {
 /// What changed from one version to another: both schemas and every changed row.
 #[derive(Debug, Clone)]
 pub struct VersionDelta {
+    /// The schema of the version compared from.
     pub schema_before: Vec<SchemaObject>,
+    /// The schema of the version compared to.
     pub schema_after: Vec<SchemaObject>,
     /// Tables with at least one changed row, by name.
     pub tables: Vec<TableDelta>,

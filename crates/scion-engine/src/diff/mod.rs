@@ -54,8 +54,11 @@ impl LocalCopy {
 /// A side of a diff read whole from a SQLite file (a checkout with changes never
 /// checkpointed): it has no page map, so every page of both sides is compared.
 pub struct WholeFile {
+    /// The file, open for reading.
     pub file: std::fs::File,
+    /// Its page size in bytes.
     pub page_size: u32,
+    /// Its number of pages.
     pub page_count: u32,
 }
 

@@ -23,9 +23,12 @@ pub struct RowChanges {
 /// before (left) and after (right), by column name.
 #[derive(Debug, Clone, Serialize)]
 pub struct RowChange {
+    /// The row's key, by column name.
     pub key: Map<String, Json>,
+    /// Its values on the left; none when it was added.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub before: Option<Map<String, Json>>,
+    /// Its values on the right; none when it was removed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub after: Option<Map<String, Json>>,
 }

@@ -81,17 +81,24 @@ impl Fragmentation {
     }
 }
 
+/// What a compaction did.
 #[derive(Debug, Clone, Serialize)]
 pub struct CompactReport {
+    /// The branch compacted (`db@branch`).
     pub branch: String,
+    /// The head's number now (unchanged when nothing was written).
     pub version: u64,
+    /// What was rewritten.
     pub scope: CompactScope,
     /// Pages the head holds.
     pub pages: u32,
     /// Pages rewritten (all of them for `All`).
     pub pages_rewritten: u32,
+    /// Segments the head used before.
     pub segments_before: usize,
+    /// How the head lay before.
     pub before: Fragmentation,
+    /// Bytes written to the store.
     pub store_bytes_written: u64,
 }
 

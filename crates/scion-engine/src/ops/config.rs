@@ -23,7 +23,9 @@ use crate::Engine;
 /// What changing a setting did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PageCompressionChange {
+    /// The setting before.
     pub before: PageCompression,
+    /// The setting now.
     pub after: PageCompression,
 }
 

@@ -13,13 +13,20 @@ use crate::refs::{refs_prefix, Ref, REF_SCHEMA};
 use crate::sqlite_io::{self, change_counter};
 use crate::Engine;
 
+/// What `create` made.
 #[derive(Debug, Clone, Serialize)]
 pub struct CreateReport {
+    /// The new database.
     pub db: String,
+    /// Its first version's number.
     pub version: u64,
+    /// Its page size in bytes.
     pub page_size: u32,
+    /// Its number of pages.
     pub page_count: u32,
+    /// Objects written to the store.
     pub store_objects: u64,
+    /// Their bytes.
     pub store_bytes: u64,
 }
 

@@ -27,15 +27,20 @@ use crate::Engine;
 /// The shape of the file a commit read: its page size and page count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FileShape {
+    /// The file's page size in bytes.
     pub page_size: u32,
+    /// The file's number of pages.
     pub page_count: u32,
 }
 
 /// Where a streamed commit got to.
 pub enum FileCommit<'a> {
     /// Every page hashed as the head's and the shape is the same: nothing was written and
-    /// no lease taken. The hash of every page of the file.
-    Unchanged { hashes: Vec<u64> },
+    /// no lease taken.
+    Unchanged {
+        /// The hash of every page of the file.
+        hashes: Vec<u64>,
+    },
     /// A new version is written, not yet the head: [`SealedFile::publish`] makes it so.
     Sealed(Box<SealedFile<'a>>),
 }

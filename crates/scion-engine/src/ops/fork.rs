@@ -10,11 +10,16 @@ use crate::names::{BranchName, BranchRef, CheckpointName, Owner, Target};
 use crate::refs::{check_user_meta, Parent, Ref, REF_SCHEMA};
 use crate::Engine;
 
+/// What a fork made.
 #[derive(Debug, Clone, Serialize)]
 pub struct ForkReport {
+    /// The new branch (`db@branch`).
     pub branch: String,
+    /// What it was forked from (a branch head or a checkpoint).
     pub from: String,
+    /// The version's number where it came from.
     pub version: u64,
+    /// The bytes of the one ref written: a fork's whole cost at the store.
     pub ref_bytes: u64,
 }
 

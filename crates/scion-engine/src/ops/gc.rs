@@ -31,31 +31,47 @@ struct GcState {
     unreachable_since: BTreeMap<String, String>,
 }
 
+/// How the store's segments divide into live and reclaimable, from one mark.
 #[derive(Debug, Clone, Serialize)]
 pub struct SpaceReport {
+    /// Segments in the store.
     pub segments: usize,
+    /// Segments some version still reachable uses.
     pub live_segments: usize,
+    /// Their bytes.
     pub live_bytes: u64,
+    /// Bytes of the segments nothing reaches, which `gc` would remove once they are old
+    /// enough.
     pub reclaimable_bytes: u64,
 }
 
+/// What one `gc` did.
 #[derive(Debug, Clone, Serialize)]
 pub struct GcReport {
+    /// The grace it ran with, in seconds.
     pub grace_secs: u64,
+    /// Branches whose TTL passed, destroyed.
     pub reaped: Vec<String>,
     /// Expired, but not reaped: the checkout is open or holds uncheckpointed changes.
     pub kept_in_use: Vec<String>,
+    /// Destroys interrupted earlier, finished.
     pub finished_destroys: Vec<String>,
+    /// Segments some version still reachable uses.
     pub live_segments: usize,
+    /// Their bytes.
     pub live_bytes: u64,
+    /// Segments removed.
     pub deleted_segments: usize,
+    /// Their bytes.
     pub reclaimed_bytes: u64,
     /// Unreachable, but not yet for a full grace period.
     pub waiting_segments: usize,
+    /// Bytes of the segments still waiting.
     pub waiting_bytes: u64,
     /// Temp files of interrupted checkouts and downloads, older than both the grace and
     /// the store's minimum grace.
     pub temp_files_removed: usize,
+    /// Bytes of the temp files removed.
     pub temp_bytes_removed: u64,
     /// History objects whose entries had all passed the store's history retention.
     pub history_objects_removed: usize,
@@ -68,9 +84,13 @@ pub struct GcReport {
 /// of them pass the store's history retention (`scion config --history-retention`).
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct HistoryKept {
+    /// Segments kept only by the history.
     pub segments: usize,
+    /// Their bytes.
     pub bytes: u64,
+    /// When the first of them passes the retention.
     pub first_free_at: Option<StoreTime>,
+    /// When the last of them does.
     pub all_free_at: Option<StoreTime>,
 }
 
@@ -146,9 +166,11 @@ impl LiveWalk {
 /// What reaping did.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct ReapReport {
+    /// Branches whose TTL passed, destroyed.
     pub reaped: Vec<String>,
     /// Expired, but not reaped: the checkout is open or holds uncheckpointed changes.
     pub kept_in_use: Vec<String>,
+    /// Destroys interrupted earlier, finished.
     pub finished_destroys: Vec<String>,
 }
 

@@ -32,8 +32,11 @@ pub enum CommonAncestry {
     /// The graph is complete between the two and they share no version (two imports).
     Unrelated,
     /// The walk reached versions written before the graph existed, on both sides, so a
-    /// common ancestor the graph cannot see may exist. `unknown` are those versions.
-    Unknown { unknown: Vec<Locator> },
+    /// common ancestor the graph cannot see may exist.
+    Unknown {
+        /// Those versions.
+        unknown: Vec<Locator>,
+    },
 }
 
 /// One version of the graph, as a walk needs it.
@@ -55,6 +58,7 @@ struct Queued {
 /// Counts of one walk, for benchmarks: how many root records it read.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct WalkStats {
+    /// Root records read.
     pub versions_visited: u64,
 }
 
@@ -210,12 +214,15 @@ pub struct MergeOnLine {
     /// still says.
     #[serde(with = "crate::objects::locator_text")]
     pub root: Locator,
+    /// Its number on the branch, where the head history still says.
     pub version: Option<u64>,
     /// The version merged in (the second parent), and the branch and number it had there
     /// where the head history still says.
     #[serde(with = "crate::objects::locator_text")]
     pub from_root: Locator,
+    /// The branch it came from, where the history says.
     pub from_branch: Option<String>,
+    /// Its number there.
     pub from_version: Option<u64>,
 }
 

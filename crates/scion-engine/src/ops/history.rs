@@ -25,6 +25,7 @@ use crate::Engine;
 /// A branch's head history as read back, newest entry first.
 #[derive(Debug, Clone, Serialize)]
 pub struct HeadHistory {
+    /// The branch (`db@branch`).
     pub branch: String,
     /// False when the branch was destroyed: `restore` brings it back.
     pub live: bool,
@@ -32,6 +33,7 @@ pub struct HeadHistory {
     /// record, so a destroyed branch still names it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub owner: Option<crate::names::Owner>,
+    /// The entries read, newest first.
     pub entries: Vec<HeadEntry>,
     /// Entries older than these exist but were not read (the limit was reached).
     pub more: bool,
@@ -363,7 +365,7 @@ impl Engine {
             return Err(EngineError::NothingToUndo {
                 branch: b.clone(),
                 reason: format!(
-                    "move #{} brought the branch back after a destroy; `scion destroy {b}` removes it again",
+                    "move #{} brought the branch back after a destroy; destroying it again removes it",
                     target.seq
                 ),
             }.into());
@@ -418,12 +420,7 @@ impl Engine {
             Err(e) => return Err(e.into()),
         };
         let Some(seq) = to else {
-            return Err(EngineError::InvalidInput {
-                reason: format!(
-                    "{b} exists: name the entry to restore with --to (`scion log {b}` lists them)"
-                ),
-            }
-            .into());
+            return Err(EngineError::RestoreNeedsEntry { branch: b.clone() }.into());
         };
         if r.protected && !opts.force {
             return Err(EngineError::Protected {

@@ -16,12 +16,18 @@ use scion_store::ETag;
 /// How long an at-rest operation (a checkpoint) holds the lease it takes for itself.
 pub(crate) const OPERATION_LEASE: Duration = Duration::from_secs(120);
 
+/// A branch's lease as `lease list` shows it.
 #[derive(Debug, Clone, Serialize)]
 pub struct LeaseInfo {
+    /// The leased branch (`db@branch`).
     pub branch: String,
+    /// Who holds it.
     pub holder: String,
+    /// The ref's epoch it was taken at.
     pub epoch: u64,
+    /// When it ends (store clock).
     pub expires: StoreTime,
+    /// Whether it has not ended yet.
     pub live: bool,
 }
 

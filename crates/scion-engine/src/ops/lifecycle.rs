@@ -14,10 +14,14 @@ use crate::Engine;
 
 pub use crate::ops::moves::{MoveOptions, MoveReport};
 
+/// What a destroy removed.
 #[derive(Debug, Clone, Serialize)]
 pub struct DestroyReport {
+    /// The branch destroyed (`db@branch`).
     pub branch: String,
+    /// Its checkpoints removed.
     pub checkpoints_removed: usize,
+    /// Files this host kept of it, removed.
     pub checkout_files_removed: usize,
 }
 

@@ -17,17 +17,21 @@ use crate::{Engine, ResolvedVersion};
 /// Safety forks live this long unless told otherwise.
 pub(crate) const DEFAULT_BACKUP_TTL: Duration = Duration::from_secs(24 * 3600);
 
+/// How a head move may go: what it may override, and whether it keeps a safety fork.
 #[derive(Debug, Clone, Default)]
 pub struct MoveOptions {
     /// Override protection, another holder's lease, and uncheckpointed changes.
     pub force: bool,
     /// Keep no safety fork (a protected branch then also needs `force`).
     pub no_backup: bool,
+    /// How long the safety fork lives (a day unless set).
     pub backup_ttl: Option<Duration>,
 }
 
+/// What a head move did.
 #[derive(Debug, Clone, Serialize)]
 pub struct MoveReport {
+    /// The branch moved (`db@branch`).
     pub branch: String,
     /// The version the head now holds, and where it came from.
     pub to: String,
@@ -54,6 +58,7 @@ pub struct MoveReport {
     pub protected: bool,
     /// The checkout was refreshed (path) or had uncheckpointed changes discarded.
     pub checkout: Option<String>,
+    /// The checkout's changes never checkpointed were discarded (a forced move).
     pub discarded_changes: bool,
     /// What went wrong after the head moved (the move itself stands).
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -307,7 +312,7 @@ impl Engine {
                 // A store that fails the write fails the move, before anything moved.
                 Err(e) if !matches!(e, EngineError::BranchExists { .. }) => return Err(e.into()),
                 Err(e) => warnings.push(format!(
-                    "no safety fork was made ({e}); the replaced head (version {}) is in the history: `scion log {b}`",
+                    "no safety fork was made ({e}); the replaced head (version {}) is in the branch's head history",
                     r.version
                 )),
             }

@@ -26,6 +26,7 @@ pub(crate) const MAX_DELTA_PAGES: usize = 256;
 /// The pages that changed since a head, with the database's size after the change.
 #[derive(Debug, Clone, Default)]
 pub struct PageChanges {
+    /// The database's page size in bytes.
     pub page_size: u32,
     /// The database's size in pages after the change; pages above it cease to exist.
     pub page_count: u32,
@@ -38,10 +39,12 @@ pub struct PageChanges {
 }
 
 impl PageChanges {
+    /// Whether no page changed.
     pub fn is_empty(&self) -> bool {
         self.pages.is_empty() && self.spilled.is_empty()
     }
 
+    /// The bytes of every changed page, in memory and set aside.
     pub fn bytes(&self) -> u64 {
         self.pages.values().map(|p| p.len() as u64).sum::<u64>() + self.spilled.bytes()
     }
@@ -156,11 +159,16 @@ pub fn refuse_checked_out(b: &BranchRef, r: &Ref) -> EngineResult<()> {
 /// What a page commit made.
 #[derive(Debug, Clone, Serialize)]
 pub struct PagesCommitted {
+    /// The new head's number.
     pub version: u64,
+    /// The new head's root record.
     #[serde(skip)]
     pub root: Locator,
+    /// Pages that differed from the head's and were written.
     pub pages: u64,
+    /// The new version's number of pages.
     pub page_count: u32,
+    /// What writing it cost the store.
     pub store: WriteStats,
     /// New hash of every page written (page number, hash), for the caller's hash table.
     #[serde(skip)]

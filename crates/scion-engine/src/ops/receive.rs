@@ -20,14 +20,23 @@ use crate::Engine;
 /// A head made elsewhere, as the receiving store records it.
 #[derive(Debug, Clone)]
 pub struct Incoming {
+    /// The version's root record.
     pub root: Locator,
+    /// Its number where it was made.
     pub version: u64,
+    /// Its page size in bytes.
     pub page_size: u32,
+    /// Its number of pages.
     pub page_count: u32,
+    /// The version the branch was forked at, where it was made.
     pub fork_root: Locator,
+    /// That version's number.
     pub fork_version: u64,
+    /// The version `create` made for the database.
     pub init_root: Locator,
+    /// The branch and version it was forked from.
     pub parent: Option<Parent>,
+    /// The branch is protected where it was made.
     pub protected: bool,
     /// The user's entries and the owner; scion's other marks stay where they were made.
     pub meta: BTreeMap<String, String>,
@@ -70,9 +79,11 @@ pub enum Expect {
 /// How a head was received.
 #[derive(Debug, Clone, Serialize)]
 pub struct Received {
+    /// The branch received (`db@branch`).
     pub branch: String,
     /// Its number on the receiving branch.
     pub version: u64,
+    /// The branch did not exist and was made.
     pub created: bool,
     /// The head-history entry that records the move (0 for a new branch).
     pub history_entry: u64,
@@ -81,7 +92,9 @@ pub struct Received {
 /// What a move takes besides the head: how it is recorded, whether protection and
 /// leases may be overridden, and the segments whose arrival it relies on.
 pub struct Receipt<'a> {
+    /// What the head history records the move as (a push or a fetch).
     pub op: HeadOp,
+    /// Said with it (where the version came from).
     pub detail: String,
     /// Move the branch even if leased by another holder or checked out, and replace a
     /// protected branch's head with one not made from it.
@@ -108,6 +121,7 @@ enum Undo {
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum CheckpointReceipt {
+    /// The checkpoint was made on the receiver.
     Created,
     /// The receiver had it already, naming the same version.
     Same,

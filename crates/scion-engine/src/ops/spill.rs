@@ -26,14 +26,17 @@ fn spill_error(e: std::io::Error) -> EngineError {
 }
 
 impl SpilledPages {
+    /// How many pages are set aside.
     pub fn len(&self) -> usize {
         self.at.len()
     }
 
+    /// Whether none is.
     pub fn is_empty(&self) -> bool {
         self.at.is_empty()
     }
 
+    /// Whether page `pgno` is set aside here.
     pub fn contains(&self, pgno: u32) -> bool {
         self.at.contains_key(&pgno)
     }

@@ -69,6 +69,7 @@ impl TransferPlan {
 pub struct TransferStats {
     /// Segments written to the receiver, and their bytes.
     pub objects_sent: u64,
+    /// Their bytes.
     pub bytes_sent: u64,
     /// Segments the receiver already held (found before or while sending).
     pub objects_skipped: u64,

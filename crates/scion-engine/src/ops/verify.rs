@@ -22,28 +22,38 @@ const VERIFY_BATCH: usize = 4096;
 /// One thing found wrong, with the object it was found in.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct Problem {
+    /// The store key (or file) it was found in.
     pub object: String,
+    /// What is wrong.
     pub message: String,
 }
 
+/// What `verify` walked and found.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct VerifyReport {
+    /// Refs read.
     pub refs: usize,
+    /// Checkpoints read.
     pub checkpoints: usize,
     /// Distinct versions (roots) walked.
     pub versions: usize,
     /// Distinct page frames read and verified.
     pub frames: usize,
+    /// Segments nothing reaches: garbage for `gc`, not damage.
     pub unreachable_segments: usize,
+    /// Their bytes.
     pub unreachable_bytes: u64,
     /// Leftovers of interrupted operations in the checkout tree (temp files, partial
     /// downloads), for `gc` to sweep.
     pub temp_files: Vec<String>,
+    /// Their bytes.
     pub temp_bytes: u64,
+    /// Damage found; none means the store verified.
     pub problems: Vec<Problem>,
 }
 
 impl VerifyReport {
+    /// Whether nothing was found wrong.
     pub fn ok(&self) -> bool {
         self.problems.is_empty()
     }

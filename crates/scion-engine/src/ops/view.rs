@@ -15,9 +15,13 @@ pub type SharedPage = Arc<[u8]>;
 /// One version, ready to be read page by page.
 #[derive(Debug, Clone)]
 pub struct VersionView {
+    /// The version's root record.
     pub root: Locator,
+    /// Its number on its branch.
     pub version: u64,
+    /// Its page size in bytes.
     pub page_size: u32,
+    /// Its number of pages.
     pub page_count: u32,
     record: RootRecord,
 }
