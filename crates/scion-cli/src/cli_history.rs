@@ -154,13 +154,9 @@ fn graph_of(
         args.limit.unwrap_or(200)
     };
     let mut merges_of = |b: &scion_core::ops::status::BranchStatus| {
-        let name = b.branch.parse().ok();
-        name.and_then(|n| {
-            s.engine()
-                .merges_on_line(&BranchRef::new(db.clone(), n), 256)
-                .ok()
-        })
-        .unwrap_or_default()
+        s.engine()
+            .merges_on_line(&BranchRef::new(db.clone(), b.branch.clone()), 256)
+            .unwrap_or_default()
     };
     for t in &mut trees {
         t.attach_merges(&mut budget, &mut merges_of);

@@ -171,7 +171,10 @@ fn label(b: &BranchStatus, under_parent: bool) -> String {
     } else {
         AnsiColor::Cyan
     };
-    let name = paint(&b.branch, Style::new().bold().fg_color(Some(colour.into())));
+    let name = paint(
+        b.branch.as_str(),
+        Style::new().bold().fg_color(Some(colour.into())),
+    );
     let mut facts = vec![format!("v{}", b.version)];
     if let Some(p) = &b.forked_from {
         let from = if under_parent {

@@ -558,7 +558,7 @@ impl Printer {
 fn print_branch_table(list: &[BranchStatus], indent: &str) {
     let w = list
         .iter()
-        .map(|b| b.branch.len() + 2)
+        .map(|b| b.branch.as_str().len() + 2)
         .max()
         .unwrap_or(6)
         .max(6);
@@ -570,7 +570,7 @@ fn print_branch_table(list: &[BranchStatus], indent: &str) {
         let name = if b.protected {
             format!("{} *", b.branch)
         } else {
-            b.branch.clone()
+            b.branch.to_string()
         };
         let mut notes = Vec::new();
         if let Some(left) = b.ttl_left_secs {

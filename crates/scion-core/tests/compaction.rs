@@ -157,7 +157,11 @@ fn the_sweep_compacts_fragmented_idle_branches_only_and_then_has_nothing_to_do()
         ["calm@main"],
         "the head found not fragmented is remembered"
     );
-    let names: Vec<&str> = sweep.compacted.iter().map(|c| c.branch.as_str()).collect();
+    let names: Vec<String> = sweep
+        .compacted
+        .iter()
+        .map(|c| c.branch.to_string())
+        .collect();
     assert_eq!(names, ["shop@main"]);
     assert_eq!(e.dump_target(&e.scion, "shop"), content);
 

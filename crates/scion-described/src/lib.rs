@@ -126,10 +126,7 @@ pub fn describe_engine(e: &EngineError) -> Described {
         DatabaseExists { .. } => d(Exit::AlreadyExists, "database_exists", None),
         BranchNotFound { branch, .. } => d(Exit::NotFound, "branch_not_found", Some(format!("`scion branches {}` lists the branches", branch.db))),
         BranchExists { .. } => d(Exit::AlreadyExists, "branch_exists", Some("pick another name".into())),
-        CheckpointNotFound { checkpoint } => d(Exit::NotFound, "checkpoint_not_found", Some(match checkpoint.rsplit_once('@') {
-            Some((branch, _)) => format!("`scion checkpoints {branch}` lists them"),
-            None => "`scion checkpoints <db@branch>` lists them".into(),
-        })),
+        CheckpointNotFound { checkpoint } => d(Exit::NotFound, "checkpoint_not_found", Some(format!("`scion checkpoints {}` lists them", checkpoint.branch))),
         CheckpointExists { .. } => d(Exit::AlreadyExists, "checkpoint_exists", Some("checkpoint names are unique per branch; pick another".into())),
         ReservedName { .. } => d(Exit::InvalidInput, "reserved_name", Some("'fork' and 'init' always name the fork point and the created version".into())),
         Conflict { .. } => d(Exit::Conflict, "conflict", Some("read the branch again and retry if it still makes sense".into())),

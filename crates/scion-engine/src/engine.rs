@@ -298,7 +298,10 @@ impl Engine {
         match self.backend.get(&key) {
             Ok((bytes, _)) => Checkpoint::decode(&bytes, &key),
             Err(StoreError::NotFound { .. }) => Err(EngineError::CheckpointNotFound {
-                checkpoint: format!("{b}@{name}"),
+                checkpoint: Target {
+                    branch: b.clone(),
+                    checkpoint: Some(name.clone()),
+                },
             }),
             Err(e) => Err(e.into()),
         }
@@ -331,7 +334,10 @@ impl Engine {
         ) {
             Ok(_) => Ok(c),
             Err(StoreError::AlreadyExists { .. }) => Err(EngineError::CheckpointExists {
-                checkpoint: format!("{b}@{name}"),
+                checkpoint: Target {
+                    branch: b.clone(),
+                    checkpoint: Some(name.clone()),
+                },
             }),
             Err(e) => Err(e.into()),
         }
@@ -353,7 +359,10 @@ impl Engine {
         }
         if self.backend.exists(&checkpoint_key(b, name))? {
             return Err(EngineError::CheckpointExists {
-                checkpoint: format!("{b}@{name}"),
+                checkpoint: Target {
+                    branch: b.clone(),
+                    checkpoint: Some(name.clone()),
+                },
             });
         }
         Ok(())

@@ -2,7 +2,7 @@ use std::path::PathBuf;
 
 use scion_store::StoreError;
 
-use crate::names::{BranchRef, DbName, RemoteName};
+use crate::names::{BranchRef, DbName, RemoteName, Target};
 
 /// What an [`Engine`](crate::Engine) operation can refuse or fail at: the store, its names,
 /// refs and versions, and the SQLite files it reads or writes as a whole. Nothing about this
@@ -82,13 +82,13 @@ pub enum EngineError {
     #[error("checkpoint {checkpoint} does not exist")]
     CheckpointNotFound {
         /// The checkpoint, as `db@branch@name`.
-        checkpoint: String,
+        checkpoint: Target,
     },
     /// A checkpoint of that name exists already (names are never rebound).
     #[error("checkpoint {checkpoint} already exists")]
     CheckpointExists {
         /// The checkpoint, as `db@branch@name`.
-        checkpoint: String,
+        checkpoint: Target,
     },
     /// A checkpoint name scion keeps for itself (`fork`, `init`).
     #[error("checkpoint name {name:?} is reserved")]
@@ -253,13 +253,13 @@ pub enum EngineError {
     #[error("no remote named {remote}")]
     RemoteNotFound {
         /// The remote's name.
-        remote: String,
+        remote: RemoteName,
     },
     /// A remote of that name exists already.
     #[error("remote {remote} already exists ({location})")]
     RemoteExists {
         /// The remote's name.
-        remote: String,
+        remote: RemoteName,
         /// Where the store is, or was looked for.
         location: String,
     },
@@ -267,7 +267,7 @@ pub enum EngineError {
     #[error("{remote}'s {branch} has a version this side does not hold (version {theirs}): pull and merge first")]
     NotFastForward {
         /// The remote's name.
-        remote: String,
+        remote: RemoteName,
         /// The branch.
         branch: BranchRef,
         /// The number of the remote's version.

@@ -23,8 +23,40 @@ macro_rules! name_text {
                 f.write_str(&self.0)
             }
         }
+
+        impl serde::Serialize for $ty {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(&self.0)
+            }
+        }
+
+        impl PartialEq<str> for $ty {
+            fn eq(&self, other: &str) -> bool {
+                self.0 == other
+            }
+        }
+
+        impl PartialEq<&str> for $ty {
+            fn eq(&self, other: &&str) -> bool {
+                self.0 == *other
+            }
+        }
     };
 }
+
+/// Serialized as it prints (`db@branch`, `db@branch@checkpoint`): reports carry names as the
+/// text people and scripts read.
+macro_rules! serialize_as_text {
+    ($($ty:ident),*) => {$(
+        impl serde::Serialize for $ty {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_str(self)
+            }
+        }
+    )*};
+}
+
+serialize_as_text!(BranchRef, Target);
 
 name_text!(
     /// A database in a store, e.g. `shop`.

@@ -148,7 +148,7 @@ pub fn push(
             Err(EngineError::Conflict { .. } | EngineError::BranchExists { .. }) => {
                 let now = head_of(&remote.store, &dst)?;
                 return Err(EngineError::NotFastForward {
-                    remote: remote.name.to_string(),
+                    remote: remote.name.clone(),
                     branch: dst.clone(),
                     theirs: now.map_or(0, |r| r.version),
                 }
@@ -203,7 +203,7 @@ fn decide(
     }
     if !opts.force_with_lease {
         return Err(EngineError::NotFastForward {
-            remote: remote.name.to_string(),
+            remote: remote.name.clone(),
             branch: dst.clone(),
             theirs: t.version,
         }

@@ -18,8 +18,8 @@ use scion_store::clock::host_name;
 /// What `checkout --release` did.
 #[derive(Debug, Clone, Serialize)]
 pub struct ReleaseReport {
-    /// The branch released (`db@branch`).
-    pub branch: String,
+    /// The branch released.
+    pub branch: BranchRef,
     /// The checkout file of this host that was released.
     pub path: String,
     /// How many of its files (database, WAL, records) were removed.
@@ -88,7 +88,7 @@ impl Scion {
         };
         let dropped = self.engine.drop_checkout_claims(b, &host, &text, force)?;
         Ok(ReleaseReport {
-            branch: b.to_string(),
+            branch: b.clone(),
             path: text,
             files_removed,
             discarded,

@@ -27,7 +27,7 @@ pub use sidecar::{Fingerprint, Sidecar};
 
 use crate::error::{CoreError, CoreResult};
 use crate::format::Locator;
-use crate::names::BranchRef;
+use crate::names::{BranchRef, Target};
 use crate::refs::Ref;
 use crate::Scion;
 use scion_engine::materialize::{Durability, JournalMode};
@@ -84,7 +84,7 @@ impl Scion {
         if let Some(fp) = Fingerprint::of(&path)? {
             if RecordHeader::proving(&path, &fp)?.is_some_and(|h| h.root == v.root) {
                 return Ok(CheckoutReport {
-                    branch: t.to_string(),
+                    branch: t.clone(),
                     path,
                     version: v.version,
                     action: CheckoutAction::Reused,
@@ -118,7 +118,7 @@ impl Scion {
         // Read-only files hold no changes of anyone's: whatever is there is replaced.
         files.install(tmp, Expect::Anything, Some(record))?;
         Ok(CheckoutReport {
-            branch: t.to_string(),
+            branch: t.clone(),
             path,
             version: v.version,
             action: CheckoutAction::Materialized,
@@ -254,7 +254,10 @@ impl Scion {
         let files = DbFiles::checkout(self.checkout_path(b));
         let (r, _) = self.claim_checkout(b, files.db())?;
         let report = |action, discarded, dirty| CheckoutReport {
-            branch: b.to_string(),
+            branch: Target {
+                branch: b.clone(),
+                checkpoint: None,
+            },
             path: files.db().to_path_buf(),
             version: r.version,
             action,

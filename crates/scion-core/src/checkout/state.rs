@@ -8,7 +8,7 @@ use super::files::Expect;
 use super::sidecar::{Fingerprint, Sidecar};
 use crate::error::{CoreError, CoreResult, EngineResult};
 use crate::format::page_hash;
-use crate::names::BranchRef;
+use crate::names::{BranchRef, Target};
 use scion_engine::sqlite_io::{self, SnapshotInfo};
 
 /// What a checkout file holds compared with its branch.
@@ -60,8 +60,8 @@ pub enum CheckoutAction {
 /// What `checkout` did.
 #[derive(Debug, Clone, Serialize)]
 pub struct CheckoutReport {
-    /// The branch checked out (`db@branch`, or `db@branch@checkpoint` read-only).
-    pub branch: String,
+    /// What was checked out: a branch head, or a checkpoint (read-only).
+    pub branch: Target,
     /// The file.
     pub path: PathBuf,
     /// The number of the version it holds.

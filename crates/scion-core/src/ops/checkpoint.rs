@@ -8,14 +8,14 @@ use scion_engine::ops::file_commit::{FileCommit, FileShape};
 
 use crate::checkout::{scan, DbFiles, Fingerprint, RecordHeader, Sidecar};
 use crate::error::{CoreError, CoreResult};
-use crate::names::{BranchRef, CheckpointName};
+use crate::names::{BranchRef, CheckpointName, Target};
 use crate::{Scion, WriteStats};
 
 /// What a checkpoint did.
 #[derive(Debug, Clone, Serialize)]
 pub struct CheckpointReport {
-    /// The checkpoint made (`db@branch@name`).
-    pub checkpoint: String,
+    /// The checkpoint made.
+    pub checkpoint: Target,
     /// The number of the version it names.
     pub version: u64,
     /// Whether a new version was committed (false: the checkout was clean).
@@ -58,7 +58,10 @@ impl Scion {
             self.engine
                 .bind_checkpoint(b, name, head_root, head_version, meta.clone())?;
             Ok(CheckpointReport {
-                checkpoint: format!("{b}@{name}"),
+                checkpoint: Target {
+                    branch: b.clone(),
+                    checkpoint: Some(name.clone()),
+                },
                 version: head_version,
                 committed: false,
                 pages_changed: 0,
@@ -151,7 +154,10 @@ impl Scion {
         Sidecar::load(&path, &root)?;
         published.name(name, meta)?;
         Ok(CheckpointReport {
-            checkpoint: format!("{b}@{name}"),
+            checkpoint: Target {
+                branch: b.clone(),
+                checkpoint: Some(name.clone()),
+            },
             version,
             committed: true,
             pages_changed,

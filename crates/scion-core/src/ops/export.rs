@@ -13,8 +13,8 @@ use scion_engine::materialize::{Durability, JournalMode};
 /// What an export wrote.
 #[derive(Debug, Clone, Serialize)]
 pub struct ExportReport {
-    /// The version exported, as named.
-    pub source: String,
+    /// The version exported.
+    pub source: Target,
     /// The file written.
     pub path: String,
     /// The version's number.
@@ -70,7 +70,7 @@ impl Scion {
         }
         let shown = std::path::absolute(out).unwrap_or_else(|_| out.to_path_buf());
         Ok(ExportReport {
-            source: t.to_string(),
+            source: t.clone(),
             path: shown.display().to_string(),
             version: v.version,
             bytes: m.root.page_count as u64 * m.root.page_size as u64,

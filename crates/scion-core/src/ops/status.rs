@@ -5,15 +5,15 @@ use serde::Serialize;
 use crate::checkout::{probe_clone, CheckoutState, CloneCapability, ClonePolicy};
 use crate::clock::StoreTime;
 use crate::error::EngineResult;
-use crate::names::{BranchRef, DbName};
+use crate::names::{BranchName, BranchRef, DbName};
 use crate::Scion;
 use scion_engine::ops::lease::is_live;
 
 /// One branch as `status` and `branches` show it.
 #[derive(Debug, Clone, Serialize)]
 pub struct BranchStatus {
-    /// The branch (`db@branch`).
-    pub branch: String,
+    /// The branch's name (its database is the one it is listed under).
+    pub branch: BranchName,
     /// The head's number.
     pub version: u64,
     /// The head's page size in bytes.
@@ -91,8 +91,8 @@ pub struct HostStatus {
 /// A live lease, and how long it has left by the store's clock.
 #[derive(Debug, Clone, Serialize)]
 pub struct HeldLease {
-    /// The leased branch (`db@branch`).
-    pub branch: String,
+    /// The leased branch.
+    pub branch: BranchRef,
     /// Who holds the lease.
     pub holder: String,
     /// The `scion serve` session capturing the branch, when the lease is one's.
@@ -105,8 +105,8 @@ pub struct HeldLease {
 /// A writable checkout recorded in a branch's ref, and its age by the store's clock.
 #[derive(Debug, Clone, Serialize)]
 pub struct HeldCheckout {
-    /// The branch checked out (`db@branch`).
-    pub branch: String,
+    /// The branch checked out.
+    pub branch: BranchRef,
     /// The file's path on the host.
     pub path: String,
     /// Seconds since it was checked out.
@@ -147,7 +147,7 @@ impl Holders {
             let (host, session) = holder_host(&l.holder);
             let left = l.expires.as_system_time().duration_since(now);
             self.host(&host).leases.push(HeldLease {
-                branch: b.to_string(),
+                branch: b.clone(),
                 holder: l.holder.clone(),
                 session,
                 expires_in_secs: left.map_or(0, |d| d.as_secs()),
@@ -156,7 +156,7 @@ impl Holders {
         for c in &r.checkouts {
             let age = now.duration_since(c.since.as_system_time());
             self.host(&c.host).checkouts.push(HeldCheckout {
-                branch: b.to_string(),
+                branch: b.clone(),
                 path: c.path.clone(),
                 age_secs: age.map_or(0, |d| d.as_secs()),
             });
@@ -168,7 +168,7 @@ impl Holders {
 #[derive(Debug, Clone, Serialize)]
 pub struct DatabaseStatus {
     /// The database.
-    pub db: String,
+    pub db: DbName,
     /// Its branches, in name order.
     pub branches: Vec<BranchStatus>,
 }
@@ -264,7 +264,7 @@ impl Scion {
             Err(e) => (CheckoutState::Unknown, Some(e.to_string())),
         };
         Ok(BranchStatus {
-            branch: b.branch.to_string(),
+            branch: b.branch.clone(),
             version: r.version,
             page_size: r.page_size,
             page_count: r.page_count,
@@ -319,7 +319,7 @@ impl Scion {
         let mut databases = Vec::new();
         for db in self.engine.list_databases()? {
             databases.push(DatabaseStatus {
-                db: db.to_string(),
+                db: db.clone(),
                 branches: self.branch_statuses_noting(&db, now, &mut holders)?,
             });
         }

@@ -131,13 +131,9 @@ impl Scion {
         let mut trees = build(&branches, root);
         let mut budget = usize::MAX;
         let mut merges_of = |b: &BranchStatus| {
-            let name = b.branch.parse().ok();
-            name.and_then(|n| {
-                self.engine
-                    .merges_on_line(&BranchRef::new(db.clone(), n), 256)
-                    .ok()
-            })
-            .unwrap_or_default()
+            self.engine
+                .merges_on_line(&BranchRef::new(db.clone(), b.branch.clone()), 256)
+                .unwrap_or_default()
         };
         for t in &mut trees {
             t.attach_merges(&mut budget, &mut merges_of);

@@ -84,8 +84,8 @@ impl Fragmentation {
 /// What a compaction did.
 #[derive(Debug, Clone, Serialize)]
 pub struct CompactReport {
-    /// The branch compacted (`db@branch`).
-    pub branch: String,
+    /// The branch compacted.
+    pub branch: BranchRef,
     /// The head's number now (unchanged when nothing was written).
     pub version: u64,
     /// What was rewritten.
@@ -140,7 +140,7 @@ impl Engine {
                 .collect(),
         };
         let report = |version, pages_rewritten: usize, bytes| CompactReport {
-            branch: b.to_string(),
+            branch: b.clone(),
             version,
             scope,
             pages: root.page_count,

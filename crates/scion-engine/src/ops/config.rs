@@ -95,7 +95,7 @@ impl Engine {
         self.remotes()?
             .remove(name.as_str())
             .ok_or_else(|| EngineError::RemoteNotFound {
-                remote: name.to_string(),
+                remote: name.clone(),
             })
     }
 
@@ -113,7 +113,7 @@ impl Engine {
         })?;
         match taken {
             Some(location) if location != recorded => Err(EngineError::RemoteExists {
-                remote: name.to_string(),
+                remote: name.clone(),
                 location,
             }),
             _ => Ok(recorded),
@@ -125,7 +125,7 @@ impl Engine {
     pub fn remove_remote(&self, name: &RemoteName) -> EngineResult<String> {
         let removed = self.change_manifest(|m| m.remotes.remove(name.as_str()))?;
         removed.ok_or_else(|| EngineError::RemoteNotFound {
-            remote: name.to_string(),
+            remote: name.clone(),
         })
     }
 

@@ -17,7 +17,7 @@ use crate::Engine;
 #[derive(Debug, Clone, Serialize)]
 pub struct CreateReport {
     /// The new database.
-    pub db: String,
+    pub db: DbName,
     /// Its first version's number.
     pub version: u64,
     /// Its page size in bytes.
@@ -154,7 +154,7 @@ impl Engine {
             Err(e) => return Err(e),
         }
         Ok(CreateReport {
-            db: db.to_string(),
+            db: db.clone(),
             version: 1,
             page_size: r.page_size,
             page_count: r.page_count,

@@ -13,10 +13,10 @@ use crate::Engine;
 /// What a fork made.
 #[derive(Debug, Clone, Serialize)]
 pub struct ForkReport {
-    /// The new branch (`db@branch`).
-    pub branch: String,
+    /// The new branch.
+    pub branch: BranchRef,
     /// What it was forked from (a branch head or a checkpoint).
-    pub from: String,
+    pub from: Target,
     /// The version's number where it came from.
     pub version: u64,
     /// The bytes of the one ref written: a fork's whole cost at the store.
@@ -119,8 +119,8 @@ impl Engine {
             });
         }
         Ok(ForkReport {
-            branch: new_ref.to_string(),
-            from: target.to_string(),
+            branch: new_ref.clone(),
+            from: target.clone(),
             version: version.version,
             ref_bytes: r.encode().len() as u64,
         })

@@ -25,8 +25,8 @@ use crate::Engine;
 /// A branch's head history as read back, newest entry first.
 #[derive(Debug, Clone, Serialize)]
 pub struct HeadHistory {
-    /// The branch (`db@branch`).
-    pub branch: String,
+    /// The branch.
+    pub branch: BranchRef,
     /// False when the branch was destroyed: `restore` brings it back.
     pub live: bool,
     /// Who made the branch, when a front end with owners made it (kept by a destroy
@@ -290,7 +290,7 @@ impl Engine {
             entries.push(e);
         }
         Ok(HeadHistory {
-            branch: b.to_string(),
+            branch: b.clone(),
             live,
             owner,
             entries,
@@ -528,7 +528,7 @@ impl Engine {
             format!("the head it had when destroyed (move #{seq})")
         };
         Ok(MoveReport {
-            branch: b.to_string(),
+            branch: b.clone(),
             to,
             to_version,
             revived: true,

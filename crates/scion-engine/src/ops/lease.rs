@@ -19,8 +19,8 @@ pub(crate) const OPERATION_LEASE: Duration = Duration::from_secs(120);
 /// A branch's lease as `lease list` shows it.
 #[derive(Debug, Clone, Serialize)]
 pub struct LeaseInfo {
-    /// The leased branch (`db@branch`).
-    pub branch: String,
+    /// The leased branch.
+    pub branch: BranchRef,
     /// Who holds it.
     pub holder: String,
     /// The ref's epoch it was taken at.
@@ -118,7 +118,7 @@ impl Engine {
         })?;
         let l = r.lease.expect("just set");
         Ok(LeaseInfo {
-            branch: b.to_string(),
+            branch: b.clone(),
             holder: l.holder,
             epoch: l.epoch,
             expires: l.expires,
@@ -203,7 +203,7 @@ impl Engine {
             Ok(())
         })?;
         Ok(released.map(|l| LeaseInfo {
-            branch: b.to_string(),
+            branch: b.clone(),
             holder: l.holder,
             epoch: l.epoch,
             expires: l.expires,
@@ -219,7 +219,7 @@ impl Engine {
             for (branch, r) in self.list_branches(&db)? {
                 if let Some(l) = r.lease {
                     out.push(LeaseInfo {
-                        branch: format!("{db}@{branch}"),
+                        branch: BranchRef::new(db.clone(), branch),
                         live: is_live(&l, now) && !holder_is_dead(&l.holder),
                         holder: l.holder,
                         epoch: l.epoch,

@@ -17,8 +17,8 @@ pub use crate::ops::moves::{MoveOptions, MoveReport};
 /// What a destroy removed.
 #[derive(Debug, Clone, Serialize)]
 pub struct DestroyReport {
-    /// The branch destroyed (`db@branch`).
-    pub branch: String,
+    /// The branch destroyed.
+    pub branch: BranchRef,
     /// Its checkpoints removed.
     pub checkpoints_removed: usize,
     /// Files this host kept of it, removed.
@@ -180,7 +180,7 @@ impl Engine {
         removed += self.delete_checkpoints(b)?;
         let removed_files = files.after_destroy(b)?;
         Ok(DestroyReport {
-            branch: b.to_string(),
+            branch: b.clone(),
             checkpoints_removed: removed,
             checkout_files_removed: removed_files,
         })

@@ -31,8 +31,8 @@ pub struct MoveOptions {
 /// What a head move did.
 #[derive(Debug, Clone, Serialize)]
 pub struct MoveReport {
-    /// The branch moved (`db@branch`).
-    pub branch: String,
+    /// The branch moved.
+    pub branch: BranchRef,
     /// The version the head now holds, and where it came from.
     pub to: String,
     /// The number `to` had where it came from (a checkpoint's, the source branch's).
@@ -327,7 +327,7 @@ impl Engine {
         })?;
         let history_entry = next.history.last().map_or(0, |e| e.seq);
         let mut report = MoveReport {
-            branch: b.to_string(),
+            branch: b.clone(),
             to,
             to_version,
             version: next.version,

@@ -79,8 +79,8 @@ pub enum Expect {
 /// How a head was received.
 #[derive(Debug, Clone, Serialize)]
 pub struct Received {
-    /// The branch received (`db@branch`).
-    pub branch: String,
+    /// The branch received.
+    pub branch: BranchRef,
     /// Its number on the receiving branch.
     pub version: u64,
     /// The branch did not exist and was made.
@@ -195,7 +195,7 @@ impl Engine {
         };
         let etag = self.create_ref(b, &mut r)?;
         let received = Received {
-            branch: b.to_string(),
+            branch: b.clone(),
             version: r.version,
             created: true,
             history_entry: 0,
@@ -234,7 +234,7 @@ impl Engine {
         }
         if r.root == i.root {
             let received = Received {
-                branch: b.to_string(),
+                branch: b.clone(),
                 version: r.version,
                 created: false,
                 history_entry: r.history.last().map_or(0, |e| e.seq),
@@ -253,7 +253,7 @@ impl Engine {
             Ok(())
         })?;
         let received = Received {
-            branch: b.to_string(),
+            branch: b.clone(),
             version: next.version,
             created: false,
             history_entry: next.history.last().map_or(0, |e| e.seq),
