@@ -10,7 +10,7 @@ use crate::BenchResult;
 pub struct SplitMix64(pub u64);
 
 impl SplitMix64 {
-    pub fn next_u64(&mut self) -> u64 {
+    pub(crate) fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -27,7 +27,7 @@ const ROWS_PER_MIB: u64 = 8_500;
 
 /// Write an application-like database of about `mib` MiB to `path`: an `orders` table with
 /// names, e-mails, amounts, statuses and notes, 4 KiB pages, WAL folded in.
-pub fn orders_db(path: &Path, mib: u64, seed: u64) -> BenchResult<u64> {
+pub(crate) fn orders_db(path: &Path, mib: u64, seed: u64) -> BenchResult<u64> {
     let _ = std::fs::remove_file(path);
     let conn = Connection::open(path)?;
     conn.execute_batch(

@@ -30,7 +30,7 @@ pub struct DiffCost {
 
 /// Fork `db@main` of `scion` (a generated `orders` database of `mib` MiB) as `diff`, change
 /// ten rows spread over the table, checkpoint, and time the diff three ways.
-pub fn diff_cost(
+pub(crate) fn diff_cost(
     scion: &Scion,
     mib: u64,
     runs: usize,

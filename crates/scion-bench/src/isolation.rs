@@ -14,7 +14,7 @@ use scion_store::LocalBackend;
 use serde::Serialize;
 
 use crate::datagen::orders_db;
-pub use crate::isolation_phases::FIRST_QUERY;
+pub(crate) use crate::isolation_phases::FIRST_QUERY;
 use crate::isolation_phases::{MethodRow, PhaseTimer};
 use crate::machine::{describe, Machine};
 use crate::postgres::PgBaseline;

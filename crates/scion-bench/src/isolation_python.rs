@@ -11,8 +11,8 @@ use crate::isolation_phases::{MethodRow, FIRST_QUERY};
 use crate::stats::Summary;
 use crate::{BenchError, BenchResult};
 
-pub const SCION_DB_ROW: &str = "Python: pytest scion_db fixture (plugin)";
-pub const COPY_ROW: &str = "Python: pytest fixture copying the file";
+pub(crate) const SCION_DB_ROW: &str = "Python: pytest scion_db fixture (plugin)";
+pub(crate) const COPY_ROW: &str = "Python: pytest fixture copying the file";
 
 /// The test module pytest runs: one parametrized test per method.
 const TESTS: &str = r#"

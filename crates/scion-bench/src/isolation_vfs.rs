@@ -10,7 +10,7 @@ use scion_store::LocalBackend;
 use crate::isolation_phases::{MethodRow, PhaseTimer, FIRST_QUERY};
 use crate::{BenchError, BenchResult};
 
-pub const VFS_ROW: &str = "scion VFS (fork + open through the VFS)";
+pub(crate) const VFS_ROW: &str = "scion VFS (fork + open through the VFS)";
 
 pub fn row(dir: &Path, seed: &Path, runs: usize, probe_id: i64) -> BenchResult<MethodRow> {
     scion_vfs::register().map_err(|rc| BenchError::Other(format!("registering the VFS: {rc}")))?;

@@ -6,7 +6,7 @@ use postgres::{Client, Config, NoTls};
 use crate::{BenchError, BenchResult};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PgStrategy {
+pub(crate) enum PgStrategy {
     /// Servers before 15 have one way to copy a template.
     ServerDefault,
     /// PostgreSQL 15+'s default: copy block by block through the WAL.
@@ -25,7 +25,7 @@ impl PgStrategy {
     }
 }
 
-pub struct PgBaseline {
+pub(crate) struct PgBaseline {
     config: Config,
     admin: Client,
     pub version: String,
@@ -69,7 +69,7 @@ impl PgBaseline {
         })
     }
 
-    pub fn strategies(&self) -> Vec<PgStrategy> {
+    pub(crate) fn strategies(&self) -> Vec<PgStrategy> {
         if self.version_num >= 150_000 {
             vec![PgStrategy::WalLog, PgStrategy::FileCopy]
         } else {
@@ -107,7 +107,7 @@ impl PgBaseline {
         Ok(size as u64)
     }
 
-    pub fn create_from_template(
+    pub(crate) fn create_from_template(
         &mut self,
         name: &str,
         template: &str,
@@ -128,7 +128,12 @@ impl PgBaseline {
     }
 
     /// Open a new session on `name`, run `query` with `id`, close the session.
-    pub fn connect_and_query(&mut self, name: &str, query: &str, id: i64) -> BenchResult<()> {
+    pub(crate) fn connect_and_query(
+        &mut self,
+        name: &str,
+        query: &str,
+        id: i64,
+    ) -> BenchResult<()> {
         let mut c = self.config.clone();
         let mut db = c.dbname(name).connect(NoTls).map_err(pg_err)?;
         let row = db.query_opt(query, &[&id]).map_err(pg_err)?;
@@ -139,7 +144,7 @@ impl PgBaseline {
     }
 
     /// Drop `name` if it exists, ending any session still closing on it.
-    pub fn drop_database(&mut self, name: &str) -> BenchResult<()> {
+    pub(crate) fn drop_database(&mut self, name: &str) -> BenchResult<()> {
         let force = if self.version_num >= 130_000 {
             " WITH (FORCE)"
         } else {

@@ -36,7 +36,7 @@ pub struct RefreshCost {
 /// change it and checkpoint; then, `runs` times: roll back to the checkpoint (untimed),
 /// roll back to the fork point (timed), change the checkout and roll back to the fork
 /// point again discarding it (timed), and `cp` `main`'s checkout (timed).
-pub fn refresh_cost(
+pub(crate) fn refresh_cost(
     scion: &Scion,
     mib: u64,
     runs: usize,

@@ -47,7 +47,7 @@ pub fn measure<T, E>(runs: usize, mut f: impl FnMut(usize) -> Result<T, E>) -> R
 /// Time `a` and `b` in alternation (after one warm-up call of each), so that the state of
 /// the machine (journal, page cache, other load) falls on both alike: the basis for a ratio
 /// between two sub-millisecond operations that fsync.
-pub fn measure_interleaved<E>(
+pub(crate) fn measure_interleaved<E>(
     runs: usize,
     mut a: impl FnMut(usize) -> Result<(), E>,
     mut b: impl FnMut(usize) -> Result<(), E>,
@@ -75,7 +75,7 @@ pub fn measure_interleaved<E>(
 /// Flush the writeback a setup step left behind (generated databases, imports), so that it
 /// does not land inside a timed region: every ref write fsyncs, and an fsync waits behind
 /// whatever the journal has queued.
-pub fn settle_disk() {
+pub(crate) fn settle_disk() {
     // SAFETY: sync(2) takes no arguments and cannot fail.
     unsafe { libc::sync() };
 }

@@ -12,7 +12,7 @@ use crate::api::ApiFailure;
 
 /// The rules a call can break, each with its code and what grants it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Rule {
+pub(crate) enum Rule {
     /// The server was started with `--databases` and this is not one of them.
     DatabaseNotGiven,
     /// Agents change only the branches they made, or those `--write` grants.
@@ -71,7 +71,7 @@ pub const DEFAULT_OWNER: &str = "agent";
 
 /// How a branch stands for this server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Standing {
+pub(crate) enum Standing {
     /// Made through a server with this owner tag.
     Owned,
     /// Someone else's, but a `--write` pattern grants it.
@@ -79,7 +79,7 @@ pub enum Standing {
 }
 
 impl Grants {
-    pub fn may_read(&self, db: &str) -> Result<(), ApiFailure> {
+    pub(crate) fn may_read(&self, db: &str) -> Result<(), ApiFailure> {
         match &self.databases {
             Some(given) if !given.contains(db) => Err(refusal(
                 Rule::DatabaseNotGiven,
@@ -96,7 +96,7 @@ impl Grants {
 
     /// Whether `what` may be done to `db@branch`, whose owner (as the API answers it) is
     /// `owner`.
-    pub fn may_change(
+    pub(crate) fn may_change(
         &self,
         db: &str,
         branch: &str,
@@ -125,7 +125,11 @@ impl Grants {
     }
 
     /// Whether destroying `branch` (its status as the API answers it) needs force.
-    pub fn destroy_needs_force(&self, status: &Value, force: bool) -> Result<(), ApiFailure> {
+    pub(crate) fn destroy_needs_force(
+        &self,
+        status: &Value,
+        force: bool,
+    ) -> Result<(), ApiFailure> {
         if force || status["safety"].is_null() {
             return Ok(());
         }
@@ -143,7 +147,7 @@ impl Grants {
 
     /// Whether setting `new_ttl_secs` on a branch of this standing, now with `status`,
     /// needs force: a branch the agent does not own may not be made to expire sooner.
-    pub fn ttl_change_needs_force(
+    pub(crate) fn ttl_change_needs_force(
         &self,
         standing: Standing,
         status: &Value,

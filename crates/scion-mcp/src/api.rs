@@ -162,7 +162,7 @@ impl Api {
     }
 
     /// Close sessions this process holds (in-process mode): they must not outlive it.
-    pub async fn shutdown(&self) {
+    pub(crate) async fn shutdown(&self) {
         if let Api::InProcess(e, _) = self {
             e.close_sessions().await;
         }

@@ -113,7 +113,7 @@ impl ScionMcp {
     }
 
     /// Close what this server holds (sessions opened in this process) before it exits.
-    pub async fn shutdown(&self) {
+    pub(crate) async fn shutdown(&self) {
         self.inner.api.shutdown().await;
     }
 

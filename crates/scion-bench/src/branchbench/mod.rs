@@ -31,7 +31,7 @@ use tuples::Workflow;
 pub use options::{BranchbenchOptions, Connect, DB};
 
 /// Bytes under `dir`: physical (allocated blocks) and logical (file sizes).
-pub fn dir_bytes(dir: &Path) -> Bytes {
+pub(crate) fn dir_bytes(dir: &Path) -> Bytes {
     Sample::take(dir).all
 }
 

@@ -45,7 +45,7 @@ impl Op {
         }
     }
     /// Branch management under the harness's definition (ops 1, 2, 8).
-    pub fn is_branch_op(self) -> bool {
+    pub(crate) fn is_branch_op(self) -> bool {
         matches!(self, Op::Create | Op::Connect | Op::Delete)
     }
 }
@@ -87,7 +87,7 @@ pub struct Latency {
     pub p99_ms: f64,
 }
 
-pub fn quantile(sorted: &[f64], q: f64) -> f64 {
+pub(crate) fn quantile(sorted: &[f64], q: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
     }
@@ -121,7 +121,7 @@ pub struct DepthLatency {
 }
 
 /// Latency of `op` (outside cross-branch passes) at depth 1 and at its deepest depth.
-pub fn depth_latency(records: &[OpRecord], op: Op) -> DepthLatency {
+pub(crate) fn depth_latency(records: &[OpRecord], op: Op) -> DepthLatency {
     let mut by_depth: BTreeMap<usize, Vec<f64>> = BTreeMap::new();
     for r in records.iter().filter(|r| r.op == op && !r.cross_branch) {
         by_depth
@@ -149,7 +149,11 @@ pub struct BranchShare {
     pub wall_pct: f64,
 }
 
-pub fn branch_share(records: &[OpRecord], wall_secs: f64, concurrency: usize) -> BranchShare {
+pub(crate) fn branch_share(
+    records: &[OpRecord],
+    wall_secs: f64,
+    concurrency: usize,
+) -> BranchShare {
     let total: f64 = records.iter().map(|r| r.latency).sum();
     let branch: f64 = records
         .iter()

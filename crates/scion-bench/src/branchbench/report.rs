@@ -105,7 +105,7 @@ impl Memory {
         }
     }
 
-    pub fn page_cache_hit_rate(&self) -> f64 {
+    pub(crate) fn page_cache_hit_rate(&self) -> f64 {
         scion_core::PageCacheStats {
             hits: self.page_cache_hits,
             decodes: self.page_cache_decodes,
@@ -237,7 +237,7 @@ impl WorkflowReport {
     }
 
     /// The harness's e2e keys, then ours.
-    pub fn e2e_json(&self, o: &RunOutcome, max_runtime_secs: u64) -> serde_json::Value {
+    pub(crate) fn e2e_json(&self, o: &RunOutcome, max_runtime_secs: u64) -> serde_json::Value {
         let by_thread = |v: &dyn Fn(usize) -> serde_json::Value| -> serde_json::Value {
             (0..o.completed_steps.len())
                 .map(|t| (t.to_string(), v(t)))
@@ -278,7 +278,12 @@ impl WorkflowReport {
 }
 
 /// Write `<run_id>_e2e_stats.json` and `<run_id>_ops.jsonl` under `out`.
-pub fn write_files(out: &Path, h: &Header, r: &WorkflowReport, o: &RunOutcome) -> BenchResult<()> {
+pub(crate) fn write_files(
+    out: &Path,
+    h: &Header,
+    r: &WorkflowReport,
+    o: &RunOutcome,
+) -> BenchResult<()> {
     std::fs::create_dir_all(out)?;
     let e2e = r.e2e_json(o, h.max_runtime_secs);
     std::fs::write(

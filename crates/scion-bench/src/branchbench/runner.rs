@@ -54,7 +54,7 @@ pub enum WorkerStatus {
 
 impl WorkerStatus {
     /// The word the harness's e2e files use.
-    pub fn harness_name(self) -> &'static str {
+    pub(crate) fn harness_name(self) -> &'static str {
         match self {
             WorkerStatus::Done => "completed",
             WorkerStatus::Stopped => "stopped",

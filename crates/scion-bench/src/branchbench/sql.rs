@@ -31,14 +31,14 @@ impl FromStr for SqlVariant {
 }
 
 #[derive(Debug, Clone)]
-pub struct Statement {
+pub(crate) struct Statement {
     pub op: Op,
     pub sql: String,
 }
 
 /// The statement lists of one step; the runner executes at most M_s, M_d and Q_v of them.
 #[derive(Debug, Clone, Default)]
-pub struct StepSql {
+pub(crate) struct StepSql {
     pub ddl: Vec<String>,
     pub dml: Vec<Statement>,
     pub evals: Vec<String>,
@@ -62,7 +62,7 @@ pub fn suffix(thread: usize, step: usize) -> String {
     format!("_t{thread}_s{step}")
 }
 
-pub fn step_sql(
+pub(crate) fn step_sql(
     w: Workflow,
     variant: SqlVariant,
     thread: usize,
@@ -225,7 +225,7 @@ pub fn step_sql(
 }
 
 /// The query a cross-branch pass runs on each leaf (`leaf_suffix` names the leaf's columns).
-pub fn compare_sql(w: Workflow, variant: SqlVariant, leaf_suffix: &str) -> Option<String> {
+pub(crate) fn compare_sql(w: Workflow, variant: SqlVariant, leaf_suffix: &str) -> Option<String> {
     match w {
         Workflow::Simulation => Some(
             "SELECT sum(s.s_quantity = 0), avg(ol.ol_amount), min(ol.ol_amount) \

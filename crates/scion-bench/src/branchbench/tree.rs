@@ -63,11 +63,11 @@ pub struct Node {
     pub suffix: String,
 }
 
-pub const ROOT: usize = 0;
+pub(crate) const ROOT: usize = 0;
 
 /// The parent a step got.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Choice {
+pub(crate) enum Choice {
     Parent(usize),
     /// Sticky rule only: nothing eligible, so the root (even past its fanout limit).
     RootFallback,
@@ -118,7 +118,7 @@ impl Tree {
         }
     }
 
-    pub fn eligible(&self, i: usize) -> bool {
+    pub(crate) fn eligible(&self, i: usize) -> bool {
         let n = &self.nodes[i];
         let depth_ok = match self.depth_rule {
             DepthRule::Harness => n.depth <= self.tuple.max_depth,
@@ -128,7 +128,7 @@ impl Tree {
     }
 
     /// Pick a parent; `current` is the worker's last node (the sticky rule prefers it).
-    pub fn choose(&self, rng: &mut SplitMix64, current: Option<usize>) -> Choice {
+    pub(crate) fn choose(&self, rng: &mut SplitMix64, current: Option<usize>) -> Choice {
         if self.parent_rule == ParentRule::Sticky {
             if let Some(c) = current.filter(|&c| self.eligible(c)) {
                 return Choice::Parent(c);
@@ -146,7 +146,7 @@ impl Tree {
         Choice::Parent(eligible[rng.below(eligible.len() as u64) as usize])
     }
 
-    pub fn add_child(&mut self, parent: usize, branch: String, suffix: String) -> usize {
+    pub(crate) fn add_child(&mut self, parent: usize, branch: String, suffix: String) -> usize {
         if self.nodes[parent].alive_children >= self.fanout_limit(parent) {
             self.fanout_overruns += 1;
         }

@@ -35,7 +35,7 @@ impl Workflow {
     }
 
     /// The harness's hand estimate of bytes written per unit of M_d (its e2e JSON carries it).
-    pub fn estimated_bytes_per_dml(self) -> u64 {
+    pub(crate) fn estimated_bytes_per_dml(self) -> u64 {
         match self {
             Workflow::SoftwareDev => 600_000,
             Workflow::DataCleaning => 300_000,
@@ -160,7 +160,7 @@ impl Tuple {
     }
 
     /// Steps eligible for a cross-branch pass (the harness's schedule).
-    pub fn is_cross_branch_step(&self, step: usize) -> bool {
+    pub(crate) fn is_cross_branch_step(&self, step: usize) -> bool {
         if self.cross_branch == 0 {
             return false;
         }
