@@ -7,8 +7,10 @@ use crate::names::{BranchRef, DbName, RemoteName, Target};
 /// What an [`Engine`](crate::Engine) operation can refuse or fail at: the store, its names,
 /// refs and versions, and the SQLite files it reads or writes as a whole. Nothing about this
 /// host's checkouts, which an engine does not have.
+///
+/// Not `#[non_exhaustive]`, unlike the engine's other enums: `scion-described` matches it
+/// whole, so an error added here cannot reach a front end without its own stable code.
 #[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
 pub enum EngineError {
     /// A name (of a database, branch, checkpoint, remote) that is not one.
     #[error("invalid {kind} name {name:?}: {reason}")]

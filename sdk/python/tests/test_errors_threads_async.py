@@ -34,9 +34,10 @@ def rust_codes() -> Dict[str, int]:
     """Every code the engine and the daemon answer, with its exit code, read from their
     sources: a code added there without a class here fails this test."""
     found = {}
-    described = (REPO / "crates/scion-core/src/described.rs").read_text()
-    for exit_name, code in re.findall(r'd\(Exit::(\w+), "([a-z_]+)"', described):
-        found[code] = EXIT[exit_name]
+    for described in ("crates/scion-described/src/lib.rs", "crates/scion-core/src/described.rs"):
+        text = (REPO / described).read_text()
+        for exit_name, code in re.findall(r'd\(Exit::(\w+), "([a-z_]+)"', text):
+            found[code] = EXIT[exit_name]
     for path in (REPO / "crates/scion-daemon/src").rglob("*.rs"):
         text = path.read_text()
         for exit_name, code in re.findall(r'Exit::(\w+),\s*"([a-z_]+)"', text):
