@@ -209,10 +209,7 @@ fn measure_store(
                 let attached = attach(spec, false)?;
                 let before = attached.counter.counts().requests();
                 let t = Instant::now();
-                let (found, stats) = attached
-                    .scion
-                    .engine()
-                    .common_ancestry_counted(ours, theirs)?;
+                let (found, stats) = attached.scion.engine().common_ancestry(ours, theirs)?;
                 samples.push(t.elapsed());
                 if found != CommonAncestry::Base(*base) {
                     return Err(BenchError::Other(format!(

@@ -51,3 +51,10 @@ pub type Progress<'a> = &'a mut dyn FnMut(&str);
 pub(crate) fn br(s: &str) -> BenchResult<scion_core::BranchRef> {
     Ok(s.parse()?)
 }
+
+/// A name that is not one, as the engine reports it.
+impl From<scion_core::names::NameError> for BenchError {
+    fn from(e: scion_core::names::NameError) -> Self {
+        BenchError::Core(scion_core::CoreError::Engine(e.into()))
+    }
+}

@@ -34,3 +34,10 @@ impl From<EngineError> for CaptureError {
 }
 
 pub type CaptureResult<T> = Result<T, CaptureError>;
+
+/// A name that is not one, as the engine reports it.
+impl From<scion_core::names::NameError> for CaptureError {
+    fn from(e: scion_core::names::NameError) -> Self {
+        CaptureError::Core(scion_core::CoreError::Engine(e.into()))
+    }
+}

@@ -12,7 +12,9 @@ use scion_core::format::{page_hash, Locator};
 use scion_core::ops::pages::PageCommit;
 use scion_core::refs::Ref;
 use scion_core::WriteStats;
-use scion_core::{BranchRef, CheckpointName, CoreError, EngineError, Scion};
+use scion_core::{
+    BranchRef, CheckpointName, CoreError, EngineError, LeaseChange, LeaseOutcome, Scion,
+};
 use scion_store::ETag;
 use serde::Serialize;
 
@@ -119,11 +121,15 @@ impl LiveBranch {
         lease_ttl: Duration,
         force: bool,
     ) -> CaptureResult<LiveBranch> {
-        let (base, _) = scion.engine().lease_acquire_as(b, holder, lease_ttl)?;
+        let base = scion
+            .engine()
+            .lease(b, holder, LeaseChange::Acquire { ttl: lease_ttl })?
+            .head;
         match Self::attach(scion.clone(), b, holder, lease_ttl, force, base) {
             Ok(live) => Ok(live),
             Err(e) => {
-                let _ = scion.engine().lease_release_as(b, holder);
+                let release = LeaseChange::Release { force: false };
+                let _ = scion.engine().lease(b, holder, release);
                 Err(e)
             }
         }
@@ -451,13 +457,14 @@ impl LiveBranch {
     /// Extend the lease; a lease lost to someone else fences the session.
     pub fn renew(&mut self) -> CaptureResult<()> {
         self.check_fenced()?;
-        match self.scion.engine().lease_renew_as(
-            &self.branch,
-            &self.holder,
-            self.base.epoch,
-            self.lease_ttl,
-        ) {
-            Ok((r, etag)) if r.root == self.base.root => {
+        let renew = LeaseChange::Renew {
+            epoch: self.base.epoch,
+            ttl: self.lease_ttl,
+        };
+        match self.scion.engine().lease(&self.branch, &self.holder, renew) {
+            Ok(LeaseOutcome {
+                head: r, tag: etag, ..
+            }) if r.root == self.base.root => {
                 (self.base, self.etag) = (r, etag);
                 Ok(())
             }
@@ -503,10 +510,11 @@ impl LiveBranch {
         // Connections first, then the descriptors: before anything else looks at the file.
         self.capturer = None;
         self.claim = None;
-        let _ = self
-            .scion
-            .engine()
-            .lease_release_as(&self.branch, &self.holder);
+        let _ = self.scion.engine().lease(
+            &self.branch,
+            &self.holder,
+            LeaseChange::Release { force: false },
+        );
         let report = flushed?;
         let hashes = complete(&self.scion, &self.base.root, &mut self.hashes)?;
         // Stamped once every connection of the session is closed, then fingerprinted: a

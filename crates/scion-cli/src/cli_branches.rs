@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Result};
 use scion_core::clock::parse_duration;
 use scion_core::ops::lifecycle::MoveOptions;
-use scion_core::{BranchName, BranchRef, CheckpointName, DbName};
+use scion_core::{BranchName, BranchRef, CheckpointName, DbName, LeaseChange};
 
 use crate::open::Open;
 use crate::output::Printer;
@@ -265,7 +265,10 @@ pub fn lease(p: &Printer, open: &Open, cmd: &LeaseCommand, holder: Option<&str>)
                 );
             }
             let ttl = parse_duration(ttl)?;
-            let l = open()?.engine().lease_acquire(&b, ttl)?;
+            let engine = open()?.engine().clone();
+            let acquire = LeaseChange::Acquire { ttl };
+            let outcome = engine.lease(&b, engine.holder(), acquire)?;
+            let l = outcome.lease.expect("an acquisition leaves a lease");
             p.done(
                 &format!(
                     "leased {} to {} until {} (epoch {})",
@@ -276,7 +279,9 @@ pub fn lease(p: &Printer, open: &Open, cmd: &LeaseCommand, holder: Option<&str>)
         }
         LeaseCommand::Release { target, force } => {
             let b: BranchRef = target.parse()?;
-            match open()?.engine().lease_release(&b, *force)? {
+            let engine = open()?.engine().clone();
+            let release = LeaseChange::Release { force: *force };
+            match engine.lease(&b, engine.holder(), release)?.lease {
                 Some(l) => p.done(
                     &format!("released {b}'s lease (held by {})", l.holder),
                     serde_json::to_value(&l)?,

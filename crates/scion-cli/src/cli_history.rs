@@ -166,7 +166,7 @@ fn graph_of(
         all: args.all,
         depth: args.depth,
         limit: args.limit.or((!args.all).then_some(200)),
-        now_unix_ms: scion_core::clock::unix_ms(s.engine().store_now()?),
+        now_unix_ms: scion_core::clock::unix_ms(s.engine().store_clock()?.as_system_time()),
         idle_ms: scion_core::clock::parse_duration(&args.idle)?.as_millis() as u64,
     };
     let shown: usize = trees.iter().map(crate::graph::TreeNode::size).sum();

@@ -45,6 +45,11 @@ fn classify(err: &anyhow::Error, context: Context) -> (u8, String, Option<String
     } else if let Some(e) = err.downcast_ref::<EngineError>() {
         let d = describe_engine(e);
         (d.exit as u8, d.code.to_string(), d.hint, e.is_retryable())
+    } else if let Some(e) = err.downcast_ref::<scion_core::names::NameError>() {
+        // A name given on the command line: the engine's invalid name, with its code.
+        let e = EngineError::from(e.clone());
+        let d = describe_engine(&e);
+        (d.exit as u8, d.code.to_string(), d.hint, e.is_retryable())
     } else if let Some(e) = err.downcast_ref::<scion_merge::MergeError>() {
         let d = e.describe();
         (d.exit as u8, d.code.to_string(), d.hint, e.is_retryable())

@@ -113,3 +113,10 @@ impl From<StoreError> for CoreError {
 
 /// The result of a working-tree operation.
 pub type CoreResult<T> = Result<T, CoreError>;
+
+/// A name that is not one, as the engine reports it.
+impl From<scion_engine::names::NameError> for CoreError {
+    fn from(e: scion_engine::names::NameError) -> Self {
+        CoreError::Engine(e.into())
+    }
+}

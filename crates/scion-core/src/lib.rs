@@ -25,7 +25,7 @@ pub use ops::checkpoint::CheckpointOptions;
 pub use scion::{Scion, ScionOptions};
 pub use scion_engine::{
     BranchName, BranchPattern, BranchRef, CheckpointName, DbName, Engine, EngineError,
-    EngineOptions, EngineResult, ForkOptions, ForkReport, Owner, PageCache, PageCacheStats,
-    PageCompression, RemoteName, ResolvedVersion, StoreSettings, Target, WriteStats,
-    DEFAULT_MIN_GRACE,
+    EngineOptions, EngineResult, ForkOptions, ForkReport, LeaseChange, LeaseOutcome, Owner,
+    PageCache, PageCacheStats, PageCompression, RemoteName, ResolvedVersion, StoreSettings, Target,
+    WriteStats, DEFAULT_MIN_GRACE,
 };

@@ -7,6 +7,7 @@
 
 mod common;
 
+use scion_core::LeaseChange;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -436,7 +437,13 @@ fn crash_sweep_protect_touch_and_lease() {
         shop,
         |s| {
             s.engine()
-                .lease_acquire(&br("shop"), Duration::from_secs(30))
+                .lease(
+                    &br("shop"),
+                    s.engine().holder(),
+                    LeaseChange::Acquire {
+                        ttl: Duration::from_secs(30),
+                    },
+                )
                 .map(drop)
         },
         |e, ok| {

@@ -3,6 +3,7 @@
 
 mod common;
 
+use scion_core::LeaseChange;
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
@@ -235,7 +236,13 @@ fn expired_branches_are_reaped_and_protected_or_leased_ones_never() {
     let holder = e.reopen();
     holder
         .engine()
-        .lease_acquire(&br("shop@leased"), Duration::from_secs(60))
+        .lease(
+            &br("shop@leased"),
+            holder.engine().holder(),
+            LeaseChange::Acquire {
+                ttl: Duration::from_secs(60),
+            },
+        )
         .unwrap();
     std::thread::sleep(Duration::from_millis(2100));
     let report = e.scion.gc(Duration::from_secs(3600), false).unwrap();

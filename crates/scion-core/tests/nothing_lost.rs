@@ -4,6 +4,7 @@
 
 mod common;
 
+use scion_core::LeaseChange;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -223,7 +224,13 @@ fn touch_and_protect_during_a_lease_holders_checkpoint_do_not_fail_it() {
     }));
     let s = e.reopen_with(Arc::new(racer));
     s.engine()
-        .lease_acquire(&br("shop"), Duration::from_secs(60))
+        .lease(
+            &br("shop"),
+            s.engine().holder(),
+            LeaseChange::Acquire {
+                ttl: Duration::from_secs(60),
+            },
+        )
         .unwrap();
     *other.lock().unwrap() = Some(e.reopen());
     s.checkpoint(&br("shop"), &"v1".parse().unwrap(), Default::default())

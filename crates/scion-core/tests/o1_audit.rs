@@ -5,6 +5,7 @@
 
 mod common;
 
+use scion_core::LeaseChange;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -136,7 +137,13 @@ fn o1_commands_read_a_bounded_number_of_bytes_whatever_the_size() {
     });
     measure("lease acquire", &mut || {
         s.engine()
-            .lease_acquire(&side, Duration::from_secs(30))
+            .lease(
+                &side,
+                s.engine().holder(),
+                LeaseChange::Acquire {
+                    ttl: Duration::from_secs(30),
+                },
+            )
             .unwrap();
     });
     measure("status", &mut || {

@@ -107,15 +107,15 @@ fn common_ancestry_follows_the_graph() {
     );
     let g = &e.scion;
     assert_eq!(
-        g.engine().common_ancestry(&a2, &b1).unwrap(),
+        g.engine().common_ancestry(&a2, &b1).unwrap().0,
         CommonAncestry::Base(v1)
     );
     assert_eq!(
-        g.engine().common_ancestry(&a2, &a1).unwrap(),
+        g.engine().common_ancestry(&a2, &a1).unwrap().0,
         CommonAncestry::Base(a1)
     );
     assert_eq!(
-        g.engine().common_ancestry(&v1, &a2).unwrap(),
+        g.engine().common_ancestry(&v1, &a2).unwrap().0,
         CommonAncestry::Base(v1)
     );
     assert_eq!(g.engine().is_ancestor(&a1, &a2).unwrap(), Some(true));
@@ -130,7 +130,7 @@ fn common_ancestry_follows_the_graph() {
         .unwrap();
     let other = head(g, "other");
     assert_eq!(
-        g.engine().common_ancestry(&other, &a2).unwrap(),
+        g.engine().common_ancestry(&other, &a2).unwrap().0,
         CommonAncestry::Unrelated
     );
 }
@@ -168,11 +168,7 @@ fn the_walk_reads_only_what_lies_between_the_heads_and_their_base() {
         "UPDATE items SET price = 200 WHERE id = 3",
         "l1",
     );
-    let (found, stats) = e
-        .scion
-        .engine()
-        .common_ancestry_counted(&main, &late)
-        .unwrap();
+    let (found, stats) = e.scion.engine().common_ancestry(&main, &late).unwrap();
     assert!(matches!(found, CommonAncestry::Base(_)));
     // The two heads, their one common parent, and nothing of the 30 versions below.
     assert!(
@@ -187,11 +183,7 @@ fn the_walk_reads_only_what_lies_between_the_heads_and_their_base() {
         "UPDATE items SET price = 300 WHERE id = 4",
         "s1",
     );
-    let (found, stats) = e
-        .scion
-        .engine()
-        .common_ancestry_counted(&main, &side)
-        .unwrap();
+    let (found, stats) = e.scion.engine().common_ancestry(&main, &side).unwrap();
     assert!(matches!(found, CommonAncestry::Base(_)));
     assert!(
         stats.versions_visited <= 34,

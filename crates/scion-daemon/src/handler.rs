@@ -1,6 +1,7 @@
 //! What every handler of the API uses: body and query extractors that answer in the API's
 //! error format, engine work moved off the async threads, and name parsing.
 
+use scion_core::names::NameError;
 use std::sync::Arc;
 
 use axum::extract::rejection::{JsonRejection, QueryRejection};
@@ -102,8 +103,9 @@ pub async fn blocking<T: Send + 'static, E: Into<CoreError> + Send + 'static>(
 }
 
 /// Parse a name, answering a bad one as the API's error.
-pub fn parse<T: std::str::FromStr<Err = EngineError>>(s: &str) -> ApiResult<T> {
-    s.parse().map_err(ApiError::from)
+pub fn parse<T: std::str::FromStr<Err = NameError>>(s: &str) -> ApiResult<T> {
+    s.parse()
+        .map_err(|e: NameError| ApiError::from(EngineError::from(e)))
 }
 
 /// Parse a duration such as `30s`, `10m`, `2h`.

@@ -218,12 +218,12 @@ impl Engine {
     }
 
     /// The store's clock (lease expiry and TTLs are judged by it, not the caller's).
-    pub fn store_now(&self) -> EngineResult<SystemTime> {
+    pub(crate) fn store_now(&self) -> EngineResult<SystemTime> {
         Ok(self.backend.now()?)
     }
 
-    /// The store's clock, as a stamp to write into refs and checkpoints.
-    /// The store's clock now, as refs and receipts record it.
+    /// The store's clock now, as refs and receipts record it: lease expiry and TTLs are
+    /// judged by it, not the caller's ([`StoreTime::as_system_time`] for the time itself).
     pub fn store_clock(&self) -> EngineResult<StoreTime> {
         self.store_time()
     }

@@ -393,3 +393,19 @@ fn at_remote(remote: &Option<RemoteName>) -> String {
         .map(|r| format!(" at {r}"))
         .unwrap_or_default()
 }
+
+/// A name that is not one is the engine's invalid name, target or input, with the same words.
+impl From<crate::names::NameError> for EngineError {
+    fn from(e: crate::names::NameError) -> Self {
+        use crate::names::NameError;
+        match e {
+            NameError::InvalidName { kind, name, reason } => {
+                EngineError::InvalidName { kind, name, reason }
+            }
+            NameError::InvalidTarget { target, reason } => {
+                EngineError::InvalidTarget { target, reason }
+            }
+            NameError::InvalidOwner { reason } => EngineError::InvalidInput { reason },
+        }
+    }
+}

@@ -18,13 +18,10 @@ pub mod history;
 pub mod live;
 mod manifest;
 pub mod materialize;
-mod name_types;
-pub mod names;
 mod objects;
 pub mod ops;
 mod page_cache;
 mod pagemap;
-pub mod pattern;
 pub mod progress;
 mod publish;
 mod reader;
@@ -36,14 +33,23 @@ mod writer;
 
 /// The binary formats, which are their own crate (`scion-format`).
 pub use scion_format as format;
+/// Names of databases, branches, checkpoints, remotes and owners (`scion-format`'s).
+#[doc(no_inline)]
+pub use scion_format::names;
+/// Patterns of branches (`scion-format`'s).
+#[doc(no_inline)]
+pub use scion_format::pattern;
 
 pub use engine::{default_holder, Engine, EngineOptions, ResolvedVersion};
 pub use error::{EngineError, EngineResult};
 pub use format::PageCompression;
 pub(crate) use manifest::{Manifest, MANIFEST_KEY};
 pub use manifest::{StoreSettings, DEFAULT_MIN_GRACE};
+#[doc(no_inline)]
 pub use names::{BranchName, BranchRef, CheckpointName, DbName, Owner, RemoteName, Target};
 pub use ops::fork::{ForkOptions, ForkReport};
+pub use ops::lease::{LeaseChange, LeaseOutcome};
 pub use page_cache::{PageCache, PageCacheStats};
+#[doc(no_inline)]
 pub use pattern::BranchPattern;
 pub use writer::WriteStats;

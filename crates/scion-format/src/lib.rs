@@ -1,5 +1,7 @@
 //! Binary formats of the objects scion writes: segments, their frames, page-map nodes and
-//! root records, and the locators that point into segments. `docs/format.md` documents
+//! root records, and the locators that point into segments; and the names that become part
+//! of object keys (databases, branches, checkpoints, remotes, owners) with the patterns
+//! that match them. `docs/format.md` documents
 //! every byte; golden files pin version 1. Nothing here does I/O or knows SQLite or a
 //! store: encoders take and return bytes, decoders take bytes and never panic.
 //!
@@ -10,7 +12,10 @@ mod bytes;
 mod compression;
 mod frame;
 mod locator;
+mod name_types;
+pub mod names;
 mod node;
+pub mod pattern;
 mod root;
 mod segment;
 

@@ -44,7 +44,7 @@ pub(crate) fn find_base(
             how: format!("{t}, as given by --base"),
         });
     }
-    match engine.common_ancestry(ours, theirs)? {
+    match engine.common_ancestry(ours, theirs)?.0 {
         CommonAncestry::Base(root) => {
             let how = if root == *theirs {
                 format!("{src} itself: {dst} already holds it")

@@ -162,3 +162,10 @@ impl std::error::Error for FilesError {
         self.0.source()
     }
 }
+
+/// A name that is not one, as the engine reports it.
+impl From<scion_engine::names::NameError> for MergeError {
+    fn from(e: scion_engine::names::NameError) -> Self {
+        MergeError::Engine(e.into())
+    }
+}

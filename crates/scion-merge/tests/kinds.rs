@@ -399,7 +399,13 @@ fn a_destination_leased_by_someone_else_is_refused_and_nothing_is_published() {
     let main: scion_core::BranchRef = "shop@main".parse().unwrap();
     env.scion
         .engine()
-        .lease_acquire_as(&main, "another-agent", std::time::Duration::from_secs(60))
+        .lease(
+            &main,
+            "another-agent",
+            scion_core::ops::lease::LeaseChange::Acquire {
+                ttl: std::time::Duration::from_secs(60),
+            },
+        )
         .unwrap();
     let before = env.version("shop@main");
     let err = env

@@ -22,3 +22,10 @@ pub enum RemoteError {
 }
 
 pub type RemoteResult<T> = Result<T, RemoteError>;
+
+/// A name that is not one, as the engine reports it.
+impl From<scion_core::names::NameError> for RemoteError {
+    fn from(e: scion_core::names::NameError) -> Self {
+        RemoteError::Engine(e.into())
+    }
+}

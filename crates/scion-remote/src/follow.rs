@@ -142,7 +142,7 @@ fn may_pass(e: &RemoteError) -> bool {
 
 /// The local store's clock, in Unix milliseconds (what root records' "made at" says).
 fn unix_ms(s: &Scion) -> RemoteResult<u64> {
-    let now = s.engine().store_now()?;
+    let now = s.engine().store_clock()?.as_system_time();
     Ok(now
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64))

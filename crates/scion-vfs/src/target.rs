@@ -35,13 +35,12 @@ impl OpenTarget {
     pub fn parse(name: &str) -> Result<OpenTarget, TargetError> {
         // SQLite hands over the path part of a URI; a leading slash comes from `file:/x`.
         let trimmed = name.trim_start_matches('/');
-        let t: Target =
-            trimmed
-                .parse()
-                .map_err(|e: scion_engine::EngineError| TargetError::Invalid {
-                    name: name.to_string(),
-                    reason: e.to_string(),
-                })?;
+        let t: Target = trimmed
+            .parse()
+            .map_err(|e: scion_engine::names::NameError| TargetError::Invalid {
+                name: name.to_string(),
+                reason: e.to_string(),
+            })?;
         Ok(OpenTarget {
             branch: t.branch,
             checkpoint: t.checkpoint,

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, OpenFlags};
 use scion_core::attach::{AttachOptions, StoreSpec};
-use scion_core::{BranchRef, Scion};
+use scion_core::{BranchRef, LeaseChange, Scion};
 
 use common::*;
 
@@ -374,14 +374,27 @@ fn a_lease_on_the_branch_refuses_vfs_writers() {
     let main: BranchRef = "leased@main".parse().unwrap();
     e.scion
         .engine()
-        .lease_acquire(&main, std::time::Duration::from_secs(60))
+        .lease(
+            &main,
+            e.scion.engine().holder(),
+            LeaseChange::Acquire {
+                ttl: std::time::Duration::from_secs(60),
+            },
+        )
         .unwrap();
     let c = e.open("leased@main");
     let err = c.execute_batch("INSERT INTO t VALUES (1)").unwrap_err();
     assert!(err.to_string().contains("locked"), "{err}");
     let why = scion_vfs::last_error().unwrap();
     assert!(why.contains("is leased by"), "{why}");
-    e.scion.engine().lease_release(&main, false).unwrap();
+    e.scion
+        .engine()
+        .lease(
+            &main,
+            e.scion.engine().holder(),
+            LeaseChange::Release { force: false },
+        )
+        .unwrap();
     c.execute_batch("INSERT INTO t VALUES (1)").unwrap();
 }
 

@@ -69,7 +69,7 @@ impl Scion {
         policy: FragmentationPolicy,
         judged: &mut HashMap<String, Locator>,
     ) -> CoreResult<FragmentationSweep> {
-        let now = self.engine.store_now()?;
+        let now = self.engine.store_clock()?.as_system_time();
         let mut sweep = FragmentationSweep::default();
         let mut seen = HashSet::new();
         for db in self.engine.list_databases()? {

@@ -226,7 +226,11 @@ pub struct StoreSize {
 impl Scion {
     /// Every branch of `db`, in name order, with this host's checkout of each.
     pub fn branch_statuses(&self, db: &DbName) -> EngineResult<Vec<BranchStatus>> {
-        self.branch_statuses_noting(db, self.engine.store_now()?, &mut Holders::default())
+        self.branch_statuses_noting(
+            db,
+            self.engine.store_clock()?.as_system_time(),
+            &mut Holders::default(),
+        )
     }
 
     fn branch_statuses_noting(
@@ -247,7 +251,7 @@ impl Scion {
     /// One branch's status (what `branch_statuses` lists, without looking at the others).
     pub fn branch_status(&self, b: &BranchRef) -> EngineResult<BranchStatus> {
         let (r, _) = self.engine.read_ref(b)?;
-        self.status_of(b, &r, self.engine.store_now()?)
+        self.status_of(b, &r, self.engine.store_clock()?.as_system_time())
     }
 
     fn status_of(
@@ -314,7 +318,7 @@ impl Scion {
 
     /// The whole store: settings, space, every database and branch, and who holds what.
     pub fn status(&self) -> EngineResult<StatusReport> {
-        let now = self.engine.store_now()?;
+        let now = self.engine.store_clock()?.as_system_time();
         let mut holders = Holders::default();
         let mut databases = Vec::new();
         for db in self.engine.list_databases()? {

@@ -50,7 +50,7 @@ async fn whoami(axum::Extension(caller): axum::Extension<crate::authorize::Calle
 
 async fn readyz(State(shared): State<Arc<Shared>>) -> ApiResult<&'static str> {
     blocking(&shared, Context::Other, |s| {
-        s.engine().store_now().map(drop)
+        s.engine().store_clock().map(drop)
     })
     .await?;
     Ok("ready\n")

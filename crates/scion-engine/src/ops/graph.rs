@@ -105,13 +105,9 @@ impl Engine {
         Ok(self.graph_node(root)?.generation)
     }
 
-    /// The best common ancestors of `a` and `b` in the version graph.
-    pub fn common_ancestry(&self, a: &Locator, b: &Locator) -> EngineResult<CommonAncestry> {
-        Ok(self.common_ancestry_counted(a, b)?.0)
-    }
-
-    /// [`Engine::common_ancestry`], with what the walk cost.
-    pub fn common_ancestry_counted(
+    /// The best common ancestors of `a` and `b` in the version graph, and what the walk
+    /// to them cost.
+    pub fn common_ancestry(
         &self,
         a: &Locator,
         b: &Locator,
@@ -199,7 +195,7 @@ impl Engine {
     /// Whether `ancestor` is `of` or one of its ancestors, by the version graph. `None`
     /// when the graph cannot tell (versions written before it).
     pub fn is_ancestor(&self, ancestor: &Locator, of: &Locator) -> EngineResult<Option<bool>> {
-        Ok(match self.common_ancestry(ancestor, of)? {
+        Ok(match self.common_ancestry(ancestor, of)?.0 {
             CommonAncestry::Base(b) => Some(b == *ancestor),
             CommonAncestry::Several(_) | CommonAncestry::Unrelated => Some(false),
             CommonAncestry::Unknown { .. } => None,

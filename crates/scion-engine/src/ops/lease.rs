@@ -57,41 +57,77 @@ fn holder_is_dead(holder: &str) -> bool {
     place == this_place && !std::path::Path::new(&format!("/proc/{pid}")).exists()
 }
 
+/// What [`Engine::lease`] does with a branch's lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LeaseChange {
+    /// Take the lease (or take it again) for `ttl`. Every acquisition bumps the branch's
+    /// epoch, fencing any earlier holder.
+    Acquire {
+        /// How long it lasts (store clock).
+        ttl: Duration,
+    },
+    /// Extend the holder's lease by `ttl` from now without a new epoch (the holder's
+    /// pending commits stay valid), and touch the branch.
+    Renew {
+        /// The epoch the holder took the lease at.
+        epoch: u64,
+        /// How long it lasts from now.
+        ttl: Duration,
+    },
+    /// Give the lease up. An expired lease, or one whose holder's process is gone, is
+    /// released whoever held it; another holder's live lease only with `force` (which
+    /// fences that holder: its next commit loses its compare-and-swap).
+    Release {
+        /// Release another holder's live lease too.
+        force: bool,
+    },
+}
+
+/// What [`Engine::lease`] left: the lease and the branch's ref after the change.
+#[derive(Debug, Clone)]
+pub struct LeaseOutcome {
+    /// The lease in force after an acquisition or renewal; the lease given up by a release
+    /// (`None` when the branch had none).
+    pub lease: Option<LeaseInfo>,
+    /// The branch's ref as the change wrote it: the base for the holder's next commit.
+    pub head: Ref,
+    /// The ref's tag, for that commit's compare-and-swap.
+    pub tag: ETag,
+}
+
+/// Refuse if anyone but `holder` holds a live lease on `r` whose process may still be there.
+fn refuse_other_holder(b: &BranchRef, r: &Ref, holder: &str, now: StoreTime) -> EngineResult<()> {
+    match &r.lease {
+        Some(l)
+            if l.holder != holder
+                && is_live(l, now.as_system_time())
+                && !holder_is_dead(&l.holder) =>
+        {
+            Err(EngineError::LeaseHeld {
+                branch: b.clone(),
+                holder: l.holder.clone(),
+                expires: l.expires.to_string(),
+            })
+        }
+        _ => Ok(()),
+    }
+}
+
 impl Engine {
     /// Refuse if someone other than this process holds a live lease on `r`.
     pub(crate) fn check_not_leased(&self, b: &BranchRef, r: &Ref, force: bool) -> EngineResult<()> {
-        if force {
+        if force || r.lease.is_none() {
             return Ok(());
         }
-        if let Some(l) = &r.lease {
-            if l.holder != self.holder()
-                && is_live(l, self.store_now()?)
-                && !holder_is_dead(&l.holder)
-            {
-                return Err(EngineError::LeaseHeld {
-                    branch: b.clone(),
-                    holder: l.holder.clone(),
-                    expires: l.expires.to_string(),
-                });
-            }
-        }
-        Ok(())
+        refuse_other_holder(b, r, self.holder(), self.store_time()?)
     }
 
     /// Refuse if anyone but `holder` holds a live lease on `r`: what a writer that takes no
     /// lease of its own (a VFS transaction, fenced by its commit's compare-and-swap) checks
     /// before it starts, so sessions and at-rest operations keep their branch.
     pub fn check_lease_free_for(&self, b: &BranchRef, r: &Ref, holder: &str) -> EngineResult<()> {
-        if let Some(l) = &r.lease {
-            if l.holder != holder && is_live(l, self.store_now()?) && !holder_is_dead(&l.holder) {
-                return Err(EngineError::LeaseHeld {
-                    branch: b.clone(),
-                    holder: l.holder.clone(),
-                    expires: l.expires.to_string(),
-                });
-            }
-        }
-        Ok(())
+        refuse_other_holder(b, r, holder, self.store_time()?)
     }
 
     /// Whether this process already holds a live lease on `r` (taken before the operation).
@@ -102,113 +138,60 @@ impl Engine {
         })
     }
 
-    /// Take (or renew) the lease on `b` for `ttl`. Refused while another holder's lease is
-    /// live. Every acquisition bumps the epoch, fencing any earlier holder.
-    pub fn lease_acquire(&self, b: &BranchRef, ttl: Duration) -> EngineResult<LeaseInfo> {
-        let now = self.store_time()?;
-        let r = self.update_ref(b, |r| {
-            self.check_not_leased(b, r, false)?;
-            r.epoch += 1;
-            r.lease = Some(Lease {
-                holder: self.holder().to_string(),
-                epoch: r.epoch,
-                expires: now.saturating_add(ttl),
-            });
-            Ok(())
-        })?;
-        let l = r.lease.expect("just set");
-        Ok(LeaseInfo {
-            branch: b.clone(),
-            holder: l.holder,
-            epoch: l.epoch,
-            expires: l.expires,
-            live: true,
-        })
-    }
-
-    /// Take the lease on `b` as `holder` (a part of this process, such as a daemon's
-    /// session: `<default holder>#<session>`), for `ttl`. Refused while anyone else's lease
-    /// is live, including this process's own default holder. Returns the leased ref and
-    /// its tag, the base for the holder's first commit.
-    pub fn lease_acquire_as(
+    /// Change `holder`'s lease on `b` (see [`LeaseChange`]): the one way a lease is taken,
+    /// kept or given up. `holder` is usually [`Engine::holder`], or a part of this process
+    /// (a daemon's session: `<default holder>#<session>`). Another holder's live lease
+    /// refuses an acquisition and a release without `force` ([`EngineError::LeaseHeld`]);
+    /// a renewal of a lease that changed hands or epoch is an [`EngineError::Conflict`]
+    /// (the holder has been fenced).
+    pub fn lease(
         &self,
         b: &BranchRef,
         holder: &str,
-        ttl: Duration,
-    ) -> EngineResult<(Ref, ETag)> {
+        change: LeaseChange,
+    ) -> EngineResult<LeaseOutcome> {
         let now = self.store_time()?;
-        self.update_ref_with(b, false, |r| {
-            if let Some(l) = &r.lease {
-                if l.holder != holder
-                    && is_live(l, now.as_system_time())
-                    && !holder_is_dead(&l.holder)
-                {
-                    return Err(EngineError::LeaseHeld {
-                        branch: b.clone(),
-                        holder: l.holder.clone(),
-                        expires: l.expires.to_string(),
+        let mut released = None;
+        let (head, tag) = self.update_ref_with(b, false, |r| {
+            match change {
+                LeaseChange::Acquire { ttl } => {
+                    refuse_other_holder(b, r, holder, now)?;
+                    r.epoch += 1;
+                    r.lease = Some(Lease {
+                        holder: holder.to_string(),
+                        epoch: r.epoch,
+                        expires: now.saturating_add(ttl),
                     });
                 }
+                LeaseChange::Renew { epoch, ttl } => match &mut r.lease {
+                    Some(l) if l.holder == holder && l.epoch == epoch => {
+                        l.expires = now.saturating_add(ttl);
+                        // A held branch is in use: its TTL counts from the last renewal.
+                        r.touched_at = now;
+                    }
+                    _ => return Err(EngineError::Conflict { branch: b.clone() }),
+                },
+                LeaseChange::Release { force } => {
+                    if !force {
+                        refuse_other_holder(b, r, holder, now)?;
+                    }
+                    released = r.lease.take();
+                }
             }
-            r.epoch += 1;
-            r.lease = Some(Lease {
-                holder: holder.to_string(),
-                epoch: r.epoch,
-                expires: now.saturating_add(ttl),
-            });
-            Ok(())
-        })
-    }
-
-    /// Extend `holder`'s lease on `b` by `ttl` from now without a new epoch (the holder's
-    /// pending commits stay valid), and touch the branch. A lease that changed hands or epoch is a
-    /// [`EngineError::Conflict`]: the holder has been fenced.
-    pub fn lease_renew_as(
-        &self,
-        b: &BranchRef,
-        holder: &str,
-        epoch: u64,
-        ttl: Duration,
-    ) -> EngineResult<(Ref, ETag)> {
-        let now = self.store_time()?;
-        self.update_ref_with(b, false, |r| match &mut r.lease {
-            Some(l) if l.holder == holder && l.epoch == epoch => {
-                l.expires = now.saturating_add(ttl);
-                // A held branch is in use: its TTL counts from the last renewal.
-                r.touched_at = now;
-                Ok(())
-            }
-            _ => Err(EngineError::Conflict { branch: b.clone() }),
-        })
-    }
-
-    /// Give up `holder`'s lease on `b`; a lease held by anyone else is left alone.
-    pub fn lease_release_as(&self, b: &BranchRef, holder: &str) -> EngineResult<()> {
-        self.update_ref(b, |r| {
-            if r.lease.as_ref().is_some_and(|l| l.holder == holder) {
-                r.lease = None;
-            }
-            Ok(())
-        })
-        .map(|_| ())
-    }
-
-    /// Give up the lease on `b`. Another holder's live lease is released only with
-    /// `force` (which fences that holder: its next commit loses its compare-and-swap).
-    pub fn lease_release(&self, b: &BranchRef, force: bool) -> EngineResult<Option<LeaseInfo>> {
-        let mut released = None;
-        self.update_ref(b, |r| {
-            self.check_not_leased(b, r, force)?;
-            released = r.lease.take();
             Ok(())
         })?;
-        Ok(released.map(|l| LeaseInfo {
+        let info = |l: &Lease, live: bool| LeaseInfo {
             branch: b.clone(),
-            holder: l.holder,
+            holder: l.holder.clone(),
             epoch: l.epoch,
             expires: l.expires,
-            live: false,
-        }))
+            live,
+        };
+        let lease = match change {
+            LeaseChange::Release { .. } => released.as_ref().map(|l| info(l, false)),
+            _ => head.lease.as_ref().map(|l| info(l, true)),
+        };
+        Ok(LeaseOutcome { lease, head, tag })
     }
 
     /// Every branch that carries a lease, live or expired.

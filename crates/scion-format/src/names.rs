@@ -9,18 +9,48 @@ use std::str::FromStr;
 pub use crate::name_types::{
     BranchName, BranchRef, CheckpointName, DbName, Owner, RemoteName, Target,
 };
-use crate::EngineError;
+
+/// A name, target or owner that is not one: the text given and why.
+///
+/// Not `#[non_exhaustive]`: the engine's error maps each variant to one of its own, whole.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NameError {
+    /// A name (of a database, branch, checkpoint, remote) that is not one.
+    #[error("invalid {kind} name {name:?}: {reason}")]
+    InvalidName {
+        /// What the name was for (`database`, `branch`, ...).
+        kind: &'static str,
+        /// The name given.
+        name: String,
+        /// Why.
+        reason: &'static str,
+    },
+    /// A target (`db`, `db@branch`, `db@branch@checkpoint`) that is not one.
+    #[error("invalid target {target:?}: {reason}")]
+    InvalidTarget {
+        /// The text given.
+        target: String,
+        /// Why.
+        reason: &'static str,
+    },
+    /// An owner tag that is not one.
+    #[error("invalid input: {reason}")]
+    InvalidOwner {
+        /// Why (the text given, and what owners are made of).
+        reason: String,
+    },
+}
 
 /// The longest database, branch or checkpoint name, in bytes.
 pub const MAX_NAME_LEN: usize = 100;
 
 /// Branch names scion derives (a safety fork's `<branch>-pre-rollback-v<version>`) may be
 /// this much longer than names people pick, so every branch can have its safety forks.
-pub(crate) const DERIVED_NAME_ROOM: usize = 40;
+const DERIVED_NAME_ROOM: usize = 40;
 
 /// Checkpoint names that resolve without an object: the version a branch was forked at,
 /// and the version `create` made.
-pub(crate) const RESERVED_CHECKPOINTS: [&str; 2] = ["fork", "init"];
+const RESERVED_CHECKPOINTS: [&str; 2] = ["fork", "init"];
 
 /// The reasons a name is refused that are about its characters: only these get the hint
 /// of which characters names use.
@@ -30,7 +60,7 @@ pub const CHARACTER_REASONS: [&str; 3] = [
     "must not contain '..'",
 ];
 
-fn validate(kind: &'static str, s: &str, max_len: usize) -> Result<(), EngineError> {
+fn validate(kind: &'static str, s: &str, max_len: usize) -> Result<(), NameError> {
     let reason = if s.is_empty() {
         Some("is empty")
     } else if s.len() > max_len && max_len == MAX_NAME_LEN {
@@ -50,7 +80,7 @@ fn validate(kind: &'static str, s: &str, max_len: usize) -> Result<(), EngineErr
         None
     };
     match reason {
-        Some(reason) => Err(EngineError::InvalidName {
+        Some(reason) => Err(NameError::InvalidName {
             kind,
             name: s.to_string(),
             reason,
@@ -66,16 +96,16 @@ macro_rules! name_type {
     ($ty:ident, $check:expr) => {
         impl $ty {
             /// The name, if it follows the rules of its kind.
-            pub fn new(s: &str) -> Result<Self, EngineError> {
-                let check: fn(&str) -> Result<(), EngineError> = $check;
+            pub fn new(s: &str) -> Result<Self, NameError> {
+                let check: fn(&str) -> Result<(), NameError> = $check;
                 check(s)?;
                 Ok(Self(s.to_string()))
             }
         }
 
         impl FromStr for $ty {
-            type Err = EngineError;
-            fn from_str(s: &str) -> Result<Self, EngineError> {
+            type Err = NameError;
+            fn from_str(s: &str) -> Result<Self, NameError> {
                 Self::new(s)
             }
         }
@@ -94,9 +124,9 @@ name_type!(RemoteName, "remote", MAX_REMOTE_NAME_LEN);
 
 /// What joins a remote's name and a branch's in a remote-tracking branch (`origin~main`):
 /// a character no other name may hold, so a tracking branch never takes a name people pick.
-pub(crate) const TRACKING_SEPARATOR: char = '~';
+const TRACKING_SEPARATOR: char = '~';
 /// Remote names stay short: a tracking branch's name holds one and a branch's.
-pub(crate) const MAX_REMOTE_NAME_LEN: usize = 32;
+const MAX_REMOTE_NAME_LEN: usize = 32;
 name_type!(CheckpointName, "checkpoint", MAX_NAME_LEN);
 
 impl BranchName {
@@ -107,9 +137,9 @@ impl BranchName {
 
     /// Refuse a name for a new branch that leaves no room for its derived names, and a
     /// remote-tracking name (only `pull` and `clone` make those).
-    pub(crate) fn check_new(&self) -> Result<(), EngineError> {
+    pub fn check_new(&self) -> Result<(), NameError> {
         if self.tracking().is_some() {
-            return Err(EngineError::InvalidName {
+            return Err(NameError::InvalidName {
                 kind: "branch",
                 name: self.0.clone(),
                 reason: "holds '~': names with it are remote-tracking branches, which only a pull or a clone makes",
@@ -119,9 +149,9 @@ impl BranchName {
     }
 
     /// The remote-tracking branch that follows `branch` of `remote`: `remote~branch`.
-    pub fn tracking_of(remote: &RemoteName, branch: &BranchName) -> Result<Self, EngineError> {
+    pub fn tracking_of(remote: &RemoteName, branch: &BranchName) -> Result<Self, NameError> {
         if branch.tracking().is_some() {
-            return Err(EngineError::InvalidName {
+            return Err(NameError::InvalidName {
                 kind: "branch",
                 name: branch.0.clone(),
                 reason: "is itself a remote-tracking branch, which is never pushed or pulled",
@@ -137,7 +167,8 @@ impl BranchName {
 }
 
 impl CheckpointName {
-    pub(crate) fn is_reserved(&self) -> bool {
+    /// Whether this is one of the [`CheckpointName::reserved`] names.
+    pub fn is_reserved(&self) -> bool {
         RESERVED_CHECKPOINTS.contains(&self.0.as_str())
     }
 
@@ -149,12 +180,12 @@ impl CheckpointName {
 }
 
 impl FromStr for BranchRef {
-    type Err = EngineError;
+    type Err = NameError;
     /// `db` (meaning `db@main`) or `db@branch`.
-    fn from_str(s: &str) -> Result<Self, EngineError> {
+    fn from_str(s: &str) -> Result<Self, NameError> {
         let t = Target::from_str(s)?;
         if t.checkpoint.is_some() {
-            return Err(EngineError::InvalidTarget {
+            return Err(NameError::InvalidTarget {
                 target: s.to_string(),
                 reason: "expected db or db@branch, not a checkpoint",
             });
@@ -164,11 +195,11 @@ impl FromStr for BranchRef {
 }
 
 impl FromStr for Target {
-    type Err = EngineError;
-    fn from_str(s: &str) -> Result<Self, EngineError> {
+    type Err = NameError;
+    fn from_str(s: &str) -> Result<Self, NameError> {
         let parts: Vec<&str> = s.split('@').collect();
         if parts.len() > 3 {
-            return Err(EngineError::InvalidTarget {
+            return Err(NameError::InvalidTarget {
                 target: s.to_string(),
                 reason: "too many '@' (expected db[@branch[@checkpoint]])",
             });
@@ -195,7 +226,7 @@ impl Owner {
 
     /// `s` as an owner name, if it is one (letters, digits, `.`, `_`, `-`, `:`, `@` and `/`, at
     /// most [`Owner::MAX_LEN`] bytes).
-    pub fn new(s: &str) -> Result<Self, EngineError> {
+    pub fn new(s: &str) -> Result<Self, NameError> {
         let ok = !s.is_empty()
             && s.len() <= Self::MAX_LEN
             && s.bytes().all(|b| {
@@ -204,7 +235,7 @@ impl Owner {
         if ok {
             Ok(Owner(s.to_string()))
         } else {
-            Err(EngineError::InvalidInput {
+            Err(NameError::InvalidOwner {
                 reason: format!(
                     "owner {s:?}: 1 to {} characters of A-Z, a-z, 0-9, '.', '_', '-', ':', '@' and '/'",
                     Self::MAX_LEN
@@ -215,8 +246,8 @@ impl Owner {
 }
 
 impl FromStr for Owner {
-    type Err = EngineError;
-    fn from_str(s: &str) -> Result<Self, EngineError> {
+    type Err = NameError;
+    fn from_str(s: &str) -> Result<Self, NameError> {
         Owner::new(s)
     }
 }
