@@ -83,7 +83,7 @@ fn timed_checkout(scion: &Scion, branch: &BranchRef) -> BenchResult<Duration> {
 
 /// The rows at `size_mib`: `scion`'s database `db` (imported from `source`, its main branch
 /// checked out), measured in `work`.
-pub fn measure(
+pub(crate) fn measure(
     scion: &Scion,
     db: &str,
     source: &Path,

@@ -12,7 +12,7 @@ use crate::{BenchError, BenchResult};
 
 pub(crate) const VFS_ROW: &str = "scion VFS (fork + open through the VFS)";
 
-pub fn row(dir: &Path, seed: &Path, runs: usize, probe_id: i64) -> BenchResult<MethodRow> {
+pub(crate) fn row(dir: &Path, seed: &Path, runs: usize, probe_id: i64) -> BenchResult<MethodRow> {
     scion_vfs::register().map_err(|rc| BenchError::Other(format!("registering the VFS: {rc}")))?;
     let dir = dir.join("scion-vfs");
     let store_dir = dir.join("store");

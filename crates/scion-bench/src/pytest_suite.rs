@@ -401,7 +401,7 @@ fn mib(bytes: u64) -> f64 {
 
 impl PytestBenchReport {
     /// scion's suite against the copying one, for a shape: (test time, wall) ratios.
-    pub fn ratios(&self, shape: Shape) -> Option<(f64, f64)> {
+    pub(crate) fn ratios(&self, shape: Shape) -> Option<(f64, f64)> {
         let find = |f| {
             self.suites
                 .iter()

@@ -33,7 +33,10 @@ impl Summary {
 }
 
 /// Run `f` once to warm up, then `runs` times, timing each call only.
-pub fn measure<T, E>(runs: usize, mut f: impl FnMut(usize) -> Result<T, E>) -> Result<Summary, E> {
+pub(crate) fn measure<T, E>(
+    runs: usize,
+    mut f: impl FnMut(usize) -> Result<T, E>,
+) -> Result<Summary, E> {
     f(usize::MAX)?;
     let mut samples = Vec::with_capacity(runs);
     for i in 0..runs {

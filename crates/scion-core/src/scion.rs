@@ -83,7 +83,7 @@ impl Scion {
     }
 
     /// The working tree of `options.checkouts_dir` around an opened engine.
-    pub fn around(engine: Engine, options: ScionOptions) -> Self {
+    pub(crate) fn around(engine: Engine, options: ScionOptions) -> Self {
         Scion {
             engine: Arc::new(engine),
             options,

@@ -150,7 +150,7 @@ fn a_destroyed_branch_is_restored_by_name_while_its_history_lasts() {
     let gone = br("shop@gone");
     e.scion
         .engine()
-        .set_ttl(&gone, Duration::from_secs(3600))
+        .touch(&gone, Some(Some(Duration::from_secs(3600))))
         .unwrap();
     e.scion.destroy(&gone, false).unwrap();
     assert!(matches!(

@@ -60,11 +60,11 @@ impl ApiError {
         }
     }
 
-    pub fn invalid(message: impl Into<String>) -> Self {
+    pub(crate) fn invalid(message: impl Into<String>) -> Self {
         ApiError::new(Exit::InvalidInput, "invalid_input", message, None)
     }
 
-    pub fn not_found(code: &str, message: impl Into<String>) -> Self {
+    pub(crate) fn not_found(code: &str, message: impl Into<String>) -> Self {
         ApiError::new(Exit::NotFound, code, message, None)
     }
 

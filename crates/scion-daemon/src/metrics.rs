@@ -269,7 +269,7 @@ impl Metrics {
     }
 
     /// Count a refused request; `reason` is one of the reasons `REFUSAL_REASONS` lists.
-    pub fn refuse(&self, reason: &'static str) {
+    pub(crate) fn refuse(&self, reason: &'static str) {
         debug_assert!(REFUSAL_REASONS.contains(&reason), "{reason}");
         self.refused_requests
             .get_or_create(&ReasonLabels { reason })

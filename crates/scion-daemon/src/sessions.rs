@@ -177,7 +177,7 @@ impl Sessions {
         Err(session_gone(id))
     }
 
-    pub fn ids(&self) -> Vec<String> {
+    pub(crate) fn ids(&self) -> Vec<String> {
         self.open
             .lock()
             .expect("sessions lock")

@@ -70,7 +70,7 @@ pub struct Grant {
 
 impl Grant {
     /// Whether this grant allows `verb` on `db@branch`.
-    pub fn allows(&self, verb: Verb, db: &str, branch: &str) -> bool {
+    pub(crate) fn allows(&self, verb: Verb, db: &str, branch: &str) -> bool {
         self.verb >= verb && self.pattern.matches(db, branch)
     }
 }
@@ -317,7 +317,7 @@ impl TokenStore {
 
     /// Which token `presented` is, reading the file again when it changed. Every record is
     /// compared (in constant time), so the answer's timing does not depend on the token.
-    pub fn check(&self, presented: &str) -> Result<Presented, TokenError> {
+    pub(crate) fn check(&self, presented: &str) -> Result<Presented, TokenError> {
         let modified = std::fs::metadata(&self.path)
             .and_then(|m| m.modified())
             .ok();

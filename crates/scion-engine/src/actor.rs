@@ -25,7 +25,7 @@ pub fn acting_as<T>(actor: Option<&str>, f: impl FnOnce() -> T) -> T {
 }
 
 /// The actor set by the innermost [`acting_as`] on this thread.
-pub fn current() -> Option<String> {
+pub(crate) fn current() -> Option<String> {
     ACTOR.with(|a| a.borrow().clone())
 }
 

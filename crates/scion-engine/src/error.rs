@@ -375,7 +375,7 @@ impl EngineError {
     }
 
     /// Damaged data in the store object (or file) `object`, for `reason`.
-    pub fn corrupt(object: impl Into<String>, reason: impl Into<String>) -> Self {
+    pub(crate) fn corrupt(object: impl Into<String>, reason: impl Into<String>) -> Self {
         EngineError::Corrupt {
             object: object.into(),
             reason: reason.into(),

@@ -42,6 +42,8 @@ pub use scion_format::pattern;
 
 pub use engine::{default_holder, Engine, EngineOptions, ResolvedVersion};
 pub use error::{EngineError, EngineResult};
+/// How new full page frames are stored (`scion-format`'s).
+#[doc(no_inline)]
 pub use format::PageCompression;
 pub(crate) use manifest::{Manifest, MANIFEST_KEY};
 pub use manifest::{StoreSettings, DEFAULT_MIN_GRACE};

@@ -19,7 +19,7 @@ pub const SHARED_FIRST: i64 = 0x4000_0000 + 2;
 pub const SHARED_SIZE: i64 = 510;
 const SHM_DMS: i64 = 128;
 
-pub use crate::format::normalize_page1;
+use crate::format::normalize_page1;
 
 /// Bytes 18 and 19 of page 1 set for WAL (2, 2), as SQLite reads a WAL database.
 pub fn set_wal_mode_bytes(page: &mut [u8]) {
@@ -30,7 +30,7 @@ pub fn set_wal_mode_bytes(page: &mut [u8]) {
 }
 
 /// SQLite's file change counter (page 1, bytes 24..28).
-pub fn change_counter(page1: &[u8]) -> u32 {
+pub(crate) fn change_counter(page1: &[u8]) -> u32 {
     if page1.len() < 28 {
         return 0;
     }

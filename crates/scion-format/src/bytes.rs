@@ -14,10 +14,12 @@ pub struct Cursor<'a> {
 }
 
 impl<'a> Cursor<'a> {
+    /// A reader at the start of `buf`.
     pub fn new(buf: &'a [u8]) -> Self {
         Self { buf, pos: 0 }
     }
 
+    /// Bytes not read yet.
     pub fn remaining(&self) -> usize {
         self.buf.len() - self.pos
     }
@@ -27,6 +29,7 @@ impl<'a> Cursor<'a> {
         &self.buf[self.pos..]
     }
 
+    /// The next `n` bytes, or an error when fewer are left.
     pub fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
         if n > self.remaining() {
             return err(format!(
@@ -40,21 +43,25 @@ impl<'a> Cursor<'a> {
         Ok(s)
     }
 
-    pub fn u8(&mut self) -> Result<u8, DecodeError> {
+    /// The next byte.
+    pub(crate) fn u8(&mut self) -> Result<u8, DecodeError> {
         Ok(self.take(1)?[0])
     }
+    /// The next two bytes, little-endian.
     pub fn u16(&mut self) -> Result<u16, DecodeError> {
         Ok(u16::from_le_bytes(self.take(2)?.try_into().unwrap()))
     }
+    /// The next four bytes, little-endian.
     pub fn u32(&mut self) -> Result<u32, DecodeError> {
         Ok(u32::from_le_bytes(self.take(4)?.try_into().unwrap()))
     }
+    /// The next eight bytes, little-endian.
     pub fn u64(&mut self) -> Result<u64, DecodeError> {
         Ok(u64::from_le_bytes(self.take(8)?.try_into().unwrap()))
     }
 
     /// LEB128, at most 10 bytes, no overflow.
-    pub fn varint(&mut self) -> Result<u64, DecodeError> {
+    pub(crate) fn varint(&mut self) -> Result<u64, DecodeError> {
         let mut v: u64 = 0;
         for i in 0..10 {
             let b = self.u8()?;

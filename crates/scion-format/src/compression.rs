@@ -19,8 +19,10 @@ pub enum PageCompression {
 }
 
 impl PageCompression {
+    /// Every setting there is.
     pub const ALL: [PageCompression; 2] = [PageCompression::Lz4, PageCompression::Uncompressed];
 
+    /// The setting as `config` and the manifest spell it (`lz4`, `none`).
     pub fn as_str(self) -> &'static str {
         match self {
             PageCompression::Lz4 => "lz4",

@@ -11,11 +11,15 @@ const CODEC_LZ4: u8 = 1;
 /// lz4 of the XOR of the page with its base: the full frame of the same page it applies to.
 const CODEC_XOR_LZ4: u8 = 2;
 
+/// What a frame holds; its byte in the frame header and the segment index.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
 pub enum FrameKind {
+    /// A database page (key: its page number).
     Page = 1,
+    /// A page-map node (key: its level).
     Node = 2,
+    /// A version's root record (key: 0).
     Root = 3,
 }
 

@@ -8,6 +8,8 @@
 //! Decoders never panic on arbitrary input: every length and index is checked, and a bad
 //! byte is a [`DecodeError`].
 
+#![deny(missing_docs)]
+
 mod bytes;
 mod compression;
 mod frame;

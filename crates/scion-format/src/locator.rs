@@ -9,6 +9,7 @@ use super::DecodeError;
 pub struct SegmentId(pub u64);
 
 impl SegmentId {
+    /// A fresh random id (never 0, which marks "no segment").
     pub fn random() -> Self {
         let mut b = [0u8; 8];
         getrandom::fill(&mut b).expect("the OS random source is available");
@@ -16,10 +17,12 @@ impl SegmentId {
         SegmentId(u64::from_le_bytes(b).max(1))
     }
 
+    /// The segment's object key, `segments/{id}`.
     pub fn key(&self) -> String {
         format!("segments/{self}")
     }
 
+    /// The id in a segment's object key; `None` for any other key.
     pub fn from_key(key: &str) -> Option<Self> {
         key.strip_prefix("segments/")?.parse().ok()
     }
@@ -50,8 +53,11 @@ impl FromStr for SegmentId {
 /// Where one frame (a page, a node or a root record) lives: a byte range of a segment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Locator {
+    /// The segment holding the frame.
     pub segment: SegmentId,
+    /// Where the frame starts in it, in bytes.
     pub offset: u64,
+    /// The frame's length in bytes.
     pub len: u32,
 }
 
@@ -63,7 +69,11 @@ impl Locator {
     }
 
     /// A locator whose byte range fits in `u64`.
-    pub fn checked(segment: SegmentId, offset: u64, len: u32) -> Result<Locator, DecodeError> {
+    pub(crate) fn checked(
+        segment: SegmentId,
+        offset: u64,
+        len: u32,
+    ) -> Result<Locator, DecodeError> {
         if offset.checked_add(len as u64).is_none() {
             return Err(DecodeError(format!(
                 "locator {segment}:{offset}:{len} ends past 2^64"

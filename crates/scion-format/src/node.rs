@@ -12,7 +12,9 @@ const MAX_FANOUT_BITS: u8 = 10;
 /// never has to read page frames.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Slot {
+    /// The frame: a page, or a child node.
     pub loc: Locator,
+    /// For a page stored as a delta, the full frame it applies to.
     pub base: Option<Locator>,
 }
 
@@ -22,14 +24,19 @@ impl From<Locator> for Slot {
     }
 }
 
+/// A page-map node: `2^fanout_bits` slots of pages (level 0) or of child nodes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Node {
+    /// 0 for a leaf, whose slots are pages; above, slots are child nodes.
     pub level: u8,
+    /// The node has `2^fanout_bits` slots.
     pub fanout_bits: u8,
+    /// The slots; `None` for pages (or subtrees) that are all zeros.
     pub slots: Vec<Option<Slot>>,
 }
 
 impl Node {
+    /// A node of `level` with every slot empty.
     pub fn empty(level: u8, fanout_bits: u8) -> Self {
         Node {
             level,
@@ -38,6 +45,7 @@ impl Node {
         }
     }
 
+    /// Whether no slot holds anything.
     pub fn is_empty(&self) -> bool {
         self.slots.iter().all(|s| s.is_none())
     }
@@ -92,6 +100,7 @@ impl Node {
         out
     }
 
+    /// A node from its frame's raw bytes (as `encode` wrote them).
     pub fn decode(raw: &[u8]) -> Result<Node, DecodeError> {
         let mut c = Cursor::new(raw);
         let version = c.u8()?;

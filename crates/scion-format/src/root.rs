@@ -28,6 +28,7 @@ pub enum Parents {
 }
 
 impl Parents {
+    /// The parents' root records, first parent first.
     pub fn iter(&self) -> impl Iterator<Item = Locator> {
         let (a, b) = match *self {
             Parents::None => (None, None),
@@ -37,6 +38,7 @@ impl Parents {
         a.into_iter().chain(b)
     }
 
+    /// How many parents: 0, 1 or 2.
     pub fn len(&self) -> usize {
         match self {
             Parents::None => 0,
@@ -45,6 +47,7 @@ impl Parents {
         }
     }
 
+    /// Whether the version has no parent (an import or a new database).
     pub fn is_empty(&self) -> bool {
         matches!(self, Parents::None)
     }
@@ -53,6 +56,7 @@ impl Parents {
 /// Where a version came from: immutable, written with the version's root.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Ancestry {
+    /// The versions it was made from.
     pub parents: Parents,
     /// 1 for a version without parents, else 1 + the largest parent generation (a parent
     /// of unknown ancestry counts as 0). Every ancestor has a smaller generation, which is
@@ -62,12 +66,16 @@ pub struct Ancestry {
     pub made_at_ms: u64,
 }
 
+/// A version: its page map's top node, its size, its checksum and where it came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RootRecord {
+    /// Every node of the page map has `2^fanout_bits` slots.
     pub fanout_bits: u8,
     /// Levels of nodes; a version with pages has at least one.
     pub depth: u8,
+    /// SQLite's page size, in bytes.
     pub page_size: u32,
+    /// Pages in the database.
     pub page_count: u32,
     /// SQLite's file change counter (page 1, bytes 24..28), for people and fingerprints.
     pub change_counter: u32,
@@ -101,6 +109,7 @@ fn get_locator(c: &mut Cursor) -> Result<Option<Locator>, DecodeError> {
 }
 
 impl RootRecord {
+    /// The record's bytes, as a root frame holds them.
     pub fn encode(&self) -> Vec<u8> {
         let parents = self.ancestry.map_or(0, |a| a.parents.len());
         let mut out = Vec::with_capacity(ROOT_V1_LEN + 17 + parents * LOCATOR_LEN);
@@ -127,6 +136,7 @@ impl RootRecord {
         out
     }
 
+    /// A record from a root frame's raw bytes (either format version).
     pub fn decode(raw: &[u8]) -> Result<RootRecord, DecodeError> {
         let mut c = Cursor::new(raw);
         let version = c.u8()?;

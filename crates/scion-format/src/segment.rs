@@ -20,11 +20,16 @@ const MAGIC: &[u8; 8] = b"SCIONSEG";
 const END_MAGIC: &[u8; 8] = b"SCIONEND";
 const INDEX_ENTRY_LEN: usize = 21;
 
+/// One frame as a segment's index lists it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FrameIndexEntry {
+    /// What the frame holds.
     pub kind: FrameKind,
+    /// Its key: page number, node level, or 0 for a root record.
     pub key: u64,
+    /// Where it starts in the segment, in bytes.
     pub offset: u64,
+    /// Its length in bytes.
     pub len: u32,
 }
 
@@ -37,6 +42,7 @@ pub struct SegmentBuilder {
 }
 
 impl SegmentBuilder {
+    /// An empty segment `id`, stamped with its creation time.
     pub fn new(id: SegmentId, created_unix_ms: u64) -> Self {
         let mut buf = Vec::with_capacity(64 * 1024);
         buf.extend_from_slice(MAGIC);
@@ -52,14 +58,17 @@ impl SegmentBuilder {
         }
     }
 
+    /// The segment's id.
     pub fn id(&self) -> SegmentId {
         self.id
     }
 
+    /// Bytes written so far (header and frames).
     pub fn len(&self) -> usize {
         self.buf.len()
     }
 
+    /// Whether no frame was added.
     pub fn is_empty(&self) -> bool {
         self.index.is_empty()
     }

@@ -180,7 +180,7 @@ impl Grants {
 }
 
 /// Force used on a server started without `--allow-force`.
-pub fn force_not_allowed() -> ApiFailure {
+pub(crate) fn force_not_allowed() -> ApiFailure {
     refusal(
         Rule::ForceNotAllowed,
         "this MCP server does not use force".to_string(),

@@ -96,7 +96,7 @@ pub(crate) fn head_of(s: &Scion, b: &BranchRef) -> RemoteResult<Option<Ref>> {
 }
 
 /// The remote-tracking branch of `local` that follows `branch` of `remote`.
-pub fn tracking_branch(
+pub(crate) fn tracking_branch(
     remote: &RemoteName,
     b: &BranchRef,
 ) -> Result<BranchRef, scion_core::EngineError> {

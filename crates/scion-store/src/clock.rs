@@ -57,7 +57,7 @@ impl ClockReading {
 }
 
 /// Milliseconds since boot, counting suspended time; a wall-clock step does not move it.
-pub fn boot_ms() -> Option<u64> {
+pub(crate) fn boot_ms() -> Option<u64> {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,

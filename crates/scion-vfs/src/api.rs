@@ -32,7 +32,7 @@ const URI_PARAMETER: usize = 189;
 
 impl Api {
     /// The SQLite linked into this program.
-    pub fn linked() -> Api {
+    pub(crate) fn linked() -> Api {
         Api {
             register: ffi::sqlite3_vfs_register,
             find: ffi::sqlite3_vfs_find,

@@ -28,7 +28,8 @@ use report::{Bytes, Header, Report, Storage, WorkflowReport};
 use runner::RunConfig;
 use tuples::Workflow;
 
-pub use options::{BranchbenchOptions, Connect, DB};
+pub(crate) use options::DB;
+pub use options::{BranchbenchOptions, Connect};
 
 /// Bytes under `dir`: physical (allocated blocks) and logical (file sizes).
 pub(crate) fn dir_bytes(dir: &Path) -> Bytes {

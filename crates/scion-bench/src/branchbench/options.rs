@@ -9,7 +9,7 @@ use super::tree::{DepthRule, ParentRule};
 use super::tuples::{Profile, Tuple, Workflow};
 
 /// The database every workflow's store holds.
-pub const DB: &str = "bb";
+pub(crate) const DB: &str = "bb";
 
 #[derive(Debug, Clone)]
 pub struct BranchbenchOptions {
@@ -91,7 +91,7 @@ impl BranchbenchOptions {
         }
     }
 
-    pub fn tuple(&self, w: Workflow) -> Tuple {
+    pub(crate) fn tuple(&self, w: Workflow) -> Tuple {
         let mut t = Tuple::for_profile(w, self.profile);
         if self.profile == Profile::Quick && w == Workflow::Simulation {
             // 60 simultaneous workers are more than a smoke test needs; 16 keep its shape.
@@ -107,7 +107,7 @@ impl BranchbenchOptions {
     }
 
     /// Flags that differ from the harness's behaviour, for the header.
-    pub fn deviations(&self) -> Vec<String> {
+    pub(crate) fn deviations(&self) -> Vec<String> {
         let mut d = Vec::new();
         if self.connect == Connect::Copy {
             d.push("baseline without scion: a fork is a plain copy of its parent's file on tmpfs, publishing is closing it, a destroy removes it".into());

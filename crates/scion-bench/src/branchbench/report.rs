@@ -160,7 +160,7 @@ pub struct WorkflowReport {
     pub evals_without_row: usize,
 }
 
-pub fn run_id(profile: Profile, w: Workflow, scale: &str) -> String {
+pub(crate) fn run_id(profile: Profile, w: Workflow, scale: &str) -> String {
     let mini = if profile == Profile::Full {
         ""
     } else {

@@ -84,7 +84,7 @@ pub struct SeedInfo {
     pub rows: Vec<(String, u64)>,
 }
 
-pub const SCHEMA: &str = "
+pub(crate) const SCHEMA: &str = "
 CREATE TABLE region(r_regionkey INTEGER PRIMARY KEY, r_name TEXT NOT NULL, r_comment TEXT);
 CREATE TABLE nation(n_nationkey INTEGER PRIMARY KEY, n_name TEXT NOT NULL,
   n_regionkey INTEGER NOT NULL REFERENCES region(r_regionkey) ON DELETE CASCADE, n_comment TEXT);
@@ -151,7 +151,7 @@ impl SplitMix64 {
         (lo + self.below(hi - lo + 1)) as i64
     }
     /// Uniform in [0, 1).
-    pub fn unit(&mut self) -> f64 {
+    pub(crate) fn unit(&mut self) -> f64 {
         (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
     }
     pub fn text(&mut self, lo: u64, hi: u64) -> String {
@@ -160,7 +160,7 @@ impl SplitMix64 {
             .map(|_| LETTERS[self.below(26) as usize] as char)
             .collect()
     }
-    pub fn digits(&mut self, n: usize) -> String {
+    pub(crate) fn digits(&mut self, n: usize) -> String {
         (0..n)
             .map(|_| (b'0' + self.below(10) as u8) as char)
             .collect()

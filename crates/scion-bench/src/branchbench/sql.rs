@@ -58,7 +58,7 @@ fn update(sql: String) -> Statement {
 }
 
 /// The suffix that keeps a child's new columns apart from its ancestors'.
-pub fn suffix(thread: usize, step: usize) -> String {
+pub(crate) fn suffix(thread: usize, step: usize) -> String {
     format!("_t{thread}_s{step}")
 }
 

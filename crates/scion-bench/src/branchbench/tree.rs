@@ -189,7 +189,7 @@ impl Tree {
     }
 
     /// Nodes ever created, by depth (the root excluded).
-    pub fn depth_histogram(&self) -> BTreeMap<usize, usize> {
+    pub(crate) fn depth_histogram(&self) -> BTreeMap<usize, usize> {
         let mut h = BTreeMap::new();
         for n in &self.nodes[1..] {
             *h.entry(n.depth).or_default() += 1;
@@ -197,12 +197,12 @@ impl Tree {
         h
     }
 
-    pub fn max_depth(&self) -> usize {
+    pub(crate) fn max_depth(&self) -> usize {
         self.nodes.iter().map(|n| n.depth).max().unwrap_or(0)
     }
 
     /// The deepest any node may go under the depth rule.
-    pub fn depth_bound(&self) -> usize {
+    pub(crate) fn depth_bound(&self) -> usize {
         match self.depth_rule {
             DepthRule::Harness => self.tuple.max_depth + 1,
             DepthRule::Strict => self.tuple.max_depth,

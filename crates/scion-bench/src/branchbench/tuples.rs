@@ -138,7 +138,7 @@ impl Tuple {
     }
 
     /// The mini configs; software_dev uses M_s = 1 as in the published mini run.
-    pub fn mini(w: Workflow) -> Tuple {
+    pub(crate) fn mini(w: Workflow) -> Tuple {
         match w {
             Workflow::Simulation => t([60, 1, 60, 0, 1, 1, 0, 50, 1], 1.0),
             Workflow::DataCleaning => t([3, 6, 3, 2, 3, 1, 1, 1, 1], 0.0),
@@ -155,7 +155,7 @@ impl Tuple {
         }
     }
 
-    pub fn total_steps(&self) -> usize {
+    pub(crate) fn total_steps(&self) -> usize {
         self.workers * self.steps
     }
 
@@ -172,7 +172,7 @@ impl Tuple {
     }
 
     /// The short form printed in reports, e.g. `T10 S20 F10/3 D3 C2 g0 Ms1 Md1 Qv1`.
-    pub fn label(&self) -> String {
+    pub(crate) fn label(&self) -> String {
         format!(
             "T{} S{} F{}/{} D{} C{} g{} Ms{} Md{} Qv{}",
             self.workers,

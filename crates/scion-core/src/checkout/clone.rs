@@ -7,7 +7,7 @@ use std::str::FromStr;
 use super::sidecar::{Fingerprint, RecordHeader, Sidecar};
 use crate::error::{CoreError, CoreResult, EngineError, EngineResult};
 use crate::format::{page_hash, Locator};
-use scion_engine::sqlite_io::normalize_page1;
+use scion_engine::format::normalize_page1;
 
 /// How checkouts may be made from another clean file of the same version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]

@@ -250,7 +250,7 @@ impl Engine {
 }
 
 /// Expired: has a TTL, not protected, no live lease, and idle for longer than the TTL.
-pub fn expired(r: &crate::refs::Ref, now: SystemTime) -> bool {
+pub(crate) fn expired(r: &crate::refs::Ref, now: SystemTime) -> bool {
     let Some(ttl) = r.ttl_secs else { return false };
     if r.protected || r.lease.as_ref().is_some_and(|l| is_live(l, now)) {
         return false;

@@ -87,11 +87,6 @@ impl Engine {
         self.backend.delete(&checkpoint_key(b, name))?;
         Ok(())
     }
-
-    /// Set a new branch's TTL right after forking it.
-    pub fn set_ttl(&self, b: &BranchRef, ttl: Duration) -> EngineResult<()> {
-        self.touch(b, Some(Some(ttl))).map(drop)
-    }
 }
 
 /// Destroying a branch.
