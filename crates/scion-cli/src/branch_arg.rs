@@ -11,7 +11,7 @@ pub(crate) fn branch_of(db: &DbName, text: &str) -> Result<BranchName> {
     }
     let named: BranchRef = text.parse()?;
     if &named.db != db {
-        return Err(scion_core::EngineError::InvalidName {
+        return Err(scion_core::names::NameError::InvalidName {
             kind: "branch",
             name: text.to_string(),
             reason: "names a branch of another database: write `branch` or `db@branch` of the same database (a checkpoint cannot receive changes)",

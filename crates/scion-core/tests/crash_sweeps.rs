@@ -7,13 +7,12 @@
 
 mod common;
 
-use scion_core::LeaseChange;
 use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
 use scion_core::ops::lifecycle::MoveOptions;
-use scion_core::{DbName, Scion};
+use scion_core::{DbName, LeaseChange, Scion};
 use scion_store::{FaultPlan, FaultyBackend, LocalBackend, LostAnswer};
 
 fn faulty(e: &Env, plan: FaultPlan) -> (Arc<FaultyBackend>, Scion) {

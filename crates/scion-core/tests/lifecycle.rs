@@ -3,13 +3,12 @@
 
 mod common;
 
-use scion_core::LeaseChange;
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
 use common::*;
 use scion_core::ops::lifecycle::MoveOptions;
-use scion_core::{CoreError, DbName, EngineError, Scion};
+use scion_core::{CoreError, DbName, EngineError, LeaseChange, Scion};
 use scion_store::{CountingBackend, LocalBackend};
 
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -4,14 +4,14 @@
 
 mod common;
 
-use scion_core::LeaseChange;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use common::*;
-use scion_core::{CheckoutState, CoreError, EngineError, Scion};
+use scion_core::names::NameError;
+use scion_core::{CheckoutState, CoreError, EngineError, LeaseChange, Scion};
 use scion_store::{
     Backend, ETag, FaultPlan, FaultyBackend, LocalBackend, ObjectMeta, PutMode, StoreResult,
 };
@@ -395,7 +395,10 @@ fn safety_fork_of_a_branch_at_the_name_limit() {
         .engine()
         .fork(&br("shop"), &too_long.parse().unwrap(), Default::default())
         .unwrap_err();
-    assert!(matches!(err, EngineError::InvalidName { .. }), "{err}");
+    assert!(
+        matches!(err, EngineError::Name(NameError::InvalidName { .. })),
+        "{err}"
+    );
 }
 
 #[test]

@@ -5,13 +5,12 @@
 
 mod common;
 
-use scion_core::LeaseChange;
 use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
 use scion_core::ops::lifecycle::MoveOptions;
-use scion_core::Scion;
+use scion_core::{LeaseChange, Scion};
 use scion_store::{Backend, CountingBackend, LocalBackend};
 
 /// Bytes this thread has read through read syscalls so far.

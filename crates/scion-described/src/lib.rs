@@ -8,6 +8,7 @@
 
 use scion_store::StoreError;
 
+use scion_engine::names::NameError;
 use scion_engine::EngineError;
 
 /// Exit codes are part of the interface: scripts branch on them.
@@ -116,9 +117,10 @@ pub fn describe_engine(e: &EngineError) -> Described {
     use EngineError::*;
     let d = |exit, code, hint: Option<String>| Described { exit, code, hint };
     match e {
-        InvalidName { reason, .. } => d(Exit::InvalidInput, "invalid_name", scion_engine::names::CHARACTER_REASONS.contains(reason).then(|| "names use a-z, 0-9, '.', '_' and '-' and start with a letter or digit".into())),
+        Name(NameError::InvalidName { reason, .. }) => d(Exit::InvalidInput, "invalid_name", scion_engine::names::CHARACTER_REASONS.contains(reason).then(|| "names use a-z, 0-9, '.', '_' and '-' and start with a letter or digit".into())),
         // The reason says what was expected.
-        InvalidTarget { .. } => d(Exit::InvalidInput, "invalid_name", None),
+        Name(NameError::InvalidTarget { .. }) => d(Exit::InvalidInput, "invalid_name", None),
+        Name(NameError::InvalidOwner { .. }) => d(Exit::InvalidInput, "invalid_input", None),
         NotInitialized { .. } => d(Exit::NotFound, "not_initialized", Some("run `scion init`, or point --store / SCION_STORE at an existing store".into())),
         AlreadyInitialized { .. } => d(Exit::AlreadyExists, "already_initialized", None),
         FormatTooNew { .. } => d(Exit::Unsupported, "format_too_new", Some("upgrade scion to read this store".into())),

@@ -12,24 +12,9 @@ use crate::names::{BranchRef, DbName, RemoteName, Target};
 /// whole, so an error added here cannot reach a front end without its own stable code.
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
-    /// A name (of a database, branch, checkpoint, remote) that is not one.
-    #[error("invalid {kind} name {name:?}: {reason}")]
-    InvalidName {
-        /// What the name was for (`database`, `branch`, ...).
-        kind: &'static str,
-        /// The name given.
-        name: String,
-        /// Why.
-        reason: &'static str,
-    },
-    /// A target (`db`, `db@branch`, `db@branch@checkpoint`) that is not one.
-    #[error("invalid target {target:?}: {reason}")]
-    InvalidTarget {
-        /// The text given.
-        target: String,
-        /// Why.
-        reason: &'static str,
-    },
+    /// A name, target or owner that is not one (refused where it was parsed).
+    #[error(transparent)]
+    Name(#[from] crate::names::NameError),
     /// No store at the location.
     #[error("no scion store at {location}")]
     NotInitialized {
@@ -392,20 +377,4 @@ fn at_remote(remote: &Option<RemoteName>) -> String {
         .as_ref()
         .map(|r| format!(" at {r}"))
         .unwrap_or_default()
-}
-
-/// A name that is not one is the engine's invalid name, target or input, with the same words.
-impl From<crate::names::NameError> for EngineError {
-    fn from(e: crate::names::NameError) -> Self {
-        use crate::names::NameError;
-        match e {
-            NameError::InvalidName { kind, name, reason } => {
-                EngineError::InvalidName { kind, name, reason }
-            }
-            NameError::InvalidTarget { target, reason } => {
-                EngineError::InvalidTarget { target, reason }
-            }
-            NameError::InvalidOwner { reason } => EngineError::InvalidInput { reason },
-        }
-    }
 }

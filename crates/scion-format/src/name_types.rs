@@ -1,6 +1,5 @@
 //! The name types, as data: what each holds and how it prints. Which strings make a valid
-//! name, and parsing one, is `names.rs`'s; these types sit below the errors, which name
-//! branches and databases by them.
+//! name, parsing one and why one is refused, is `names.rs`'s.
 
 use std::fmt;
 

@@ -12,7 +12,8 @@ pub use crate::name_types::{
 
 /// A name, target or owner that is not one: the text given and why.
 ///
-/// Not `#[non_exhaustive]`: the engine's error maps each variant to one of its own, whole.
+/// Not `#[non_exhaustive]`: the engine's error carries it, and `scion-described` gives each
+/// variant its stable code, matching it whole.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum NameError {
     /// A name (of a database, branch, checkpoint, remote) that is not one.

@@ -97,37 +97,41 @@ pub struct LeaseOutcome {
 }
 
 /// Refuse if anyone but `holder` holds a live lease on `r` whose process may still be there.
-fn refuse_other_holder(b: &BranchRef, r: &Ref, holder: &str, now: StoreTime) -> EngineResult<()> {
-    match &r.lease {
-        Some(l)
-            if l.holder != holder
-                && is_live(l, now.as_system_time())
-                && !holder_is_dead(&l.holder) =>
-        {
-            Err(EngineError::LeaseHeld {
-                branch: b.clone(),
-                holder: l.holder.clone(),
-                expires: l.expires.to_string(),
-            })
-        }
-        _ => Ok(()),
+/// The store's clock is read only for such a lease: a VFS write checks this at the start
+/// of every transaction, and most branches carry no lease.
+fn refuse_other_holder(
+    b: &BranchRef,
+    r: &Ref,
+    holder: &str,
+    now: impl FnOnce() -> EngineResult<StoreTime>,
+) -> EngineResult<()> {
+    let Some(l) = r.lease.as_ref().filter(|l| l.holder != holder) else {
+        return Ok(());
+    };
+    if is_live(l, now()?.as_system_time()) && !holder_is_dead(&l.holder) {
+        return Err(EngineError::LeaseHeld {
+            branch: b.clone(),
+            holder: l.holder.clone(),
+            expires: l.expires.to_string(),
+        });
     }
+    Ok(())
 }
 
 impl Engine {
     /// Refuse if someone other than this process holds a live lease on `r`.
     pub(crate) fn check_not_leased(&self, b: &BranchRef, r: &Ref, force: bool) -> EngineResult<()> {
-        if force || r.lease.is_none() {
+        if force {
             return Ok(());
         }
-        refuse_other_holder(b, r, self.holder(), self.store_time()?)
+        refuse_other_holder(b, r, self.holder(), || self.store_time())
     }
 
     /// Refuse if anyone but `holder` holds a live lease on `r`: what a writer that takes no
     /// lease of its own (a VFS transaction, fenced by its commit's compare-and-swap) checks
     /// before it starts, so sessions and at-rest operations keep their branch.
     pub fn check_lease_free_for(&self, b: &BranchRef, r: &Ref, holder: &str) -> EngineResult<()> {
-        refuse_other_holder(b, r, holder, self.store_time()?)
+        refuse_other_holder(b, r, holder, || self.store_time())
     }
 
     /// Whether this process already holds a live lease on `r` (taken before the operation).
@@ -155,7 +159,7 @@ impl Engine {
         let (head, tag) = self.update_ref_with(b, false, |r| {
             match change {
                 LeaseChange::Acquire { ttl } => {
-                    refuse_other_holder(b, r, holder, now)?;
+                    refuse_other_holder(b, r, holder, || Ok(now))?;
                     r.epoch += 1;
                     r.lease = Some(Lease {
                         holder: holder.to_string(),
@@ -173,7 +177,7 @@ impl Engine {
                 },
                 LeaseChange::Release { force } => {
                     if !force {
-                        refuse_other_holder(b, r, holder, now)?;
+                        refuse_other_holder(b, r, holder, || Ok(now))?;
                     }
                     released = r.lease.take();
                 }
