@@ -452,6 +452,12 @@ fn config_changes_how_new_pages_are_stored_and_compact_rewrites_a_head() {
     assert_eq!(shown["changed"], serde_json::Value::Null);
     assert_eq!(shown["min_grace_secs"], 3600);
 
+    // A key a newer scion wrote survives a change made by this one.
+    let path = s.path(".scion/scion.json");
+    let mut manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    manifest["a_later_setting"] = serde_json::json!({"every": 5});
+    std::fs::write(&path, serde_json::to_vec_pretty(&manifest).unwrap()).unwrap();
     let changed = json(&["config", "--page-compression", "none"]);
     assert_eq!(changed["page_compression"], "none");
     assert_eq!(changed["changed"]["page_compression"]["before"], "lz4");
@@ -460,6 +466,7 @@ fn config_changes_how_new_pages_are_stored_and_compact_rewrites_a_head() {
         serde_json::from_slice(&std::fs::read(s.path(".scion/scion.json")).unwrap()).unwrap();
     assert_eq!(manifest["page_compression"], "none");
     assert_eq!(manifest["store_id"], shown["store_id"]);
+    assert_eq!(manifest["a_later_setting"], serde_json::json!({"every": 5}));
     assert_eq!(json(&["status"])["page_compression"], "none");
     assert!(s
         .ok(&["config", "--page-compression", "none"])

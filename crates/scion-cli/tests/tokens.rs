@@ -376,6 +376,36 @@ fn a_token_that_may_fork_writes_its_own_forks_and_nothing_else() {
 }
 
 #[test]
+fn a_scoped_token_lists_only_the_databases_its_grants_reach() {
+    let dir = tempfile::tempdir().unwrap();
+    let rig = Rig::new(dir.path(), &[]);
+    for name in ["crm", "payroll"] {
+        let (st, v) = rig.call(
+            &rig.admin,
+            "POST",
+            "/v1/databases",
+            Some(json!({"name": name})),
+        );
+        assert_eq!(st, 201, "{v}");
+    }
+    let listed = |token: &str| {
+        let (st, v) = rig.call(token, "GET", "/v1/databases", None);
+        assert_eq!(st, 200, "{v}");
+        v["databases"].clone()
+    };
+    assert_eq!(listed(&rig.admin), json!(["crm", "payroll", "shop"]));
+    let shop = rig.token("shop-only", &["shop@exp-*:write"], None);
+    assert_eq!(listed(&shop), json!(["shop"]));
+    let two = rig.token("two", &["crm:read", "shop@main:read"], None);
+    assert_eq!(listed(&two), json!(["crm", "shop"]));
+    let all = rig.token("reader", &["*:read"], None);
+    assert_eq!(listed(&all), json!(["crm", "payroll", "shop"]));
+    // What the list hides stays refused by name, as before.
+    let (st, v) = rig.call(&shop, "GET", "/v1/databases/payroll/branches", None);
+    assert_eq!(st, 403, "{v}");
+}
+
+#[test]
 fn tcp_clients_present_a_token_and_get_only_its_grants() {
     let dir = tempfile::tempdir().unwrap();
     let port = std::net::TcpListener::bind("127.0.0.1:0")

@@ -38,6 +38,14 @@ impl Caller {
             Caller::Scoped(t) => Some(t.actor()),
         }
     }
+
+    /// Whether any grant reaches some branch of `db` (what `GET /v1/databases` lists).
+    pub fn reaches_database(&self, db: &str) -> bool {
+        match self {
+            Caller::Full { .. } => true,
+            Caller::Scoped(t) => t.grants.iter().any(|g| g.pattern.matches_database(db)),
+        }
+    }
 }
 
 /// The grant a call lacks: `shop@main:write`.

@@ -124,6 +124,7 @@ impl Engine {
             page_compression: Some(settings.page_compression),
             history_retention_secs: Some(settings.history_retention.as_secs()),
             remotes: Default::default(),
+            unknown: Default::default(),
         };
         let body = serde_json::to_vec_pretty(&manifest).expect("manifest serializes");
         match backend.put(MANIFEST_KEY, &body, PutMode::Create) {

@@ -36,6 +36,10 @@ pub(crate) struct Manifest {
     /// Other stores this one pushes to and pulls from: remote name -> store location.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub remotes: std::collections::BTreeMap<String, String>,
+    /// Keys a newer binary wrote that this one does not know: kept as they were, so a
+    /// settings change made here does not drop a setting made there.
+    #[serde(flatten)]
+    pub unknown: serde_json::Map<String, serde_json::Value>,
 }
 
 /// What `init` records in a new store's manifest.
@@ -109,6 +113,22 @@ mod tests {
             written.contains(r#""page_compression":"none""#),
             "{written}"
         );
+    }
+
+    #[test]
+    fn keys_a_newer_binary_wrote_are_written_back_as_they_were() {
+        let raw = br#"{"format":1,"store_id":"ab","created_at":"x","page_compression":"none","sync":{"mode":"mirror","every":5}}"#;
+        let mut m = Manifest::decode(raw, "here").unwrap();
+        m.page_compression = Some(PageCompression::Lz4);
+        let written: serde_json::Value = serde_json::to_value(&m).unwrap();
+        assert_eq!(
+            written["sync"],
+            serde_json::json!({"mode": "mirror", "every": 5})
+        );
+        assert_eq!(written["page_compression"], "lz4");
+        let known = br#"{"format":1,"store_id":"ab","created_at":"x"}"#;
+        let m = Manifest::decode(known, "here").unwrap();
+        assert_eq!(serde_json::to_vec(&m).unwrap(), known.to_vec());
     }
 
     #[test]

@@ -17,6 +17,7 @@ use scion_core::{BranchName, BranchRef, CheckpointName, DbName, Owner, Target};
 use serde::Deserialize;
 
 use crate::answer::{json, json_with};
+use crate::authorize::Caller;
 use crate::error::{ApiError, ApiResult};
 use crate::events::EventKind;
 use crate::handler::{blocking, duration, parse, Body, MaybeBody, Query};
@@ -28,9 +29,18 @@ pub async fn status(State(shared): State<Arc<Shared>>) -> ApiResult<Response> {
     Ok(json(&report))
 }
 
-pub async fn databases(State(shared): State<Arc<Shared>>) -> ApiResult<Response> {
+/// The databases the caller can reach: all of them for a full caller, for a scoped token
+/// those some grant names (a token never learns what else the store holds).
+pub async fn databases(
+    State(shared): State<Arc<Shared>>,
+    axum::Extension(caller): axum::Extension<Caller>,
+) -> ApiResult<Response> {
     let dbs = blocking(&shared, Context::Other, |s| s.engine().list_databases()).await?;
-    let names: Vec<String> = dbs.iter().map(|d| d.to_string()).collect();
+    let names: Vec<String> = dbs
+        .iter()
+        .map(|d| d.to_string())
+        .filter(|d| caller.reaches_database(d))
+        .collect();
     Ok(json(&serde_json::json!({ "databases": names })))
 }
 
