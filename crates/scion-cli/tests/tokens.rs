@@ -406,6 +406,41 @@ fn a_scoped_token_lists_only_the_databases_its_grants_reach() {
 }
 
 #[test]
+fn the_commits_a_session_captures_name_the_token_that_opened_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let rig = Rig::new(dir.path(), &["--flush-every", "1h"]);
+    let t = rig.token("agent-9", &["shop@exp-*:write"], None);
+    let (st, opened) = rig.call(
+        &t,
+        "POST",
+        "/v1/sessions",
+        Some(json!({"db": "shop", "branch": "exp-1"})),
+    );
+    assert_eq!(st, 201, "{opened}");
+    let id = opened["id"].as_str().unwrap().to_string();
+    let path = PathBuf::from(opened["path"].as_str().unwrap());
+    served::sqlite3(&path, "INSERT INTO items(name) VALUES ('by-session')");
+    let (st, v) = rig.call(
+        &t,
+        "POST",
+        &format!("/v1/sessions/{id}/flush"),
+        Some(json!({})),
+    );
+    assert_eq!(st, 200, "{v}");
+    // The close's last capture runs on the session's thread too, asked by someone else.
+    served::sqlite3(&path, "INSERT INTO items(name) VALUES ('at-close')");
+    let (st, v) = rig.call(&rig.admin, "DELETE", &format!("/v1/sessions/{id}"), None);
+    assert_eq!(st, 200, "{v}");
+    let log: Value = serde_json::from_str(&rig.s.scion(&["log", "shop@exp-1", "--json"])).unwrap();
+    let entries = log["entries"].as_array().unwrap();
+    let captured: Vec<&Value> = entries.iter().filter(|e| e["op"] == "commit").collect();
+    assert!(captured.len() >= 2, "{log}");
+    for e in captured {
+        assert_eq!(e["by"], "token:agent-9", "{e}");
+    }
+}
+
+#[test]
 fn tcp_clients_present_a_token_and_get_only_its_grants() {
     let dir = tempfile::tempdir().unwrap();
     let port = std::net::TcpListener::bind("127.0.0.1:0")

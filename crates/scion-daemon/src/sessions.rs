@@ -101,6 +101,9 @@ pub struct SessionSpec {
     pub idle_timeout: Option<Duration>,
     pub ephemeral: bool,
     pub owner_pid: Option<u32>,
+    /// Who opened it (a scoped token's `token:NAME`, or what the client named itself): the
+    /// commits the session captures later record it as `by`, as a request's moves do.
+    pub actor: Option<String>,
 }
 
 enum Command {
@@ -331,7 +334,10 @@ pub fn start(deps: SessionDeps, id: String, spec: SessionSpec) -> ApiResult<Sess
     };
     std::thread::Builder::new()
         .name(format!("session-{}", runner.id))
-        .spawn(move || runner.run(live, rx))
+        .spawn(move || {
+            let actor = runner.spec.actor.clone();
+            scion_core::actor::acting_as(actor.as_deref(), || runner.run(live, rx))
+        })
         .map_err(|e| {
             ApiError::new(
                 scion_core::described::Exit::Failure,
