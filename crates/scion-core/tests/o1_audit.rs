@@ -150,3 +150,52 @@ fn o1_commands_read_a_bounded_number_of_bytes_whatever_the_size() {
     });
     eprintln!("{}", audit.join("\n"));
 }
+
+/// Listing a database's branches lists the store a fixed number of times, however many
+/// branches it has: the checkpoints of all of them are counted from one listing (on a
+/// bucket each listing is a round trip), and each branch's count is its own.
+#[test]
+fn listing_branches_lists_the_store_a_fixed_number_of_times() {
+    let e = env();
+    create_shop(&e, 20);
+    let main = br("shop");
+    let lists_for = |branches: usize| {
+        for i in 0..branches {
+            let name = format!("b-{branches}-{i}");
+            e.scion
+                .engine()
+                .fork(&main, &name.parse().unwrap(), Default::default())
+                .unwrap();
+            for c in 0..(i % 3) {
+                e.scion
+                    .checkpoint(
+                        &br(&format!("shop@{name}")),
+                        &format!("c{c}").parse().unwrap(),
+                        Default::default(),
+                    )
+                    .unwrap();
+            }
+        }
+        let counter = Arc::new(CountingBackend::new(Arc::new(
+            LocalBackend::open(e.store_dir()).unwrap(),
+        )));
+        let s: Scion = e.reopen_with(counter.clone() as Arc<dyn Backend>);
+        let before = counter.counts().lists;
+        let listed = s.branch_statuses(&"shop".parse().unwrap()).unwrap();
+        let lists = counter.counts().lists - before;
+        for b in &listed {
+            let name = b.branch.to_string();
+            let want = match name.rsplit_once('-') {
+                Some((_, i)) if name.starts_with("b-") => i.parse::<usize>().unwrap() % 3,
+                _ => 0,
+            };
+            assert_eq!(b.checkpoints, want, "{name}");
+        }
+        (listed.len(), lists)
+    };
+    let (few, lists_few) = lists_for(3);
+    let (many, lists_many) = lists_for(30);
+    println!("branches {few}: {lists_few} listings; branches {many}: {lists_many} listings");
+    assert!(many > few + 25);
+    assert_eq!(lists_few, lists_many);
+}

@@ -16,7 +16,8 @@ use crate::manifest::{Manifest, StoreSettings, MANIFEST_KEY, STORE_FORMAT_VERSIO
 use crate::names::{BranchName, BranchRef, CheckpointName, DbName, Target};
 use crate::reader::FrameReader;
 use crate::refs::{
-    branch_from_key, checkpoint_key, checkpoints_prefix, ref_key, refs_prefix, Checkpoint, Ref,
+    branch_from_key, branch_of_checkpoint_key, checkpoint_key, checkpoints_prefix,
+    database_checkpoints_prefix, ref_key, refs_prefix, Checkpoint, Ref,
 };
 
 /// How an [`Engine`] runs in this process.
@@ -417,6 +418,21 @@ impl Engine {
     /// How many checkpoints `b` has: one listing, none read.
     pub fn count_checkpoints(&self, b: &BranchRef) -> EngineResult<usize> {
         Ok(self.backend.list(&checkpoints_prefix(b))?.len())
+    }
+
+    /// How many checkpoints each branch of `db` has (branches with none are absent): one
+    /// listing for the whole database, however many branches it holds, none read.
+    pub fn count_checkpoints_by_branch(
+        &self,
+        db: &DbName,
+    ) -> EngineResult<std::collections::BTreeMap<BranchName, usize>> {
+        let mut counts = std::collections::BTreeMap::new();
+        for m in self.backend.list(&database_checkpoints_prefix(db))? {
+            if let Some(branch) = branch_of_checkpoint_key(db, &m.key) {
+                *counts.entry(branch).or_insert(0) += 1;
+            }
+        }
+        Ok(counts)
     }
 
     /// Every checkpoint of `b`, oldest version first.

@@ -391,6 +391,19 @@ pub(crate) fn checkpoints_prefix(b: &BranchRef) -> String {
     format!("checkpoints/{}/{}/", b.db, b.branch)
 }
 
+pub(crate) fn database_checkpoints_prefix(db: &DbName) -> String {
+    format!("checkpoints/{db}/")
+}
+
+/// The branch a key under `checkpoints/{db}/` belongs to (names hold no '/', so the first
+/// part after the prefix is the branch, the rest the checkpoint).
+pub(crate) fn branch_of_checkpoint_key(db: &DbName, key: &str) -> Option<BranchName> {
+    let rest = key.strip_prefix(&database_checkpoints_prefix(db))?;
+    let (branch, checkpoint) = rest.split_once('/')?;
+    CheckpointName::new(checkpoint).ok()?;
+    branch.parse().ok()
+}
+
 /// The branch name at the end of a ref key under `refs/{db}/`.
 pub(crate) fn branch_from_key(db: &DbName, key: &str) -> Option<BranchName> {
     key.strip_prefix(&refs_prefix(db))?.parse().ok()

@@ -240,10 +240,14 @@ impl Scion {
         holders: &mut Holders,
     ) -> EngineResult<Vec<BranchStatus>> {
         let mut out = Vec::new();
+        // One listing of the database's checkpoints, not one per branch (a LIST each on a
+        // bucket: a thousand branches were a thousand round trips).
+        let checkpoints = self.engine.count_checkpoints_by_branch(db)?;
         for (branch, r) in self.engine.list_branches(db)? {
+            let count = checkpoints.get(&branch).copied().unwrap_or(0);
             let b = BranchRef::new(db.clone(), branch);
             holders.add(&b, &r, now);
-            out.push(self.status_of(&b, &r, now)?);
+            out.push(self.status_of(&b, &r, count, now)?);
         }
         Ok(out)
     }
@@ -251,17 +255,23 @@ impl Scion {
     /// One branch's status (what `branch_statuses` lists, without looking at the others).
     pub fn branch_status(&self, b: &BranchRef) -> EngineResult<BranchStatus> {
         let (r, _) = self.engine.read_ref(b)?;
-        self.status_of(b, &r, self.engine.store_clock()?.as_system_time())
+        let checkpoints = self.engine.count_checkpoints(b)?;
+        self.status_of(
+            b,
+            &r,
+            checkpoints,
+            self.engine.store_clock()?.as_system_time(),
+        )
     }
 
     fn status_of(
         &self,
         b: &BranchRef,
         r: &crate::refs::Ref,
+        checkpoints: usize,
         now: std::time::SystemTime,
     ) -> EngineResult<BranchStatus> {
         let db = &b.db;
-        let checkpoints = self.engine.count_checkpoints(b)?;
         // One damaged checkout must not hide every other branch.
         let (checkout, problem) = match self.checkout_state(b, &r.root) {
             Ok(state) => (state, None),
