@@ -55,7 +55,7 @@ impl AzureConfig {
 }
 
 impl CloudBackend {
-    /// Connect to `az://container/prefix`. Does not probe; see [`CloudBackend::probed`].
+    /// Connect to `az://container/prefix`. Does not probe the store ([`CloudBackend::attach_azure`] does).
     pub fn connect_azure(location: AzureLocation, config: &AzureConfig) -> StoreResult<Self> {
         let builder = MicrosoftAzureBuilder::from_env().with_container_name(&location.container);
         let emulator = std::env::var("AZURE_STORAGE_USE_EMULATOR")
@@ -87,7 +87,8 @@ impl CloudBackend {
         )
     }
 
-    /// [`CloudBackend::connect_azure`], then [`CloudBackend::probed`].
+    /// [`CloudBackend::connect_azure`], then a probe that the store enforces create-only puts
+    /// and compare-and-swap (refused otherwise), which also learns its clock.
     pub fn attach_azure(location: AzureLocation, config: &AzureConfig) -> StoreResult<Self> {
         Self::connect_azure(location, config)?.probed()
     }

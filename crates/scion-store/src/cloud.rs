@@ -21,7 +21,7 @@ use crate::key::validate_prefix;
 use crate::{validate_key, Backend, ETag, ObjectMeta, PutMode, StoreError, StoreResult};
 
 /// Size of each part of a multipart upload (S3 wants at least 5 MiB but for the last).
-pub const MULTIPART_PART_SIZE: usize = 8 << 20;
+pub(crate) const MULTIPART_PART_SIZE: usize = 8 << 20;
 pub(crate) const DEFAULT_MULTIPART_THRESHOLD: usize = 16 << 20;
 /// Parts in flight at once during a multipart upload.
 const MULTIPART_CONCURRENCY: usize = 4;
@@ -192,7 +192,7 @@ impl CloudBackend {
 
     /// Prove the store enforces create-only puts and compare-and-swap (refusing it
     /// otherwise), and learn its clock.
-    pub fn probed(self) -> StoreResult<Self> {
+    pub(crate) fn probed(self) -> StoreResult<Self> {
         crate::probe::probe_with(&self, |key| self.learn_clock(key))?;
         Ok(self)
     }

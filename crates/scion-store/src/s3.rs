@@ -73,7 +73,7 @@ impl S3Config {
 }
 
 impl CloudBackend {
-    /// Connect to `s3://bucket/prefix`. Does not probe; see [`CloudBackend::probed`].
+    /// Connect to `s3://bucket/prefix`. Does not probe the store ([`CloudBackend::attach_s3`] does).
     pub fn connect_s3(location: S3Location, config: &S3Config) -> StoreResult<Self> {
         let mut b = AmazonS3Builder::from_env().with_bucket_name(&location.bucket);
         let allow_http = config
@@ -112,7 +112,8 @@ impl CloudBackend {
         )
     }
 
-    /// [`CloudBackend::connect_s3`], then [`CloudBackend::probed`].
+    /// [`CloudBackend::connect_s3`], then a probe that the store enforces create-only puts
+    /// and compare-and-swap (refused otherwise), which also learns its clock.
     pub fn attach_s3(location: S3Location, config: &S3Config) -> StoreResult<Self> {
         Self::connect_s3(location, config)?.probed()
     }
