@@ -93,6 +93,13 @@ fn two_agents_forks_merge_into_main_with_a_conflict_resolved_by_file() {
     assert_eq!(dry["conflicts"], real["conflicts"]);
     assert_eq!(dry["tables"], real["tables"]);
     assert_eq!(real["outcome"], "conflicts");
+    // The base is named as people know it: main's version before the fast-forward,
+    // where agent-2 was forked.
+    let how = real["base"]["how"].as_str().unwrap_or_default();
+    assert!(
+        how.starts_with("shop@main v1: the newest version both come from"),
+        "{real}"
+    );
     assert_eq!(real["conflicts"][0]["id"], "items:1:price");
     assert_eq!(real["conflicts"][0]["columns"][0]["base"], 3);
     assert_eq!(real["conflicts"][0]["columns"][0]["ours"], 4);

@@ -52,7 +52,13 @@ pub(crate) fn find_base(
                 format!("{dst}'s head: {src} was made from it")
             } else {
                 let generation = engine.generation(&root)?;
-                format!("the newest version both come from (generation {generation} of the version graph)")
+                let graph = format!(
+                    "the newest version both come from (generation {generation} of the version graph)"
+                );
+                match name_of_version(engine, &root, (dst, d), &src.branch) {
+                    Some(name) => format!("{name}: {graph}"),
+                    None => graph,
+                }
             };
             Ok(Base { root, how })
         }
@@ -76,6 +82,44 @@ pub(crate) fn find_base(
             })
         }
     }
+}
+
+/// A name people know `root` by, from what the two branches' refs say: a fork point, the
+/// database's first version, or a version a recent head move of either branch names.
+/// Only words for the report: the base itself came from the graph.
+fn name_of_version(
+    engine: &Arc<Engine>,
+    root: &Locator,
+    (dst, d): (&BranchRef, &Ref),
+    src: &BranchRef,
+) -> Option<String> {
+    let fork_point = |b: &BranchRef, r: &Ref| {
+        let p = r.parent.as_ref().filter(|_| r.fork_root == *root)?;
+        Some(format!(
+            "{}@{} v{}, the fork point of {b}",
+            b.db, p.branch, r.fork_version
+        ))
+    };
+    let moved_to = |b: &BranchRef, r: &Ref| {
+        r.history.iter().rev().find_map(|e| {
+            if e.new.as_ref() == Some(root) {
+                Some(format!("{b} v{}", e.new_version))
+            } else if e.old.as_ref() == Some(root) {
+                Some(format!("{b} v{}", e.old_version))
+            } else {
+                None
+            }
+        })
+    };
+    let named = |b: &BranchRef, r: &Ref| {
+        fork_point(b, r)
+            .or_else(|| moved_to(b, r))
+            .or_else(|| (r.init_root == *root).then(|| format!("{b}@init")))
+    };
+    named(dst, d).or_else(|| {
+        let (s, _) = engine.read_ref(src).ok()?;
+        named(src, &s)
+    })
 }
 
 /// Versions that branch lineage suggests as a base, named so that `--base` takes them:

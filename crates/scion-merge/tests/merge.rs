@@ -61,6 +61,12 @@ fn edits_to_different_columns_of_one_row_merge() {
     let r = env.merge("shop@feature", "shop@main", &MergeOptions::default());
     assert_eq!(r.outcome, Outcome::Merged, "{r:#?}");
     assert!(r.conflicts.is_empty());
+    // The base is named by what main's history says of it.
+    assert!(
+        r.base.how.starts_with("shop@main v1: the newest version"),
+        "{}",
+        r.base.how
+    );
     assert_eq!(
         env.rows("shop@main", "SELECT * FROM t ORDER BY id"),
         ["1|a1|10", "2|theirs2|21", "3|a3|30", "4|a4|40", "5|a5|50"]
@@ -70,6 +76,22 @@ fn edits_to_different_columns_of_one_row_merge() {
     let again = env.merge("shop@feature", "shop@main", &MergeOptions::default());
     assert_eq!(again.outcome, Outcome::UpToDate, "{again:#?}");
     assert_eq!(env.version("shop@main"), v);
+}
+
+#[test]
+fn a_base_at_a_fork_point_is_named_by_it() {
+    let env = shop();
+    env.fork("shop@main", "other");
+    env.write("shop@main", "UPDATE t SET b = 0 WHERE id = 4");
+    env.write("shop@feature", "UPDATE t SET b = 11 WHERE id = 1");
+    env.write("shop@other", "UPDATE t SET b = 22 WHERE id = 2");
+    let r = env.merge("shop@other", "shop@feature", &MergeOptions::default());
+    assert_eq!(r.outcome, Outcome::Merged, "{r:#?}");
+    assert_eq!(
+        r.base.how,
+        "shop@main v1, the fork point of shop@feature: the newest version both come from \
+         (generation 1 of the version graph)"
+    );
 }
 
 #[test]
