@@ -61,6 +61,16 @@ fn the_at_rest_api_answers_and_refuses_like_the_cli() {
         .unwrap()
         .execute("DELETE FROM items WHERE id <= 10", [])
         .unwrap();
+    // Before the checkpoint the versions agree; `working` reads the checkout's changes.
+    let committed = s.get("/v1/diff?from=shop@main&to=shop@try");
+    assert_eq!(
+        committed["unsaved_checkouts"],
+        json!(["shop@try"]),
+        "{committed}"
+    );
+    let working = s.get("/v1/diff?from=shop@main&to=shop@try&working=true");
+    assert_eq!(working["tables"][0]["removed"], 10, "{working}");
+    assert_eq!(working["working_files"], json!(["shop@try"]), "{working}");
     let cp = s
         .post(
             "/v1/branches/shop@try/checkpoints",

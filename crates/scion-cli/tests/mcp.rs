@@ -81,6 +81,15 @@ async fn every_tool_answers_a_real_mcp_client_and_unsafe_calls_are_refused() {
         .unwrap()
         .execute("DELETE FROM items WHERE id <= 5", [])
         .unwrap();
+    // Work in progress: seen with `working`, before any checkpoint.
+    let wip = call(
+        &c,
+        "scion_diff",
+        json!({"database": "shop", "left": "main", "right": "try-1", "working": true}),
+    )
+    .await;
+    assert_eq!(ok(&wip)["tables"][0]["removed"], 5);
+    assert_eq!(ok(&wip)["working_files"], json!(["shop@try-1"]));
     let cp = call(
         &c,
         "scion_checkpoint",

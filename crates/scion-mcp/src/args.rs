@@ -208,6 +208,10 @@ pub struct DiffArgs {
     /// Also give SQL that turns left into right.
     #[serde(default)]
     pub sql: bool,
+    /// Read a side that is a branch with a checkout holding changes not yet checkpointed
+    /// from that file, so the diff shows work in progress.
+    #[serde(default)]
+    pub working: bool,
     /// At most this many bytes of result; beyond it the row details are left out.
     #[serde(default = "max_bytes")]
     pub max_bytes: usize,

@@ -406,6 +406,9 @@ impl ScionMcp {
         if a.sql {
             path.push_str("&sql=true");
         }
+        if a.working {
+            path.push_str("&working=true");
+        }
         let mut v = answer!(self.call("GET", &path, None).await);
         let too_big = v.to_string().len() > a.max_bytes.max(1024);
         if too_big {

@@ -307,6 +307,23 @@ def test_diff_structured_and_sql(store: scion.Store, shop: scion.Branch, tmp_pat
         store.diff(shop, "shop@ghost")
 
 
+def test_diff_working_reads_changes_not_checkpointed(store: scion.Store, shop: scion.Branch) -> None:
+    fork = shop.fork("w")
+    path = fork.checkout()
+    conn = sqlite3.connect(str(path))
+    conn.execute("DELETE FROM items WHERE id <= 3")
+    conn.commit()
+    conn.close()
+    committed = store.diff(shop, fork)
+    assert committed.empty
+    assert committed.unsaved_checkouts == ("shop@w",)
+    working = store.diff(shop, fork, working=True, rows=True)
+    items = working.table("items")
+    assert items is not None and items.removed == 3
+    assert working.working_files == ("shop@w",)
+    assert working.sql().count("DELETE FROM") == 3
+
+
 def test_export(store: scion.Store, shop: scion.Branch, tmp_path: Path) -> None:
     out = store.export(shop, tmp_path / "out.db")
     assert out.path == tmp_path / "out.db" and out.bytes > 0

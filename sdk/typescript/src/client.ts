@@ -62,6 +62,8 @@ export interface DiffOptions extends CallOptions {
   rows?: boolean;
   limit?: number;
   sql?: boolean;
+  /** Read a side whose checkout holds changes not checkpointed from that file. */
+  working?: boolean;
 }
 
 export interface SessionOptions extends CallOptions {
@@ -323,6 +325,7 @@ export class ScionClient {
     if (opts.table) path += `&table=${q(opts.table)}`;
     if (opts.rows) path += `&rows=true&limit=${opts.limit ?? 100}`;
     if (opts.sql) path += "&sql=true";
+    if (opts.working) path += "&working=true";
     return this.#json("GET", path, undefined, opts);
   }
 

@@ -38,6 +38,10 @@ test("databases, branches, fork, checkout, checkpoint, diff, rollback, promote, 
   const db = new Database(path);
   db.exec("DELETE FROM items WHERE id <= 3");
   db.close();
+  // Before the checkpoint, `working` reads the checkout's changes.
+  const wip = await c.diff("shop@main", "shop@try", { working: true });
+  assert.equal(wip.tables[0].removed, 3);
+  assert.deepEqual(wip.working_files, ["shop@try"]);
   await c.checkpoint("shop@try", "trimmed");
   assert.equal((await c.checkpoints("shop@try"))[0].name, "trimmed");
   const d = await c.diff("shop@main", "shop@try", { rows: true, limit: 2 });

@@ -427,6 +427,10 @@ pub struct DiffQuery {
     #[serde(default)]
     rows: bool,
     limit: Option<usize>,
+    /// Each side that is a branch head whose checkout on this host holds changes not
+    /// checkpointed is read from that file (as `scion diff --working`).
+    #[serde(default)]
+    working: bool,
 }
 
 pub async fn diff(
@@ -439,7 +443,11 @@ pub async fn diff(
         sql: q.sql,
         rows: q.rows.then_some(q.limit.unwrap_or(100)),
     };
-    let report = blocking(&shared, Context::Other, move |s| s.diff(&l, &r, &opts)).await?;
+    let report = blocking(&shared, Context::Other, move |s| match q.working {
+        true => s.diff_working(&l, &r, &opts),
+        false => s.diff(&l, &r, &opts),
+    })
+    .await?;
     Ok(json(&report))
 }
 

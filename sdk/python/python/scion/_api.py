@@ -456,17 +456,21 @@ class Api:
         rows: bool = False,
         limit: int = 100,
         sql: bool = False,
+        working: bool = False,
     ) -> Diff:
         """How version ``right`` differs from ``left`` (branches or ``db@branch@checkpoint``).
         ``rows`` lists the differing rows (at most ``limit`` per table); ``sql`` adds the
         statements that turn left into right at once (else :meth:`Diff.sql` reads them
-        when asked)."""
+        when asked). ``working`` reads a side whose checkout holds changes not checkpointed
+        from that file (``scion diff --working``)."""
         q: Dict[str, Any] = {"from": str(left), "to": str(right)}
         if table is not None:
             q["table"] = table
         if rows:
             q["rows"] = "true"
             q["limit"] = str(limit)
+        if working:
+            q["working"] = "true"
         base = dict(q)
 
         def fetch_sql() -> Optional[str]:

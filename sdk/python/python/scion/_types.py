@@ -253,6 +253,11 @@ class Diff:
     pages_read: int
     sql_text: Optional[str] = field(default=None, repr=False)
     fetch_sql: Optional[Callable[[], Optional[str]]] = field(default=None, repr=False, compare=False)
+    #: Branches whose checkout holds changes not checkpointed, left out of this diff
+    #: (``working=True`` takes them in).
+    unsaved_checkouts: Tuple[str, ...] = ()
+    #: With ``working=True``: the branches read from their checkout file.
+    working_files: Tuple[str, ...] = ()
 
     def sql(self) -> str:
         """The SQL statements that turn ``left`` into ``right`` (read when first asked)."""
@@ -296,6 +301,8 @@ class Diff:
             pages_read=int(v.get("pages_read", 0)),
             sql_text=v.get("sql"),
             fetch_sql=fetch_sql,
+            unsaved_checkouts=tuple(v.get("unsaved_checkouts", ())),
+            working_files=tuple(v.get("working_files", ())),
         )
 
     @property
