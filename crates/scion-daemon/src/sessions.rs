@@ -274,8 +274,13 @@ pub struct SessionDeps {
 }
 
 /// Start capture of `spec.branch` (blocking: attaching may check out or reconcile) and the
-/// session's thread. Returns the session's first view of itself.
+/// session's thread, both acting as `spec.actor`. Returns the session's first view of itself.
 pub fn start(deps: SessionDeps, id: String, spec: SessionSpec) -> ApiResult<SessionInfo> {
+    let actor = spec.actor.clone();
+    scion_core::actor::acting_as(actor.as_deref(), || start_as_opener(deps, id, spec))
+}
+
+fn start_as_opener(deps: SessionDeps, id: String, spec: SessionSpec) -> ApiResult<SessionInfo> {
     let holder = format!("{}#{id}", deps.scion.engine().holder());
     let mut live = LiveBranch::open(
         deps.scion.clone(),

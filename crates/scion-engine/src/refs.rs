@@ -384,11 +384,11 @@ pub(crate) fn refs_prefix(db: &DbName) -> String {
 }
 
 pub(crate) fn checkpoint_key(b: &BranchRef, name: &CheckpointName) -> String {
-    format!("checkpoints/{}/{}/{}", b.db, b.branch, name)
+    format!("{}{name}", checkpoints_prefix(b))
 }
 
 pub(crate) fn checkpoints_prefix(b: &BranchRef) -> String {
-    format!("checkpoints/{}/{}/", b.db, b.branch)
+    format!("{}{}/", database_checkpoints_prefix(&b.db), b.branch)
 }
 
 pub(crate) fn database_checkpoints_prefix(db: &DbName) -> String {

@@ -136,14 +136,9 @@ pub async fn open(
     let start = {
         let shared = shared.clone();
         let id = id.clone();
-        tokio::task::spawn_blocking(move || {
-            let actor = spec.actor.clone();
-            scion_core::actor::acting_as(actor.as_deref(), || {
-                sessions::start(shared.session_deps(), id, spec)
-            })
-        })
-        .await
-        .map_err(|e| ApiError::invalid(e.to_string()))?
+        tokio::task::spawn_blocking(move || sessions::start(shared.session_deps(), id, spec))
+            .await
+            .map_err(|e| ApiError::invalid(e.to_string()))?
     };
     let info = match start {
         Ok(info) => info,
