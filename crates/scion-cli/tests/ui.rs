@@ -543,6 +543,8 @@ fn a_branch_page_shows_its_history_and_acts_only_when_writable() {
     );
     assert_eq!(steps[1]["said"], "forked shop@try as try-2", "{drawn}");
     assert_eq!(steps[2]["appeared"], "try-2");
+    // The fork redrew the tree and so the open panel; the answer outlives the redraw.
+    assert_eq!(steps[2]["said"], "forked shop@try as try-2", "{drawn}");
     let dry = steps[4]["said"].as_str().unwrap();
     assert!(dry.starts_with("dry run into main: conflicts"), "{dry}");
     assert_eq!(

@@ -63,6 +63,7 @@ try {
   // Steps on the page (SCION_UI_STEPS, JSON): open a branch's page, use one of its
   // actions (answering its prompt), wait for a branch to appear.
   drawn.steps = [];
+  let panelDrawsAtAct = 0;
   for (const step of JSON.parse(process.env.SCION_UI_STEPS || "[]")) {
     if (step.open) {
       await page.click(`#nodes .node[data-branch="${step.open}"] rect`);
@@ -74,6 +75,7 @@ try {
         actions: [...document.querySelectorAll("#panel [data-action]")].map((b) => b.dataset.action),
       })));
     } else if (step.act) {
+      panelDrawsAtAct = await page.evaluate(() => Number(document.getElementById("panel").dataset.draws || 0));
       page.once("dialog", (d) => d.accept(step.answer));
       await page.click(`#panel button[data-action="${step.act}"]`);
       await page.waitForSelector(`#said[data-action="${step.act}"]`, { timeout: 30000 });
@@ -114,7 +116,10 @@ try {
       drawn.steps.push({ before, foldedBefore: hidden, after: await page.evaluate(() => document.querySelectorAll("#nodes .node").length) });
     } else if (step.expect) {
       await page.waitForSelector(`#nodes .node[data-branch="${step.expect}"]`, { timeout: 30000 });
-      drawn.steps.push({ appeared: step.expect });
+      // The tree changed, so the open panel is drawn again: what the last action said
+      // must still be there afterwards.
+      await page.waitForFunction((n) => Number(document.getElementById("panel").dataset.draws || 0) > n, panelDrawsAtAct, { timeout: 30000 });
+      drawn.steps.push({ appeared: step.expect, said: await page.evaluate(() => (document.getElementById("said") || {}).textContent) });
     }
   }
   await page.screenshot({ path: shot, fullPage: false });
