@@ -174,7 +174,7 @@ pub enum Command {
     /// head history (`scion undo` takes it back), or nothing is published and the report
     /// says why (exit 11). Merging the same source again is a no-op.
     #[command(
-        after_help = "Examples:\n  scion merge shop@agent-1 --into main --dry-run --force\n  scion merge shop@agent-1 --into main --force\n  scion merge shop@agent-2 --into main --resolve fixes.json --force --json\n  scion merge shop@main --into feature   # take main's newer rows"
+        after_help = "Examples:\n  scion merge shop@agent-1 --into main --dry-run --force\n  scion merge shop@agent-1 --into main --force\n  scion merge shop@agent-2 --into main --resolve fixes.json --force --json\n  scion merge shop@agent-2 --into main --renumber --force   # both appended rows: keep them all\n  scion merge shop@main --into feature   # take main's newer rows"
     )]
     Merge(crate::cli_merge::MergeArgs),
 

@@ -43,6 +43,12 @@ pub struct MergeArgs {
     /// such as a duplicate of a UNIQUE value, is left out and reported).
     #[arg(long)]
     pub allow_violations: bool,
+    /// Rows both sides inserted under the same INTEGER PRIMARY KEY are two rows, not a
+    /// conflict: the source's new rows of that table, from the first shared id on, get ids
+    /// after the destination's (in their order), and the source's rows that refer to them
+    /// through a declared foreign key follow. The report lists every id given.
+    #[arg(long)]
+    pub renumber: bool,
     /// The version both sides are compared against (db@branch[@checkpoint]), where the
     /// version graph cannot tell: several best common versions, or versions written
     /// before scion recorded parents. It must be a version of the same database.
@@ -116,6 +122,7 @@ pub fn merge(p: &Printer, scion: &Scion, args: &MergeArgs) -> Result<()> {
         allow_violations: args.allow_violations,
         base: args.base.as_deref().map(str::parse).transpose()?,
         allow_protected: args.force,
+        renumber: args.renumber,
     };
     let report = scion_merge::merge(
         scion.engine(),
@@ -134,6 +141,9 @@ pub fn merge(p: &Printer, scion: &Scion, args: &MergeArgs) -> Result<()> {
         if report.unresolved > 0 {
             parts.push(count(report.unresolved, "unresolved conflict"));
             hints.push("settle conflicts by their ids in the report with --resolve FILE.json, or all at once with --strategy ours|theirs");
+            if !args.renumber && shared_new_ids(&report) {
+                hints.push("rows both sides added under the same id are kept as two rows with --renumber (the source's get new ids)");
+            }
         }
         if !report.schema_conflicts.is_empty() {
             parts.push(count(report.schema_conflicts.len(), "schema conflict"));
@@ -150,6 +160,22 @@ pub fn merge(p: &Printer, scion: &Scion, args: &MergeArgs) -> Result<()> {
         .into());
     }
     Ok(())
+}
+
+/// Whether an unresolved conflict is two new rows under one INTEGER PRIMARY KEY, which
+/// `--renumber` keeps apart.
+pub(crate) fn shared_new_ids(report: &MergeReport) -> bool {
+    report.conflicts.iter().any(|c| {
+        c.kind == scion_merge::ConflictKind::InsertInsert
+            && c.resolution == "unresolved"
+            && report.tables.iter().any(|t| {
+                t.table == c.table
+                    && t.matched_by.starts_with("primary key (")
+                    && c.key
+                        .as_object()
+                        .is_some_and(|k| k.len() == 1 && k.values().all(|v| v.is_i64()))
+            })
+    })
 }
 
 fn read_resolutions(path: &PathBuf) -> Result<BTreeMap<String, Resolution>> {
@@ -215,6 +241,31 @@ pub(crate) fn render(r: &MergeReport) -> String {
         out += &format!(
             "table {} (by {}): theirs inserted {}, updated {}, deleted {}; {} merged or agreed; {}\n",
             t.table, t.matched_by, t.theirs_inserted, t.theirs_updated, t.theirs_deleted, count(t.merged_cells, "cell"), count(t.conflicts, "conflict")
+        );
+    }
+    let mut renumbered: Vec<(&str, Vec<String>)> = Vec::new();
+    for n in &r.renumbered {
+        let moved = format!("{} → {}", n.from, n.to);
+        match renumbered.last_mut() {
+            Some((t, ids)) if *t == n.table => ids.push(moved),
+            _ => renumbered.push((&n.table, vec![moved])),
+        }
+    }
+    for (table, ids) in renumbered {
+        out += &format!(
+            "renumbered {} of {} the source inserted: {}\n",
+            count(ids.len(), "row"),
+            table,
+            ids.join(", ")
+        );
+    }
+    for f in &r.followed_references {
+        out += &format!(
+            "followed: {}.{} in {} now names the new ids of {}\n",
+            f.table,
+            f.column,
+            count(f.rows, "row"),
+            f.parent
         );
     }
     for c in &r.schema_conflicts {

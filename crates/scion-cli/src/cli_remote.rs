@@ -107,6 +107,10 @@ pub struct PullArgs {
     /// local side; theirs takes the remote's.
     #[arg(long, value_enum, default_value = "fail")]
     pub strategy: StrategyArg,
+    /// Rows both sides added under the same INTEGER PRIMARY KEY are kept as two rows: the
+    /// remote's get ids after the local branch's, as `scion merge --renumber`.
+    #[arg(long)]
+    pub renumber: bool,
     /// Needed to move a protected local branch (main), as for `scion merge`.
     #[arg(long)]
     pub force: bool,
@@ -321,6 +325,7 @@ pub fn pull(p: &Printer, s: &Scion, args: &PullArgs) -> Result<()> {
                 StrategyArg::Theirs => Strategy::Theirs,
             },
             allow_protected: args.force,
+            renumber: args.renumber,
             ..Default::default()
         },
         fetch_only: args.fetch_only,
@@ -345,12 +350,21 @@ pub fn pull(p: &Printer, s: &Scion, args: &PullArgs) -> Result<()> {
         }
     }
     if r.outcome == PullOutcome::Conflicts {
+        let mut hint = format!(
+            "the remote's version is in {}: `scion merge {} --into {} --dry-run` shows the conflicts; settle them with `scion merge ... --resolve` or `--strategy`",
+            r.tracking, r.tracking, r.into
+        );
+        if !args.renumber
+            && r.merge
+                .as_ref()
+                .is_some_and(crate::cli_merge::shared_new_ids)
+        {
+            hint +=
+                "; rows both sides added under the same id are kept as two rows with --renumber";
+        }
         return Err(crate::cli_merge::MergeStopped::new(
             format!("{} cannot take {} as it stands", r.into, r.tracking),
-            format!(
-                "the remote's version is in {}: `scion merge {} --into {} --dry-run` shows the conflicts; settle them with `scion merge ... --resolve` or `--strategy`",
-                r.tracking, r.tracking, r.into
-            ),
+            hint,
         )
         .into());
     }

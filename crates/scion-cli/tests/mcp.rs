@@ -473,3 +473,61 @@ async fn with_a_daemon_running_sessions_live_in_the_daemon() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("scion serve"));
 }
+
+/// Two forks of an agent each append a row under the next id: merged as they are they
+/// conflict on it; with `renumber` the source's row takes the id after the target's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agents_forks_that_both_appended_merge_with_renumber() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Served::prepare(dir.path(), 5);
+    let c = connect(&s, &["--daemon", "never"]).await;
+    for (branch, name) in [("left", "from-left"), ("right", "from-right")] {
+        let f = call(
+            &c,
+            "scion_fork",
+            json!({"database": "shop", "new_branch": branch}),
+        )
+        .await;
+        ok(&f);
+        let co = call(
+            &c,
+            "scion_checkout",
+            json!({"database": "shop", "branch": branch}),
+        )
+        .await;
+        let path = ok(&co)["path"].as_str().unwrap().to_string();
+        rusqlite::Connection::open(&path)
+            .unwrap()
+            .execute("INSERT INTO items(name, qty) VALUES (?1, 1)", [name])
+            .unwrap();
+        let cp = call(
+            &c,
+            "scion_checkpoint",
+            json!({"database": "shop", "branch": branch, "name": "appended"}),
+        )
+        .await;
+        ok(&cp);
+    }
+    let merge = |renumber: bool| json!({"database": "shop", "source": "right", "target": "left", "dry_run": false, "renumber": renumber});
+    let clash = call(&c, "scion_merge", merge(false)).await;
+    let report = clash.structured_content.clone().unwrap_or_default();
+    assert_eq!(report["outcome"], "conflicts", "{clash:?}");
+    assert_eq!(report["conflicts"][0]["kind"], "insert/insert", "{clash:?}");
+    let done = call(&c, "scion_merge", merge(true)).await;
+    assert_eq!(ok(&done)["outcome"], "merged", "{done:?}");
+    assert_eq!(
+        ok(&done)["renumbered"],
+        json!([{"table": "items", "column": "id", "from": 6, "to": 7}])
+    );
+    let q = call(
+        &c,
+        "scion_query",
+        json!({"database": "shop", "sql": "SELECT id, name FROM items WHERE id > 5 ORDER BY id", "targets": ["left"]}),
+    )
+    .await;
+    assert_eq!(
+        ok(&q)["results"][0]["rows"],
+        json!([[6, "from-left"], [7, "from-right"]])
+    );
+    c.cancel().await.unwrap();
+}

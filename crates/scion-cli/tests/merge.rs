@@ -251,3 +251,69 @@ fn into_and_onto_take_a_branch_or_a_ref_of_the_same_database() {
     let r = s.run(&["promote", "shop@b", "--onto", "other@main", "--force"]);
     assert_eq!(r.code, 8, "{}", r.stderr);
 }
+
+/// Two agents that each append orders (AUTOINCREMENT) and their lines: the second merge
+/// conflicts on the shared ids, says `--renumber` keeps both, and with it the agent's rows
+/// come after main's, their lines following, as the real `sqlite3` reads the export.
+#[test]
+fn rows_both_agents_appended_merge_with_renumber() {
+    let s = Session::new();
+    sqlite3(
+        &s.path("shop.db"),
+        "CREATE TABLE orders(id INTEGER PRIMARY KEY AUTOINCREMENT, who TEXT);
+         CREATE TABLE lines(id INTEGER PRIMARY KEY, order_id INT REFERENCES orders(id), item TEXT);
+         INSERT INTO orders(who) VALUES ('ann');
+         INSERT INTO lines(order_id, item) VALUES (1, 'pen');",
+    );
+    s.ok(&["init"]);
+    s.ok(&["create", "shop", "--from", "shop.db"]);
+    s.ok(&["fork", "shop", "agent-1"]);
+    s.ok(&["fork", "shop", "agent-2"]);
+    for (agent, who) in [("shop@agent-1", "bob"), ("shop@agent-2", "cat")] {
+        s.ok(&[
+            "sql",
+            agent,
+            &format!(
+                "INSERT INTO orders(who) VALUES ('{who}');
+                 INSERT INTO lines(order_id, item) VALUES (last_insert_rowid(), '{who}''s cup')"
+            ),
+        ]);
+    }
+    s.ok(&["merge", "shop@agent-1", "--into", "main", "--force"]);
+    let r = s.run(&["merge", "shop@agent-2", "--into", "main", "--force"]);
+    assert_eq!(r.code, 11, "{}{}", r.stdout, r.stderr);
+    assert!(
+        r.stdout.contains("conflict orders:2 (insert/insert"),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stderr.contains("--renumber"), "{}", r.stderr);
+
+    let out = s.ok(&[
+        "merge",
+        "shop@agent-2",
+        "--into",
+        "main",
+        "--force",
+        "--renumber",
+    ]);
+    assert!(
+        out.contains("renumbered 1 row of orders the source inserted: 2 → 3"),
+        "{out}"
+    );
+    assert!(
+        out.contains("followed: lines.order_id in 1 row now names the new ids of orders"),
+        "{out}"
+    );
+    s.ok(&["export", "shop", "merged.db"]);
+    let merged = s.path("merged.db");
+    assert_eq!(
+        sqlite3(
+            &merged,
+            "SELECT o.id, o.who, l.id, l.item FROM orders o JOIN lines l ON l.order_id = o.id ORDER BY o.id"
+        ),
+        "1|ann|1|pen\n2|bob|2|bob's cup\n3|cat|3|cat's cup\n"
+    );
+    assert_eq!(sqlite3(&merged, "PRAGMA foreign_key_check"), "");
+    assert_eq!(sqlite3(&merged, "PRAGMA integrity_check"), "ok\n");
+}

@@ -430,3 +430,63 @@ fn two_hosts_pushing_one_branch_at_once_one_wins_and_the_other_is_told_to_pull()
     ]);
     assert!(n.contains("516"), "{n}");
 }
+
+/// Two hosts that each append a row under the next id: the second one's pull conflicts on
+/// it, and `pull --renumber` keeps both rows, the remote's under a new id.
+#[test]
+fn hosts_that_both_appended_pull_with_renumber() {
+    let s = Session::new();
+    laptop_and_bucket(&s, 5);
+    s.ok(&["--store", "laptop/.scion", "push", "origin", "shop"]);
+    s.ok(&["clone", "bucket", "other"]);
+    for (st, name) in [
+        ("laptop/.scion", "from-laptop"),
+        ("other/.scion", "from-other"),
+    ] {
+        s.ok(&[
+            "--store",
+            st,
+            "sql",
+            "shop",
+            &format!("INSERT INTO items(name, price) VALUES ('{name}', 1)"),
+        ]);
+    }
+    s.ok(&["--store", "laptop/.scion", "push", "origin", "shop"]);
+    let clash = s.run(&[
+        "--store",
+        "other/.scion",
+        "pull",
+        "origin",
+        "shop",
+        "--force",
+    ]);
+    assert_eq!(clash.code, 11, "{}{}", clash.stdout, clash.stderr);
+    assert!(clash.stderr.contains("--renumber"), "{}", clash.stderr);
+    let pulled = s.ok(&[
+        "--store",
+        "other/.scion",
+        "pull",
+        "origin",
+        "shop",
+        "--force",
+        "--renumber",
+    ]);
+    assert!(pulled.contains("renumbered"), "{pulled}");
+    s.ok(&["--store", "other/.scion", "push", "origin", "shop"]);
+    s.ok(&[
+        "--store",
+        "laptop/.scion",
+        "pull",
+        "origin",
+        "shop",
+        "--force",
+    ]);
+    let rows = s.ok(&[
+        "--store",
+        "laptop/.scion",
+        "sql",
+        "shop",
+        "SELECT id, name FROM items WHERE id > 5 ORDER BY id",
+    ]);
+    assert_eq!(rows, "6|from-other\n7|from-laptop\n", "{rows}");
+}

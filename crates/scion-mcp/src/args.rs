@@ -161,6 +161,11 @@ pub struct MergeArgs {
     /// By conflict id from the report: "ours", "theirs", or the value to write.
     #[serde(default)]
     pub resolutions: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Rows both branches added under the same INTEGER PRIMARY KEY are kept as two rows:
+    /// the source's get new ids after the target's, and its rows that refer to them
+    /// through a foreign key follow (the report lists each id given).
+    #[serde(default)]
+    pub renumber: bool,
     /// Needed for a protected target (main is); refused unless the server allows force.
     #[serde(default)]
     pub force: bool,

@@ -295,6 +295,7 @@ impl ScionMcp {
         let mut body = json!({
             "from": format!("{}@{}", a.database, a.source),
             "dry_run": a.dry_run,
+            "renumber": a.renumber,
             "force": a.force,
         });
         if let Some(s) = &a.strategy {

@@ -15,6 +15,7 @@ mod apply;
 mod base;
 mod error;
 mod plan;
+mod renumber;
 mod report;
 mod schema;
 mod values;
@@ -29,9 +30,9 @@ use scion_engine::{BranchName, BranchRef, Engine, ResolvedVersion, Target};
 
 pub use error::{FilesError, MergeError, MergeResult};
 pub use report::{
-    BaseReport, CellValues, Conflict, ConflictKind, Granularity, MergeOptions, MergeReport,
-    Outcome, Published, Resolution, SchemaConflict, SchemaPolicy, SchemaStep, Strategy,
-    TableReport, Violation, ViolationKind,
+    BaseReport, CellValues, Conflict, ConflictKind, FollowedReferences, Granularity, MergeOptions,
+    MergeReport, Outcome, Published, Renumbered, Resolution, SchemaConflict, SchemaPolicy,
+    SchemaStep, Strategy, TableReport, Violation, ViolationKind,
 };
 
 /// How long a scratch fork outlives a merge killed before it removed it.
@@ -111,6 +112,8 @@ where
         tables: Vec::new(),
         conflicts: Vec::new(),
         violations: Vec::new(),
+        renumbered: Vec::new(),
+        followed_references: Vec::new(),
         unresolved: 0,
         unused_resolutions: Vec::new(),
         pages_read: 0,
@@ -156,6 +159,19 @@ where
         &mut delta_ours,
         &mut delta_theirs,
     )?;
+    if opts.renumber {
+        let mut readers = virtual_tables::Readers::new(engine, dst);
+        readers.conn(&ours.root)?;
+        readers.conn(&theirs.root)?;
+        let done = renumber::renumber(
+            &delta_ours,
+            &mut delta_theirs,
+            readers.opened(&ours.root),
+            readers.opened(&theirs.root),
+        )?;
+        report.renumbered = done.renumbered;
+        report.followed_references = done.followed;
+    }
     let mut schema_plan = schema::plan(&delta_ours, &delta_theirs, opts.schema_policy);
     schema_plan.after_rows.extend(virtual_plan.rebuilds);
     let data = plan::plan(&delta_ours, &delta_theirs, &schema_plan, opts)?;

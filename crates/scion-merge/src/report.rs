@@ -85,6 +85,11 @@ pub struct MergeOptions {
     pub base: Option<Target>,
     /// Merge into a protected branch.
     pub allow_protected: bool,
+    /// Rows both sides inserted under the same INTEGER PRIMARY KEY with different values
+    /// are two rows: the source's new rows of that table, from the first such id on, get
+    /// ids after every id the destination uses, and the source's references to them
+    /// through declared foreign keys follow.
+    pub renumber: bool,
 }
 
 /// How a merge ended.
@@ -217,6 +222,31 @@ pub struct TableReport {
     pub conflicts: usize,
 }
 
+/// A row the source inserted, given a new id because the destination had used its id
+/// for another row since the base (`renumber`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Renumbered {
+    pub table: String,
+    /// The INTEGER PRIMARY KEY column.
+    pub column: String,
+    /// The id the source gave it.
+    pub from: i64,
+    /// The id it has in the result.
+    pub to: i64,
+}
+
+/// References to renumbered rows, through a declared foreign key, in rows the source
+/// inserted or changed: made to name the rows' new ids.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FollowedReferences {
+    pub table: String,
+    pub column: String,
+    /// The table of the renumbered rows.
+    pub parent: String,
+    /// How many rows' references were changed.
+    pub rows: usize,
+}
+
 /// The published result.
 #[derive(Debug, Clone, Serialize)]
 pub struct Published {
@@ -245,6 +275,12 @@ pub struct MergeReport {
     pub tables: Vec<TableReport>,
     pub conflicts: Vec<Conflict>,
     pub violations: Vec<Violation>,
+    /// The source's new rows given new ids (`renumber`), in table and id order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub renumbered: Vec<Renumbered>,
+    /// The source's references to them that were made to follow.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub followed_references: Vec<FollowedReferences>,
     /// Conflicts no resolution or strategy settled: under `fail` they stop the merge.
     pub unresolved: usize,
     /// Resolution ids that named no conflict (a typo, or a conflict that went away).

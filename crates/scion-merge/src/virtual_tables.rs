@@ -282,14 +282,15 @@ pub(crate) fn prepare(
 type Rows = (TableLayout, BTreeMap<i64, Vec<Value>>);
 
 /// Read-only connections to versions, through the scion VFS, one per root.
-struct Readers<'a> {
+/// Read-only connections to versions of one database, opened by the scion VFS at a root.
+pub(crate) struct Readers<'a> {
     engine: &'a Arc<Engine>,
     dst: &'a BranchRef,
     open: BTreeMap<Locator, Connection>,
 }
 
 impl<'a> Readers<'a> {
-    fn new(engine: &'a Arc<Engine>, dst: &'a BranchRef) -> Self {
+    pub(crate) fn new(engine: &'a Arc<Engine>, dst: &'a BranchRef) -> Self {
         Readers {
             engine,
             dst,
@@ -297,7 +298,7 @@ impl<'a> Readers<'a> {
         }
     }
 
-    fn conn(&mut self, root: &Locator) -> MergeResult<&Connection> {
+    pub(crate) fn conn(&mut self, root: &Locator) -> MergeResult<&Connection> {
         if !self.open.contains_key(root) {
             scion_vfs::register().map_err(MergeError::Vfs)?;
             scion_vfs::adopt(self.engine.location(), self.engine.clone());
@@ -306,12 +307,16 @@ impl<'a> Readers<'a> {
                 scion_vfs::uri(&self.dst.to_string(), self.engine.location(), true)
             );
             let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI;
-            let conn = Connection::open_with_flags(&uri, flags).map_err(MergeError::apply(
-                "opening a version to read its virtual tables",
-            ))?;
+            let conn = Connection::open_with_flags(&uri, flags)
+                .map_err(MergeError::apply("opening a version to read it"))?;
             self.open.insert(*root, conn);
         }
         Ok(&self.open[root])
+    }
+
+    /// The connection `conn` opened at `root`.
+    pub(crate) fn opened(&self, root: &Locator) -> &Connection {
+        &self.open[root]
     }
 
     /// The rows of virtual table `name` at `root`. The layout names `rowid` first when

@@ -401,6 +401,22 @@ def test_merge_two_forks_with_a_resolution(store: scion.Store, shop: scion.Branc
     assert shop.merge(b, force=True).outcome == "up_to_date"
 
 
+def test_rows_both_forks_appended_merge_with_renumber(shop: scion.Branch) -> None:
+    a, b = shop.fork("append-a"), shop.fork("append-b")
+    for branch in (a, b):
+        with branch.connect() as conn:
+            conn.execute("INSERT INTO items(name, price) VALUES (?, 1)", (branch.name,))
+        branch.checkpoint("appended")
+    assert shop.merge(a, force=True).outcome == "fast_forward"
+    clash = shop.merge(b, dry_run=True, force=True)
+    assert [c.kind for c in clash.conflicts] == ["insert/insert"] and clash.stopped
+    done = shop.merge(b, renumber=True, force=True)
+    assert done.outcome == "merged", done.raw
+    assert done.renumbered == ({"table": "items", "column": "id", "from": 4, "to": 5},)
+    got = rows(shop.checkout(), "SELECT id, name FROM items WHERE id > 3 ORDER BY id")
+    assert got == [(4, "append-a"), (5, "append-b")]
+
+
 def test_a_connection_used_as_a_with_block_is_committed_and_closed(shop: scion.Branch) -> None:
     fork = shop.fork("closing")
     with fork.connect() as db:

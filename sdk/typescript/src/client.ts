@@ -29,6 +29,12 @@ export interface MergeOptions extends CallOptions {
   conflictGranularity?: "cell" | "row";
   schemaPolicy?: "refuse" | "one-sided";
   allowViolations?: boolean;
+  /**
+   * Rows both sides added under the same INTEGER PRIMARY KEY are kept as two rows: the
+   * source's get ids after the destination's, and its rows that refer to them by a foreign
+   * key follow. The report's `renumbered` lists each id given.
+   */
+  renumber?: boolean;
   /** db@branch[@checkpoint]: the common version, where the version graph cannot tell. */
   base?: string;
   /** Needed to merge into a protected branch. */
@@ -53,6 +59,8 @@ export interface PullOptions extends CallOptions {
   strategy?: "fail" | "ours" | "theirs";
   /** Only move the remote-tracking branch. */
   fetchOnly?: boolean;
+  /** As for a merge: rows both sides added under one INTEGER PRIMARY KEY are kept. */
+  renumber?: boolean;
   /** Needed to move a protected branch. */
   force?: boolean;
 }
@@ -264,6 +272,7 @@ export class ScionClient {
       conflict_granularity: opts.conflictGranularity,
       schema_policy: opts.schemaPolicy,
       allow_violations: opts.allowViolations,
+      renumber: opts.renumber,
       base: opts.base,
       force: opts.force ?? false,
     }, opts);
@@ -294,6 +303,7 @@ export class ScionClient {
       from: opts.from,
       strategy: opts.strategy,
       fetch_only: opts.fetchOnly ?? false,
+      renumber: opts.renumber,
       force: opts.force ?? false,
     }, opts);
   }

@@ -100,6 +100,26 @@ test("merge: two forks into one branch, a conflict reported, then resolved", asy
   await assert.rejects(c.merge("shop@main", "m-b"), ProtectedError);
 });
 
+test("merge: rows both forks appended are kept with renumber", async () => {
+  const c = daemon.client;
+  await c.fork("shop", "r-dst");
+  let last = 0;
+  for (const ref of ["shop@r-a", "shop@r-b"]) {
+    await c.fork("shop@r-dst", ref.split("@")[1]);
+    const { path } = await c.checkout(ref);
+    const db = new Database(path);
+    db.prepare("INSERT INTO items(name, qty) VALUES (?, 1)").run(ref);
+    last = db.prepare("SELECT max(id) n FROM items").get().n;
+    db.close();
+    await c.checkpoint(ref, "appended");
+  }
+  assert.equal((await c.merge("shop@r-dst", "r-a")).outcome, "fast_forward");
+  assert.equal((await c.merge("shop@r-dst", "r-b", { dryRun: true })).conflicts[0].kind, "insert/insert");
+  const done = await c.merge("shop@r-dst", "r-b", { renumber: true });
+  assert.equal(done.outcome, "merged");
+  assert.deepEqual(done.renumbered, [{ table: "items", column: "id", from: last, to: last + 1 }]);
+});
+
 test("remotes: push to another store, pull a commit made there", async () => {
   const c = daemon.client;
   const other = `${daemon.store}/../other-store`;

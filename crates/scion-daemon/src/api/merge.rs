@@ -39,6 +39,10 @@ pub struct MergeBody {
     #[serde(default)]
     allow_violations: bool,
     base: Option<String>,
+    /// Rows both sides inserted under one INTEGER PRIMARY KEY are kept as two rows: the
+    /// source's get new ids, and its references to them follow.
+    #[serde(default)]
+    renumber: bool,
     /// Needed to merge into a protected branch.
     #[serde(default)]
     force: bool,
@@ -75,6 +79,7 @@ pub async fn merge(
         allow_violations: body.allow_violations,
         base: body.base.as_deref().map(parse).transpose()?,
         allow_protected: body.force,
+        renumber: body.renumber,
     };
     if !opts.dry_run {
         refuse_live(&shared, &dst.to_string())?;

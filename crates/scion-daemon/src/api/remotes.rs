@@ -118,6 +118,10 @@ pub struct PullBody {
     strategy: Strategy,
     #[serde(default)]
     fetch_only: bool,
+    /// As for a merge: the remote's rows under ids the local branch also used are kept,
+    /// with new ids.
+    #[serde(default)]
+    renumber: bool,
     /// Needed to move a protected branch.
     #[serde(default)]
     force: bool,
@@ -151,6 +155,7 @@ pub async fn pull(
         merge: MergeOptions {
             strategy: body.strategy,
             allow_protected: body.force,
+            renumber: body.renumber,
             ..Default::default()
         },
         fetch_only: body.fetch_only,

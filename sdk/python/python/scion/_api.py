@@ -238,6 +238,7 @@ class Branch:
         schema_policy: str = "refuse",
         allow_violations: bool = False,
         base: Optional[str] = None,
+        renumber: bool = False,
         force: bool = False,
     ) -> MergeReport:
         """Bring ``source``'s changes (a branch of the same database, or
@@ -246,7 +247,10 @@ class Branch:
         Conflicts and violations are data, not exceptions: a report whose ``outcome`` is
         ``conflicts`` published nothing; settle them with ``strategy`` (``ours`` or
         ``theirs``) or ``resolutions`` (by conflict id: ``"ours"``, ``"theirs"``, or the
-        value to write) and merge again. A protected branch needs ``force``."""
+        value to write) and merge again. With ``renumber``, rows both sides added under
+        the same INTEGER PRIMARY KEY are kept as two rows: the source's get ids after this
+        branch's, its rows that refer to them by a foreign key follow, and the report's
+        ``renumbered`` lists each id given. A protected branch needs ``force``."""
         if isinstance(source, Branch):
             if source.db != self.db:
                 raise ValueError(f"merge stays within a database: {source.ref} into {self.ref}")
@@ -259,6 +263,7 @@ class Branch:
             "schema_policy": schema_policy,
             "resolutions": dict(resolutions or {}),
             "allow_violations": allow_violations,
+            "renumber": renumber,
             "force": force,
         }
         if base is not None:
@@ -296,16 +301,18 @@ class Branch:
         source: Optional[str] = None,
         strategy: str = "fail",
         fetch_only: bool = False,
+        renumber: bool = False,
         force: bool = False,
     ) -> PullReport:
         """Bring ``source`` (the remote's branch; default: this branch's name) into this
         branch: its head goes into the read-only ``db@REMOTE~BRANCH``, then this branch is
         made, fast-forwarded or merged (conflicts are data in ``report.merge``; nothing is
-        published). A protected branch needs ``force``."""
+        published). ``renumber`` as for :meth:`merge`. A protected branch needs ``force``."""
         body: Dict[str, Any] = {
             "remote": remote,
             "strategy": strategy,
             "fetch_only": fetch_only,
+            "renumber": renumber,
             "force": force,
         }
         if source is not None:

@@ -81,6 +81,9 @@ class MergeReport:
     schema_conflicts: Tuple[Mapping[str, Any], ...]
     tables: Tuple[Mapping[str, Any], ...]
     unresolved: int
+    renumbered: Tuple[Mapping[str, Any], ...]
+    """With ``renumber``: each row of the source given a new id, as
+    ``{"table", "column", "from", "to"}``."""
     version: Optional[int]
     """The destination's new version, when one was published."""
     published: Optional[Mapping[str, Any]]
@@ -108,6 +111,7 @@ class MergeReport:
             schema_conflicts=tuple(v.get("schema_conflicts", ())),
             tables=tuple(v.get("tables", ())),
             unresolved=int(v.get("unresolved", 0)),
+            renumbered=tuple(v.get("renumbered", ())),
             version=published.get("version") if published else None,
             published=published,
             raw=v,

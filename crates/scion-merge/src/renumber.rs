@@ -1,0 +1,332 @@
+//! `renumber`: two branches that each add rows to a table keyed by an INTEGER PRIMARY KEY
+//! both take the next ids, so their new rows share ids while being different rows. Keyed
+//! merging calls that an insert/insert conflict; asked to renumber, the merge gives the
+//! source's new rows of such a table, from the first shared id on, ids after every id the
+//! destination uses (in their order), and makes the source's references to them through
+//! declared foreign keys follow.
+//!
+//! It rewrites the source's side of the delta before the rows are planned, so the planner
+//! sees the source as if it had taken those ids: the renumbered rows are plain inserts,
+//! and a child row that only clashed through its parent's id (a composite key holding
+//! it) clashes no more. The destination's rows keep their ids.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use rusqlite::Connection;
+use scion_engine::diff::{DeltaRow, TableDelta, Value, VersionDelta};
+
+use crate::error::{MergeError, MergeResult};
+use crate::report::{FollowedReferences, Renumbered};
+use crate::schema::quote;
+use crate::values::{named, same_row};
+
+/// What renumbering did, for the report.
+#[derive(Debug, Default)]
+pub(crate) struct Renumbering {
+    pub renumbered: Vec<Renumbered>,
+    pub followed: Vec<FollowedReferences>,
+}
+
+/// A single-column foreign key, as the source's schema declares it.
+#[derive(Debug)]
+struct ForeignKey {
+    child: String,
+    column: String,
+    parent: String,
+    /// The parent's column; none for its primary key.
+    to: Option<String>,
+}
+
+/// Renumber the source's clashing new rows in `theirs` (the source's delta from the base).
+/// `ours` is the destination's delta from the base; `ours_db` and `theirs_db` read the two
+/// versions.
+pub(crate) fn renumber(
+    ours: &VersionDelta,
+    theirs: &mut VersionDelta,
+    ours_db: &Connection,
+    theirs_db: &Connection,
+) -> MergeResult<Renumbering> {
+    let mut out = Renumbering::default();
+    let ordinary: BTreeSet<&str> = theirs
+        .schema_after
+        .iter()
+        .filter(|o| o.kind == "table" && !o.name.starts_with("sqlite_"))
+        .filter(|o| {
+            !o.sql
+                .as_deref()
+                .unwrap_or_default()
+                .trim_start()
+                .to_ascii_uppercase()
+                .starts_with("CREATE VIRTUAL")
+        })
+        .map(|o| o.name.as_str())
+        .collect();
+    let fks = foreign_keys(theirs_db)?;
+    let ours_tables: BTreeMap<&str, &TableDelta> =
+        ours.tables.iter().map(|t| (t.table.as_str(), t)).collect();
+
+    // Per table: old id → new id.
+    let mut moved: BTreeMap<String, BTreeMap<i64, i64>> = BTreeMap::new();
+    for td in theirs.tables.iter_mut() {
+        if !ordinary.contains(td.table.as_str()) {
+            continue;
+        }
+        let Some(layout) = td.after.clone() else {
+            continue;
+        };
+        let Some(alias) = layout.rowid_alias else {
+            continue;
+        };
+        let column = layout.columns[alias].clone();
+        // A table whose id is itself a reference (one row per parent row) takes its
+        // parent's new ids rather than ids of its own.
+        if fks
+            .iter()
+            .any(|f| f.child == td.table && f.column.eq_ignore_ascii_case(&column))
+        {
+            continue;
+        }
+        let Some(ours_td) = ours_tables.get(td.table.as_str()) else {
+            continue;
+        };
+        let Some(ours_layout) = ours_td.after.as_ref() else {
+            continue;
+        };
+        let ours_new: BTreeMap<i64, _> = ours_td
+            .rows
+            .iter()
+            .filter(|r| r.before.is_none())
+            .filter_map(|r| r.after.as_ref())
+            .filter_map(|a| Some((a.rowid?, named(ours_layout, a))))
+            .collect();
+        let agrees = |row: &DeltaRow| {
+            row.rowid
+                .and_then(|id| ours_new.get(&id))
+                .is_some_and(|o| same_row(o, &named(&layout, row)))
+        };
+        let inserted = |r: &&scion_engine::diff::RowDelta| r.before.is_none() && r.after.is_some();
+        let first_clash = td
+            .rows
+            .iter()
+            .filter(inserted)
+            .filter_map(|r| r.after.as_ref())
+            .filter(|a| !agrees(a))
+            .filter_map(|a| a.rowid)
+            .filter(|id| ours_new.contains_key(id))
+            .min();
+        let Some(first_clash) = first_clash else {
+            continue;
+        };
+        let to_move: Vec<i64> = td
+            .rows
+            .iter()
+            .filter(inserted)
+            .filter_map(|r| r.after.as_ref())
+            .filter(|a| !agrees(a))
+            .filter_map(|a| a.rowid)
+            .filter(|id| *id >= first_clash)
+            .collect();
+        let to_move_set: BTreeSet<i64> = to_move.iter().copied().collect();
+        // Every id the result can hold besides the new ones: the destination's rows, the
+        // ids its AUTOINCREMENT counter handed out, and the source's rows the plan may
+        // still write at their own ids.
+        let kept_max = td
+            .rows
+            .iter()
+            .flat_map(|r| [r.before.as_ref(), r.after.as_ref()])
+            .flatten()
+            .filter_map(|row| row.rowid)
+            .filter(|id| !to_move_set.contains(id))
+            .max()
+            .unwrap_or(0);
+        let after = highest_id(ours_db, &td.table)?.max(kept_max);
+        let Some(ids) = fresh_ids(after, to_move.len()) else {
+            // No ids are left above the destination's: the rows stay conflicts.
+            continue;
+        };
+        let map: BTreeMap<i64, i64> = to_move.iter().copied().zip(ids).collect();
+        for r in td.rows.iter_mut().filter(|r| r.before.is_none()) {
+            let Some(a) = r.after.as_mut() else { continue };
+            let Some(new) = a.rowid.and_then(|id| map.get(&id)) else {
+                continue;
+            };
+            a.rowid = Some(*new);
+            if let Some(v) = a.values.get_mut(alias) {
+                *v = Value::Integer(*new);
+            }
+            r.key = layout.match_key(a);
+        }
+        out.renumbered
+            .extend(map.iter().map(|(from, to)| Renumbered {
+                table: td.table.clone(),
+                column: column.clone(),
+                from: *from,
+                to: *to,
+            }));
+        moved.insert(td.table.clone(), map);
+    }
+    if moved.is_empty() {
+        return Ok(out);
+    }
+
+    for fk in &fks {
+        // SQLite matches a REFERENCES clause's table name without regard to case.
+        let Some((parent, map)) = moved
+            .iter()
+            .find(|(name, _)| name.eq_ignore_ascii_case(&fk.parent))
+        else {
+            continue;
+        };
+        let parent_id = theirs
+            .tables
+            .iter()
+            .find(|t| &t.table == parent)
+            .and_then(|t| t.after.as_ref())
+            .and_then(|l| l.rowid_alias.map(|i| l.columns[i].clone()));
+        let names_the_id = match (&fk.to, &parent_id) {
+            (None, _) => true,
+            (Some(to), Some(id)) => to.eq_ignore_ascii_case(id),
+            (Some(_), None) => false,
+        };
+        if !names_the_id {
+            continue;
+        }
+        let Some(td) = theirs.tables.iter_mut().find(|t| t.table == fk.child) else {
+            continue;
+        };
+        let rows = follow(td, &fk.column, map);
+        if rows > 0 {
+            out.followed.push(FollowedReferences {
+                table: fk.child.clone(),
+                column: fk.column.clone(),
+                parent: parent.clone(),
+                rows,
+            });
+        }
+    }
+    for name in moved.keys().chain(out.followed.iter().map(|f| &f.table)) {
+        if let Some(td) = theirs.tables.iter_mut().find(|t| &t.table == name) {
+            td.rows.sort_by(|a, b| a.key.cmp(&b.key));
+        }
+    }
+    Ok(out)
+}
+
+/// Make the source's inserted and changed rows of `td` that reference a moved id through
+/// `column` name its new id; a cell the source did not change is left as the base had it.
+/// Returns how many rows changed.
+fn follow(td: &mut TableDelta, column: &str, map: &BTreeMap<i64, i64>) -> usize {
+    let Some(layout) = td.after.clone() else {
+        return 0;
+    };
+    let Some(i) = layout
+        .columns
+        .iter()
+        .position(|c| c.eq_ignore_ascii_case(column))
+    else {
+        return 0;
+    };
+    let before_layout = td.before.clone();
+    let is_alias = layout.rowid_alias == Some(i);
+    let cell = |row: &DeltaRow| -> Option<i64> {
+        match row.values.get(i) {
+            Some(Value::Integer(v)) => Some(*v),
+            _ if is_alias => row.rowid,
+            _ => None,
+        }
+    };
+    let mut changed = 0;
+    for r in td.rows.iter_mut().filter(|r| r.before != r.after) {
+        let was = match (&r.before, &before_layout) {
+            (Some(b), Some(bl)) if bl.columns.get(i).is_some_and(|c| c == &layout.columns[i]) => {
+                cell(b)
+            }
+            _ => None,
+        };
+        let Some(a) = r.after.as_mut() else { continue };
+        let Some(old) = cell(a) else { continue };
+        if r.before.is_some() && was == Some(old) {
+            continue;
+        }
+        let Some(new) = map.get(&old) else { continue };
+        if let Some(v) = a.values.get_mut(i) {
+            *v = Value::Integer(*new);
+        }
+        if is_alias {
+            a.rowid = Some(*new);
+        }
+        r.key = layout.match_key(a);
+        changed += 1;
+    }
+    changed
+}
+
+/// `n` ids after `after`, or none if they would pass the largest rowid.
+fn fresh_ids(after: i64, n: usize) -> Option<Vec<i64>> {
+    let last = after.checked_add(i64::try_from(n).ok()?)?;
+    Some((after + 1..=last).collect())
+}
+
+/// The highest id table `name` holds or its AUTOINCREMENT counter handed out, in `db`.
+fn highest_id(db: &Connection, name: &str) -> MergeResult<i64> {
+    let read = || MergeError::apply(format!("reading the highest id of {name}"));
+    let max: Option<i64> = db
+        .query_row(
+            &format!("SELECT max(rowid) FROM {}", quote(name)),
+            [],
+            |r| r.get(0),
+        )
+        .map_err(read())?;
+    let has_sequence: bool = db
+        .query_row(
+            "SELECT count(*) FROM sqlite_schema WHERE name = 'sqlite_sequence'",
+            [],
+            |r| r.get::<_, i64>(0),
+        )
+        .map_err(read())?
+        > 0;
+    let seq: Option<i64> = if has_sequence {
+        db.query_row(
+            "SELECT max(seq) FROM sqlite_sequence WHERE name = ?1",
+            [name],
+            |r| r.get(0),
+        )
+        .map_err(read())?
+    } else {
+        None
+    };
+    Ok(max.unwrap_or(0).max(seq.unwrap_or(0)).max(0))
+}
+
+/// The single-column foreign keys of every table (a key of several columns is matched
+/// as a whole, which renumbering does not rewrite).
+fn foreign_keys(db: &Connection) -> MergeResult<Vec<ForeignKey>> {
+    let list = || MergeError::apply("listing the source's foreign keys");
+    let mut stmt = db
+        .prepare(
+            "SELECT s.name, f.id, f.\"from\", f.\"table\", f.\"to\" \
+             FROM sqlite_schema s, pragma_foreign_key_list(s.name) f WHERE s.type = 'table' \
+             ORDER BY s.name, f.id, f.seq",
+        )
+        .map_err(list())?;
+    let rows: Vec<(String, i64, String, String, Option<String>)> = stmt
+        .query_map([], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+        })
+        .and_then(|rows| rows.collect())
+        .map_err(list())?;
+    let mut width: BTreeMap<(&str, i64), usize> = BTreeMap::new();
+    for (child, id, ..) in &rows {
+        *width.entry((child.as_str(), *id)).or_default() += 1;
+    }
+    Ok(rows
+        .iter()
+        .filter(|(child, id, ..)| width[&(child.as_str(), *id)] == 1)
+        .map(|(child, _, column, parent, to)| ForeignKey {
+            child: child.clone(),
+            column: column.clone(),
+            parent: parent.clone(),
+            to: to.clone(),
+        })
+        .collect())
+}

@@ -1,0 +1,227 @@
+//! `renumber`: two branches that each append rows to tables keyed by an INTEGER PRIMARY
+//! KEY merge as two sets of rows, the source's new ids after the destination's, and the
+//! source's references through declared foreign keys follow. Checked by reading the result
+//! back with SQLite, integrity and foreign keys included.
+
+mod common;
+
+use common::Env;
+use scion_merge::{ConflictKind, MergeOptions, Outcome};
+
+/// Orders and their lines (a foreign key to orders), notes that may answer a note (a
+/// foreign key to its own table) and one receipt per order (its id is the order's).
+fn shop() -> Env {
+    let env = Env::new();
+    env.create(
+        "shop",
+        "PRAGMA foreign_keys = ON;
+         CREATE TABLE orders(id INTEGER PRIMARY KEY AUTOINCREMENT, who TEXT NOT NULL);
+         CREATE TABLE lines(id INTEGER PRIMARY KEY, order_id INTEGER NOT NULL REFERENCES orders(id), item TEXT);
+         CREATE TABLE notes(id INTEGER PRIMARY KEY, reply_to INTEGER REFERENCES notes, body TEXT);
+         CREATE TABLE receipts(order_id INTEGER PRIMARY KEY REFERENCES orders(id), total INT);
+         CREATE TABLE tags(order_id INTEGER REFERENCES orders(id), tag TEXT, PRIMARY KEY (order_id, tag)) WITHOUT ROWID;
+         INSERT INTO orders(who) VALUES ('ann'), ('bob');
+         INSERT INTO lines VALUES (1, 1, 'pen'), (2, 2, 'ink');
+         INSERT INTO notes VALUES (1, NULL, 'hello');",
+    );
+    env.fork("shop@main", "agent");
+    env.scion
+        .engine()
+        .set_protected(&"shop@main".parse().unwrap(), false)
+        .unwrap();
+    // Both sides take the next ids of every table.
+    env.write(
+        "shop@main",
+        "INSERT INTO orders(who) VALUES ('cat');
+         INSERT INTO lines VALUES (3, 3, 'cup');
+         INSERT INTO receipts VALUES (3, 30);
+         INSERT INTO tags VALUES (3, 'gift');
+         INSERT INTO notes VALUES (2, 1, 'main says hi')",
+    );
+    env.write(
+        "shop@agent",
+        "INSERT INTO orders(who) VALUES ('dan'), ('eve');
+         INSERT INTO lines VALUES (3, 3, 'bag'), (4, 4, 'box'), (5, 1, 'pad');
+         INSERT INTO receipts VALUES (3, 300), (4, 400);
+         INSERT INTO tags VALUES (3, 'gift'), (4, 'rush');
+         INSERT INTO notes VALUES (2, 1, 'agent says hi'), (3, 2, 'agent answers itself');
+         UPDATE lines SET order_id = 4 WHERE id = 2",
+    );
+    env
+}
+
+fn all(env: &Env) -> Vec<String> {
+    env.rows(
+        "shop@main",
+        "SELECT 'order', id, who FROM orders
+         UNION ALL SELECT 'line', l.id, l.item || ' of ' || o.who FROM lines l JOIN orders o ON o.id = l.order_id
+         UNION ALL SELECT 'receipt', r.order_id, o.who || ' ' || r.total FROM receipts r JOIN orders o ON o.id = r.order_id
+         UNION ALL SELECT 'tag', t.order_id, o.who || ' ' || t.tag FROM tags t JOIN orders o ON o.id = t.order_id
+         UNION ALL SELECT 'note', n.id, n.body || coalesce(' (re: ' || p.body || ')', '') FROM notes n LEFT JOIN notes p ON p.id = n.reply_to
+         ORDER BY 1, 2, 3",
+    )
+}
+
+#[test]
+fn without_renumber_rows_appended_on_both_sides_conflict_by_id() {
+    let env = shop();
+    let r = env.merge("shop@agent", "shop@main", &MergeOptions::default());
+    assert_eq!(r.outcome, Outcome::Conflicts, "{r:#?}");
+    let ids: Vec<&str> = r
+        .conflicts
+        .iter()
+        .filter(|c| c.kind == ConflictKind::InsertInsert)
+        .map(|c| c.id.as_str())
+        .collect();
+    assert_eq!(
+        ids,
+        ["lines:3", "notes:2", "orders:3", "receipts:3"],
+        "{r:#?}"
+    );
+    assert!(r.renumbered.is_empty());
+}
+
+#[test]
+fn renumbered_rows_follow_their_references_and_the_destination_keeps_its_ids() {
+    let env = shop();
+    let opts = MergeOptions {
+        renumber: true,
+        ..Default::default()
+    };
+    let dry = env.merge(
+        "shop@agent",
+        "shop@main",
+        &MergeOptions {
+            dry_run: true,
+            ..opts.clone()
+        },
+    );
+    let r = env.merge("shop@agent", "shop@main", &opts);
+    assert_eq!(r.outcome, Outcome::Merged, "{r:#?}");
+    assert!(r.conflicts.is_empty(), "{:#?}", r.conflicts);
+    assert!(r.violations.is_empty(), "{:#?}", r.violations);
+    // A dry run reports the same ids.
+    assert_eq!(dry.renumbered, r.renumbered);
+    assert_eq!(dry.followed_references, r.followed_references);
+    let moved: Vec<String> = r
+        .renumbered
+        .iter()
+        .map(|n| format!("{}.{} {}→{}", n.table, n.column, n.from, n.to))
+        .collect();
+    assert_eq!(
+        moved,
+        [
+            "lines.id 3→4",
+            "lines.id 4→5",
+            "lines.id 5→6",
+            "notes.id 2→3",
+            "notes.id 3→4",
+            "orders.id 3→4",
+            "orders.id 4→5",
+        ]
+    );
+    let followed: Vec<String> = r
+        .followed_references
+        .iter()
+        .map(|f| format!("{}.{} → {}: {}", f.table, f.column, f.parent, f.rows))
+        .collect();
+    // lines: the two new lines of new orders and the changed line 2; notes: the answer
+    // to the agent's own note (the reply to note 1 is to a base row and stays);
+    // receipts and tags: the new orders' rows.
+    assert_eq!(
+        followed,
+        [
+            "lines.order_id → orders: 3",
+            "notes.reply_to → notes: 1",
+            "receipts.order_id → orders: 2",
+            "tags.order_id → orders: 2",
+        ]
+    );
+    assert_eq!(
+        all(&env),
+        [
+            "line|1|pen of ann",
+            "line|2|ink of eve",
+            "line|3|cup of cat",
+            "line|4|bag of dan",
+            "line|5|box of eve",
+            "line|6|pad of ann",
+            "note|1|hello",
+            "note|2|main says hi (re: hello)",
+            "note|3|agent says hi (re: hello)",
+            "note|4|agent answers itself (re: agent says hi)",
+            "order|1|ann",
+            "order|2|bob",
+            "order|3|cat",
+            "order|4|dan",
+            "order|5|eve",
+            "receipt|3|cat 30",
+            "receipt|4|dan 300",
+            "receipt|5|eve 400",
+            "tag|3|cat gift",
+            "tag|4|dan gift",
+            "tag|5|eve rush",
+        ]
+    );
+    let c = env.open("shop@main");
+    assert_eq!(common::rows(&c, "PRAGMA integrity_check"), ["ok"]);
+    assert!(common::rows(&c, "PRAGMA foreign_key_check").is_empty());
+    // AUTOINCREMENT hands out the id after the highest one either side used.
+    assert_eq!(
+        common::rows(&c, "SELECT seq FROM sqlite_sequence WHERE name = 'orders'"),
+        ["5"]
+    );
+    drop(c);
+    env.write("shop@main", "INSERT INTO orders(who) VALUES ('fay')");
+    assert_eq!(
+        env.rows("shop@main", "SELECT id FROM orders WHERE who = 'fay'"),
+        ["6"]
+    );
+}
+
+#[test]
+fn the_same_row_added_on_both_sides_agrees_and_is_not_renumbered() {
+    let env = Env::new();
+    env.create(
+        "shop",
+        "CREATE TABLE t(id INTEGER PRIMARY KEY, a TEXT);
+         INSERT INTO t VALUES (1, 'base');",
+    );
+    env.fork("shop@main", "agent");
+    env.scion
+        .engine()
+        .set_protected(&"shop@main".parse().unwrap(), false)
+        .unwrap();
+    env.write("shop@main", "INSERT INTO t VALUES (2, 'same'), (3, 'main')");
+    env.write(
+        "shop@agent",
+        "INSERT INTO t VALUES (2, 'same'), (3, 'agent'), (4, 'agent too')",
+    );
+    let opts = MergeOptions {
+        renumber: true,
+        ..Default::default()
+    };
+    let r = env.merge("shop@agent", "shop@main", &opts);
+    assert_eq!(r.outcome, Outcome::Merged, "{r:#?}");
+    let moved: Vec<(i64, i64)> = r.renumbered.iter().map(|n| (n.from, n.to)).collect();
+    assert_eq!(moved, [(3, 4), (4, 5)]);
+    assert_eq!(
+        env.rows("shop@main", "SELECT * FROM t ORDER BY id"),
+        ["1|base", "2|same", "3|main", "4|agent", "5|agent too"]
+    );
+    // Merged again: the source's rows are there already, under their new ids.
+    env.write("shop@agent", "INSERT INTO t VALUES (6, 'later')");
+    let again = env.merge("shop@agent", "shop@main", &opts);
+    assert_eq!(again.outcome, Outcome::Merged, "{again:#?}");
+    assert_eq!(
+        env.rows("shop@main", "SELECT * FROM t ORDER BY id"),
+        [
+            "1|base",
+            "2|same",
+            "3|main",
+            "4|agent",
+            "5|agent too",
+            "6|later"
+        ]
+    );
+}
