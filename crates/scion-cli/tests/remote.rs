@@ -370,13 +370,18 @@ fn kill_9_during_push_and_pull_leaves_each_side_wholly_old_or_new() {
     assert_eq!(dump("bucket"), dump("laptop/.scion"));
 }
 
+/// The laptop's store pushed to the bucket, and a second host's store cloned from it.
+fn two_hosts(s: &Session, rows: usize) -> [&'static str; 2] {
+    laptop_and_bucket(s, rows);
+    s.ok(&["--store", "laptop/.scion", "push", "origin", "shop"]);
+    s.ok(&["clone", "bucket", "other"]);
+    ["laptop/.scion", "other/.scion"]
+}
+
 #[test]
 fn two_hosts_pushing_one_branch_at_once_one_wins_and_the_other_is_told_to_pull() {
     let s = Session::new();
-    laptop_and_bucket(&s, 500);
-    s.ok(&["--store", "laptop/.scion", "push", "origin", "shop"]);
-    s.ok(&["clone", "bucket", "other"]);
-    let stores = ["laptop/.scion", "other/.scion"];
+    let stores = two_hosts(&s, 500);
     for round in 0..8 {
         for (i, st) in stores.iter().enumerate() {
             s.ok(&[
@@ -436,13 +441,8 @@ fn two_hosts_pushing_one_branch_at_once_one_wins_and_the_other_is_told_to_pull()
 #[test]
 fn hosts_that_both_appended_pull_with_renumber() {
     let s = Session::new();
-    laptop_and_bucket(&s, 5);
-    s.ok(&["--store", "laptop/.scion", "push", "origin", "shop"]);
-    s.ok(&["clone", "bucket", "other"]);
-    for (st, name) in [
-        ("laptop/.scion", "from-laptop"),
-        ("other/.scion", "from-other"),
-    ] {
+    let stores = two_hosts(&s, 5);
+    for (st, name) in stores.into_iter().zip(["from-laptop", "from-other"]) {
         s.ok(&[
             "--store",
             st,

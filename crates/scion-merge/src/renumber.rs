@@ -104,26 +104,26 @@ pub(crate) fn renumber(
                 .and_then(|id| ours_new.get(&id))
                 .is_some_and(|o| same_row(o, &named(&layout, row)))
         };
-        let inserted = |r: &&scion_engine::diff::RowDelta| r.before.is_none() && r.after.is_some();
-        let first_clash = td
+        // The ids of the rows the source inserted that the destination does not hold as
+        // they are.
+        let inserted: Vec<i64> = td
             .rows
             .iter()
-            .filter(inserted)
+            .filter(|r| r.before.is_none())
             .filter_map(|r| r.after.as_ref())
             .filter(|a| !agrees(a))
             .filter_map(|a| a.rowid)
+            .collect();
+        let Some(first_clash) = inserted
+            .iter()
+            .copied()
             .filter(|id| ours_new.contains_key(id))
-            .min();
-        let Some(first_clash) = first_clash else {
+            .min()
+        else {
             continue;
         };
-        let to_move: Vec<i64> = td
-            .rows
-            .iter()
-            .filter(inserted)
-            .filter_map(|r| r.after.as_ref())
-            .filter(|a| !agrees(a))
-            .filter_map(|a| a.rowid)
+        let to_move: Vec<i64> = inserted
+            .into_iter()
             .filter(|id| *id >= first_clash)
             .collect();
         let to_move_set: BTreeSet<i64> = to_move.iter().copied().collect();
