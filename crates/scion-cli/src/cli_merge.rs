@@ -268,6 +268,22 @@ pub(crate) fn render(r: &MergeReport) -> String {
             f.parent
         );
     }
+    if !r.renumbered.is_empty() {
+        // The source's branch, without the checkpoint a source may name.
+        let src: String = r.src.splitn(3, '@').take(2).collect::<Vec<_>>().join("@");
+        out += &match src.split_once('~') {
+            // A remote-tracking branch (a pull): the remote's hosts take the ids by
+            // pulling what this store pushes.
+            Some((_, remote_branch)) => format!(
+                "note: the remote's {remote_branch} keeps these rows under its own ids: push {} there and pull it on its other hosts before they merge more of their work\n",
+                r.dst
+            ),
+            None => format!(
+                "note: {src} keeps these rows under its own ids: bring it up to date (`scion merge {} --into {src}`, a fast-forward) before more of its work is merged\n",
+                r.dst
+            ),
+        };
+    }
     for c in &r.schema_conflicts {
         out += &format!("schema conflict: {} {}: {}\n", c.kind, c.name, c.reason);
         for (side, sql) in [

@@ -305,6 +305,17 @@ fn rows_both_agents_appended_merge_with_renumber() {
         out.contains("followed: lines.order_id in 1 row now names the new ids of orders"),
         "{out}"
     );
+    // The agent's branch still has its own ids; brought up to date, it has main's.
+    assert!(
+        out.contains("`scion merge shop@main --into shop@agent-2`, a fast-forward"),
+        "{out}"
+    );
+    let (code, up) = json(&s, &["merge", "shop@main", "--into", "shop@agent-2"]);
+    assert_eq!(
+        (code, up["outcome"].as_str()),
+        (0, Some("fast_forward")),
+        "{up}"
+    );
     s.ok(&["export", "shop", "merged.db"]);
     let merged = s.path("merged.db");
     assert_eq!(

@@ -472,6 +472,12 @@ fn hosts_that_both_appended_pull_with_renumber() {
         "--renumber",
     ]);
     assert!(pulled.contains("renumbered"), "{pulled}");
+    assert!(
+        pulled.contains(
+            "note: the remote's main keeps these rows under its own ids: push shop@main there"
+        ),
+        "{pulled}"
+    );
     s.ok(&["--store", "other/.scion", "push", "origin", "shop"]);
     s.ok(&[
         "--store",
