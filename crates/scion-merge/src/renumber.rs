@@ -13,7 +13,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use rusqlite::Connection;
-use scion_engine::diff::{DeltaRow, TableDelta, Value, VersionDelta};
+use scion_engine::diff::{DeltaRow, TableDelta, TableLayout, Value, VersionDelta};
 
 use crate::error::{MergeError, MergeResult};
 use crate::report::{FollowedReferences, Renumbered};
@@ -25,6 +25,13 @@ use crate::values::{named, same_row};
 pub(crate) struct Renumbering {
     pub renumbered: Vec<Renumbered>,
     pub followed: Vec<FollowedReferences>,
+}
+
+/// One table's renumbering: its layout, the position of its id column, old id → new id.
+struct TableMoves {
+    layout: TableLayout,
+    alias: usize,
+    map: BTreeMap<i64, i64>,
 }
 
 /// A single-column foreign key, as the source's schema declares it.
@@ -71,80 +78,12 @@ pub(crate) fn renumber(
         if !ordinary.contains(td.table.as_str()) {
             continue;
         }
-        let Some(layout) = td.after.clone() else {
-            continue;
-        };
-        let Some(alias) = layout.rowid_alias else {
-            continue;
-        };
-        let column = layout.columns[alias].clone();
-        // A table whose id is itself a reference (one row per parent row) takes its
-        // parent's new ids rather than ids of its own.
-        if fks
-            .iter()
-            .any(|f| f.child == td.table && f.column.eq_ignore_ascii_case(&column))
-        {
-            continue;
-        }
         let Some(ours_td) = ours_tables.get(td.table.as_str()) else {
             continue;
         };
-        let Some(ours_layout) = ours_td.after.as_ref() else {
+        let Some(TableMoves { layout, alias, map }) = new_ids(td, ours_td, &fks, ours_db)? else {
             continue;
         };
-        let ours_new: BTreeMap<i64, _> = ours_td
-            .rows
-            .iter()
-            .filter(|r| r.before.is_none())
-            .filter_map(|r| r.after.as_ref())
-            .filter_map(|a| Some((a.rowid?, named(ours_layout, a))))
-            .collect();
-        let agrees = |row: &DeltaRow| {
-            row.rowid
-                .and_then(|id| ours_new.get(&id))
-                .is_some_and(|o| same_row(o, &named(&layout, row)))
-        };
-        // The ids of the rows the source inserted that the destination does not hold as
-        // they are.
-        let inserted: Vec<i64> = td
-            .rows
-            .iter()
-            .filter(|r| r.before.is_none())
-            .filter_map(|r| r.after.as_ref())
-            .filter(|a| !agrees(a))
-            .filter_map(|a| a.rowid)
-            .collect();
-        let Some(first_clash) = inserted
-            .iter()
-            .copied()
-            .filter(|id| ours_new.contains_key(id))
-            .min()
-        else {
-            continue;
-        };
-        let to_move: Vec<i64> = inserted
-            .into_iter()
-            .filter(|id| *id >= first_clash)
-            .collect();
-        let to_move_set: BTreeSet<i64> = to_move.iter().copied().collect();
-        // Every id the result can hold besides the new ones: the destination's rows, the
-        // ids its AUTOINCREMENT counter handed out, and the source's rows the plan may
-        // still write at their own ids.
-        let kept_max = td
-            .rows
-            .iter()
-            .flat_map(|r| [r.before.as_ref(), r.after.as_ref()])
-            .flatten()
-            .filter_map(|row| row.rowid)
-            .filter(|id| !to_move_set.contains(id))
-            .max()
-            .unwrap_or(0);
-        let after = highest_id(ours_db, &td.table)?.max(kept_max);
-        let Some(ids) = fresh_ids(after, to_move.len()) else {
-            // No ids are left above the destination's: the rows stay conflicts.
-            continue;
-        };
-        let map: BTreeMap<i64, i64> = to_move.iter().copied().zip(ids).collect();
         for r in td.rows.iter_mut().filter(|r| r.before.is_none()) {
             let Some(a) = r.after.as_mut() else { continue };
             let Some(new) = a.rowid.and_then(|id| map.get(&id)) else {
@@ -159,7 +98,7 @@ pub(crate) fn renumber(
         out.renumbered
             .extend(map.iter().map(|(from, to)| Renumbered {
                 table: td.table.clone(),
-                column: column.clone(),
+                column: layout.columns[alias].clone(),
                 from: *from,
                 to: *to,
             }));
@@ -210,6 +149,89 @@ pub(crate) fn renumber(
         }
     }
     Ok(out)
+}
+
+/// The new ids of the source's new rows of `td` (the source's side of one table), with
+/// its layout and the position of its id column; none where nothing clashes with the
+/// destination's new rows `ours_td` or the table is not keyed by an id of its own.
+fn new_ids(
+    td: &TableDelta,
+    ours_td: &TableDelta,
+    fks: &[ForeignKey],
+    ours_db: &Connection,
+) -> MergeResult<Option<TableMoves>> {
+    let Some(layout) = td.after.clone() else {
+        return Ok(None);
+    };
+    let Some(alias) = layout.rowid_alias else {
+        return Ok(None);
+    };
+    let column = layout.columns[alias].clone();
+    // A table whose id is itself a reference (one row per parent row) takes its
+    // parent's new ids rather than ids of its own.
+    if fks
+        .iter()
+        .any(|f| f.child == td.table && f.column.eq_ignore_ascii_case(&column))
+    {
+        return Ok(None);
+    }
+    let Some(ours_layout) = ours_td.after.as_ref() else {
+        return Ok(None);
+    };
+    let ours_new: BTreeMap<i64, _> = ours_td
+        .rows
+        .iter()
+        .filter(|r| r.before.is_none())
+        .filter_map(|r| r.after.as_ref())
+        .filter_map(|a| Some((a.rowid?, named(ours_layout, a))))
+        .collect();
+    let agrees = |row: &DeltaRow| {
+        row.rowid
+            .and_then(|id| ours_new.get(&id))
+            .is_some_and(|o| same_row(o, &named(&layout, row)))
+    };
+    // The ids of the rows the source inserted that the destination does not hold as
+    // they are.
+    let inserted: Vec<i64> = td
+        .rows
+        .iter()
+        .filter(|r| r.before.is_none())
+        .filter_map(|r| r.after.as_ref())
+        .filter(|a| !agrees(a))
+        .filter_map(|a| a.rowid)
+        .collect();
+    let Some(first_clash) = inserted
+        .iter()
+        .copied()
+        .filter(|id| ours_new.contains_key(id))
+        .min()
+    else {
+        return Ok(None);
+    };
+    let to_move: Vec<i64> = inserted
+        .into_iter()
+        .filter(|id| *id >= first_clash)
+        .collect();
+    let to_move_set: BTreeSet<i64> = to_move.iter().copied().collect();
+    // Every id the result can hold besides the new ones: the destination's rows, the
+    // ids its AUTOINCREMENT counter handed out, and the source's rows the plan may
+    // still write at their own ids.
+    let kept_max = td
+        .rows
+        .iter()
+        .flat_map(|r| [r.before.as_ref(), r.after.as_ref()])
+        .flatten()
+        .filter_map(|row| row.rowid)
+        .filter(|id| !to_move_set.contains(id))
+        .max()
+        .unwrap_or(0);
+    let after = highest_id(ours_db, &td.table)?.max(kept_max);
+    let Some(ids) = fresh_ids(after, to_move.len()) else {
+        // No ids are left above the destination's: the rows stay conflicts.
+        return Ok(None);
+    };
+    let map = to_move.into_iter().zip(ids).collect();
+    Ok(Some(TableMoves { layout, alias, map }))
 }
 
 /// Make the source's inserted and changed rows of `td` that reference a moved id through
