@@ -168,13 +168,10 @@ pub(crate) fn shared_new_ids(report: &MergeReport) -> bool {
     report.conflicts.iter().any(|c| {
         c.kind == scion_merge::ConflictKind::InsertInsert
             && c.resolution == "unresolved"
-            && report.tables.iter().any(|t| {
-                t.table == c.table
-                    && t.matched_by.starts_with("primary key (")
-                    && c.key
-                        .as_object()
-                        .is_some_and(|k| k.len() == 1 && k.values().all(|v| v.is_i64()))
-            })
+            && report
+                .tables
+                .iter()
+                .any(|t| t.table == c.table && t.keyed_by_id)
     })
 }
 

@@ -513,6 +513,12 @@ async fn an_agents_forks_that_both_appended_merge_with_renumber() {
     let report = clash.structured_content.clone().unwrap_or_default();
     assert_eq!(report["outcome"], "conflicts", "{clash:?}");
     assert_eq!(report["conflicts"][0]["kind"], "insert/insert", "{clash:?}");
+    assert!(
+        report["hint"]
+            .as_str()
+            .is_some_and(|h| h.contains("renumber: true")),
+        "{clash:?}"
+    );
     let done = call(&c, "scion_merge", merge(true)).await;
     assert_eq!(ok(&done)["outcome"], "merged", "{done:?}");
     assert_eq!(

@@ -274,7 +274,9 @@ impl ScionMcp {
     /// run by default: the report lists every conflict (with its id and base, ours and
     /// theirs values) and violation; run again with `dry_run: false`, a `strategy` or
     /// `resolutions` to publish. Nothing is published while a conflict is left under
-    /// `fail`. A protected target needs force, which this server refuses unless allowed.
+    /// `fail`. Rows both branches appended under the same id (`insert/insert` on an
+    /// INTEGER PRIMARY KEY) are kept, the source's with new ids, with `renumber: true`.
+    /// A protected target needs force, which this server refuses unless allowed.
     #[tool(
         name = "scion_merge",
         annotations(
@@ -304,10 +306,13 @@ impl ScionMcp {
         if let Some(r) = &a.resolutions {
             body["resolutions"] = json!(r);
         }
-        let v = answer!(
+        let mut v = answer!(
             self.call("POST", &format!("/v1/branches/{dst}/merge"), Some(body))
                 .await
         );
+        if !a.renumber && ids_clash(&v) {
+            v["hint"] = json!("rows both branches added under the same id conflict; merge with renumber: true to keep both (the source's get new ids, listed in renumbered)");
+        }
         done(v)
     }
 
@@ -576,6 +581,24 @@ impl ServerHandler for ScionMcp {
                 self.inner.api.describe()
             ))
     }
+}
+
+/// Whether a merge report has an unresolved `insert/insert` conflict in a table keyed by
+/// an INTEGER PRIMARY KEY (two new rows under one id), which `renumber` keeps apart.
+fn ids_clash(report: &serde_json::Value) -> bool {
+    let keyed_by_id = |table: &serde_json::Value| {
+        report["tables"].as_array().is_some_and(|all| {
+            all.iter()
+                .any(|t| t["table"] == *table && t["keyed_by_id"] == true)
+        })
+    };
+    report["conflicts"].as_array().is_some_and(|all| {
+        all.iter().any(|c| {
+            c["kind"] == "insert/insert"
+                && c["resolution"] == "unresolved"
+                && keyed_by_id(&c["table"])
+        })
+    })
 }
 
 /// Serve MCP on stdin/stdout until the client goes away, then close what this server holds.

@@ -91,6 +91,7 @@ fn theirs_counts(td: &TableDelta, layout: &TableLayout) -> TableReport {
     let mut report = TableReport {
         table: td.table.clone(),
         matched_by: matched_by(layout),
+        keyed_by_id: layout.rowid_alias.is_some(),
         ..Default::default()
     };
     for r in td.rows.iter().filter(|r| r.before != r.after) {

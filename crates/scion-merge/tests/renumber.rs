@@ -225,3 +225,38 @@ fn the_same_row_added_on_both_sides_agrees_and_is_not_renumbered() {
         ]
     );
 }
+
+/// Only a table keyed by its rowid is renumbered: a key of another kind (`INT PRIMARY
+/// KEY` is not a rowid, a text key names a thing) still conflicts, and says so.
+#[test]
+fn keys_that_are_not_row_ids_still_conflict() {
+    let env = Env::new();
+    env.create(
+        "shop",
+        "CREATE TABLE k(id INT PRIMARY KEY, a TEXT);
+         CREATE TABLE n(name TEXT PRIMARY KEY, a TEXT);",
+    );
+    env.fork("shop@main", "agent");
+    env.scion
+        .engine()
+        .set_protected(&"shop@main".parse().unwrap(), false)
+        .unwrap();
+    env.write(
+        "shop@main",
+        "INSERT INTO k VALUES (1, 'main'); INSERT INTO n VALUES ('x', 'main')",
+    );
+    env.write(
+        "shop@agent",
+        "INSERT INTO k VALUES (1, 'agent'); INSERT INTO n VALUES ('x', 'agent')",
+    );
+    let opts = MergeOptions {
+        renumber: true,
+        ..Default::default()
+    };
+    let r = env.merge("shop@agent", "shop@main", &opts);
+    assert_eq!(r.outcome, Outcome::Conflicts, "{r:#?}");
+    let ids: Vec<&str> = r.conflicts.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(ids, ["k:1", "n:\"x\""]);
+    assert!(r.renumbered.is_empty());
+    assert!(r.tables.iter().all(|t| !t.keyed_by_id), "{:#?}", r.tables);
+}
