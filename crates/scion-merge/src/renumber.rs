@@ -72,18 +72,41 @@ pub(crate) fn renumber(
     let ours_tables: BTreeMap<&str, &TableDelta> =
         ours.tables.iter().map(|t| (t.table.as_str(), t)).collect();
 
-    // Per table: old id → new id.
-    let mut moved: BTreeMap<String, BTreeMap<i64, i64>> = BTreeMap::new();
-    for td in theirs.tables.iter_mut() {
-        if !ordinary.contains(td.table.as_str()) {
-            continue;
-        }
-        let Some(ours_td) = ours_tables.get(td.table.as_str()) else {
+    // Parents before children: whether a child's new row is the destination's row (the
+    // same values under the same id) is judged after its references to moved parents
+    // follow them. Each table is judged once; a cycle of references is entered anywhere.
+    let names: Vec<String> = theirs
+        .tables
+        .iter()
+        .map(|t| t.table.clone())
+        .filter(|t| ordinary.contains(t.as_str()) && ours_tables.contains_key(t.as_str()))
+        .collect();
+    let mut judged: BTreeSet<String> = BTreeSet::new();
+    let mut sorted: BTreeSet<String> = BTreeSet::new();
+    while judged.len() < names.len() {
+        let waiting = |t: &String| {
+            fks.iter().any(|f| {
+                &f.child == t
+                    && !f.parent.eq_ignore_ascii_case(t)
+                    && names
+                        .iter()
+                        .any(|p| p.eq_ignore_ascii_case(&f.parent) && !judged.contains(p))
+            })
+        };
+        let pending: Vec<&String> = names.iter().filter(|t| !judged.contains(*t)).collect();
+        let next = pending
+            .iter()
+            .find(|t| !waiting(t))
+            .unwrap_or(&pending[0])
+            .to_string();
+        judged.insert(next.clone());
+        let Some(td) = theirs.tables.iter_mut().find(|t| t.table == next) else {
             continue;
         };
-        let Some(TableMoves { layout, alias, map }) = new_ids(td, ours_td, &fks, ours_db)? else {
+        let Some(moves) = new_ids(td, ours_tables[next.as_str()], &fks, ours_db)? else {
             continue;
         };
+        let TableMoves { layout, alias, map } = moves;
         for r in td.rows.iter_mut().filter(|r| r.before.is_none()) {
             let Some(a) = r.after.as_mut() else { continue };
             let Some(new) = a.rowid.and_then(|id| map.get(&id)) else {
@@ -95,55 +118,44 @@ pub(crate) fn renumber(
             }
             r.key = layout.match_key(a);
         }
+        let id_column = layout.columns[alias].clone();
         out.renumbered
             .extend(map.iter().map(|(from, to)| Renumbered {
-                table: td.table.clone(),
-                column: layout.columns[alias].clone(),
+                table: next.clone(),
+                column: id_column.clone(),
                 from: *from,
                 to: *to,
             }));
-        moved.insert(td.table.clone(), map);
-    }
-    if moved.is_empty() {
-        return Ok(out);
-    }
-
-    for fk in &fks {
+        sorted.insert(next.clone());
         // SQLite matches a REFERENCES clause's table name without regard to case.
-        let Some((parent, map)) = moved
-            .iter()
-            .find(|(name, _)| name.eq_ignore_ascii_case(&fk.parent))
-        else {
-            continue;
-        };
-        let parent_id = theirs
-            .tables
-            .iter()
-            .find(|t| &t.table == parent)
-            .and_then(|t| t.after.as_ref())
-            .and_then(|l| l.rowid_alias.map(|i| l.columns[i].clone()));
-        let names_the_id = match (&fk.to, &parent_id) {
-            (None, _) => true,
-            (Some(to), Some(id)) => to.eq_ignore_ascii_case(id),
-            (Some(_), None) => false,
-        };
-        if !names_the_id {
-            continue;
-        }
-        let Some(td) = theirs.tables.iter_mut().find(|t| t.table == fk.child) else {
-            continue;
-        };
-        let rows = follow(td, &fk.column, map);
-        if rows > 0 {
-            out.followed.push(FollowedReferences {
-                table: fk.child.clone(),
-                column: fk.column.clone(),
-                parent: parent.clone(),
-                rows,
-            });
+        for fk in fks.iter().filter(|f| f.parent.eq_ignore_ascii_case(&next)) {
+            if fk
+                .to
+                .as_ref()
+                .is_some_and(|to| !to.eq_ignore_ascii_case(&id_column))
+            {
+                continue;
+            }
+            let Some(child) = theirs.tables.iter_mut().find(|t| t.table == fk.child) else {
+                continue;
+            };
+            let rows = follow(child, &fk.column, &map);
+            if rows > 0 {
+                sorted.insert(fk.child.clone());
+                out.followed.push(FollowedReferences {
+                    table: fk.child.clone(),
+                    column: fk.column.clone(),
+                    parent: next.clone(),
+                    rows,
+                });
+            }
         }
     }
-    for name in moved.keys().chain(out.followed.iter().map(|f| &f.table)) {
+    out.renumbered
+        .sort_by(|a, b| (&a.table, a.from).cmp(&(&b.table, b.from)));
+    out.followed
+        .sort_by(|a, b| (&a.table, &a.column).cmp(&(&b.table, &b.column)));
+    for name in &sorted {
         if let Some(td) = theirs.tables.iter_mut().find(|t| &t.table == name) {
             td.rows.sort_by(|a, b| a.key.cmp(&b.key));
         }

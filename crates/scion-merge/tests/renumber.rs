@@ -260,3 +260,43 @@ fn keys_that_are_not_row_ids_still_conflict() {
     assert!(r.renumbered.is_empty());
     assert!(r.tables.iter().all(|t| !t.keyed_by_id), "{:#?}", r.tables);
 }
+
+/// Children that look alike on both sides (the same values, under the same ids) but belong
+/// to different new parents are different rows: whether a child agrees is judged after its
+/// reference follows its parent's new id.
+#[test]
+fn children_alike_but_of_different_new_parents_are_both_kept() {
+    let env = Env::new();
+    env.create(
+        "shop",
+        "CREATE TABLE orders(id INTEGER PRIMARY KEY, who TEXT);
+         CREATE TABLE lines(id INTEGER PRIMARY KEY, order_id INT REFERENCES orders(id), item TEXT);",
+    );
+    env.fork("shop@main", "agent");
+    env.scion
+        .engine()
+        .set_protected(&"shop@main".parse().unwrap(), false)
+        .unwrap();
+    for (branch, who) in [("shop@main", "ann"), ("shop@agent", "bob")] {
+        env.write(
+            branch,
+            &format!(
+                "INSERT INTO orders(who) VALUES ('{who}');
+                 INSERT INTO lines(order_id, item) VALUES (last_insert_rowid(), 'pen')"
+            ),
+        );
+    }
+    let opts = MergeOptions {
+        renumber: true,
+        ..Default::default()
+    };
+    let r = env.merge("shop@agent", "shop@main", &opts);
+    assert_eq!(r.outcome, Outcome::Merged, "{r:#?}");
+    assert_eq!(
+        env.rows(
+            "shop@main",
+            "SELECT l.id, o.who, l.item FROM lines l JOIN orders o ON o.id = l.order_id ORDER BY l.id"
+        ),
+        ["1|ann|pen", "2|bob|pen"]
+    );
+}
