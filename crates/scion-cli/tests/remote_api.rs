@@ -71,6 +71,41 @@ fn push_and_pull_through_the_daemon() {
     let missing = s.post("/v1/branches/shop@main/push", json!({"remote": "nowhere"}));
     assert_eq!(code(missing), (404, "remote_not_found".to_string()));
 
+    // Both stores add a row under the next id: the pull's merge stops on the clash, and
+    // with `renumber` keeps both, the remote's under a new id.
+    other_store(&[
+        "sql",
+        "shop",
+        "INSERT INTO items(name, qty) VALUES ('remote', 1)",
+    ]);
+    s.scion(&[
+        "sql",
+        "shop",
+        "INSERT INTO items(name, qty) VALUES ('local', 1)",
+    ]);
+    let pull = |renumber: bool| {
+        s.post(
+            "/v1/branches/shop@main/pull",
+            json!({"remote": "origin", "force": true, "renumber": renumber}),
+        )
+        .unwrap()
+    };
+    let clash = pull(false);
+    assert_eq!(clash.body["outcome"], "conflicts", "{}", clash.body);
+    let kept = pull(true);
+    assert_eq!(kept.body["outcome"], "merged", "{}", kept.body);
+    assert_eq!(
+        kept.body["merge"]["renumbered"],
+        json!([{"table": "items", "column": "id", "from": 201, "to": 202}]),
+        "{}",
+        kept.body
+    );
+    let exported = s.export("shop");
+    assert_eq!(
+        served::rows(&exported, "SELECT count(*) FROM items WHERE id > 200"),
+        2
+    );
+
     let removed = s
         .client()
         .request("DELETE", "/v1/remotes/origin", None, &[])
