@@ -447,8 +447,13 @@ fn a_branch_page_shows_its_history_and_acts_only_when_writable() {
         "shop@try",
         "INSERT INTO items(name, price) VALUES ('new', 3)",
     ]);
-    // main changes the cell try changed: a merge of try into main conflicts there.
-    on(&["sql", "shop", "UPDATE items SET price = 9 WHERE id = 1"]);
+    // main changes the cell try changed, and adds a row under the id try's new row has: a
+    // merge of try into main conflicts on both.
+    on(&[
+        "sql",
+        "shop",
+        "UPDATE items SET price = 9 WHERE id = 1; INSERT INTO items(name, price) VALUES ('main', 4)",
+    ]);
 
     let mut ui = Ui::start(&s, "store");
     ui.steps = r#"[
@@ -547,9 +552,15 @@ fn a_branch_page_shows_its_history_and_acts_only_when_writable() {
     assert_eq!(steps[2]["said"], "forked shop@try as try-2", "{drawn}");
     let dry = steps[4]["said"].as_str().unwrap();
     assert!(dry.starts_with("dry run into main: conflicts"), "{dry}");
+    assert!(
+        dry.ends_with(
+            "`scion merge shop@try --into main --renumber` keeps both (the source's get new ids)"
+        ),
+        "{dry}"
+    );
     assert_eq!(
         steps[4]["conflicts"],
-        serde_json::json!(["items:1:price"]),
+        serde_json::json!(["items:1:price", "items:101"]),
         "{drawn}"
     );
     // A refusal of the API is shown, with its hint, and nothing changes.
