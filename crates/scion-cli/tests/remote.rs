@@ -452,25 +452,18 @@ fn hosts_that_both_appended_pull_with_renumber() {
         ]);
     }
     s.ok(&["--store", "laptop/.scion", "push", "origin", "shop"]);
-    let clash = s.run(&[
+    let pull = [
         "--store",
         "other/.scion",
         "pull",
         "origin",
         "shop",
         "--force",
-    ]);
+    ];
+    let clash = s.run(&pull);
     assert_eq!(clash.code, 11, "{}{}", clash.stdout, clash.stderr);
     assert!(clash.stderr.contains("--renumber"), "{}", clash.stderr);
-    let pulled = s.ok(&[
-        "--store",
-        "other/.scion",
-        "pull",
-        "origin",
-        "shop",
-        "--force",
-        "--renumber",
-    ]);
+    let pulled = s.ok(&[&pull[..], &["--renumber"]].concat());
     assert!(pulled.contains("renumbered"), "{pulled}");
     assert!(
         pulled.contains(

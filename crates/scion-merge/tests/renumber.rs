@@ -11,9 +11,7 @@ use scion_merge::{ConflictKind, MergeOptions, Outcome};
 /// Orders and their lines (a foreign key to orders), notes that may answer a note (a
 /// foreign key to its own table) and one receipt per order (its id is the order's).
 fn shop() -> Env {
-    let env = Env::new();
-    env.create(
-        "shop",
+    let env = forked(
         "PRAGMA foreign_keys = ON;
          CREATE TABLE orders(id INTEGER PRIMARY KEY AUTOINCREMENT, who TEXT NOT NULL);
          CREATE TABLE lines(id INTEGER PRIMARY KEY, order_id INTEGER NOT NULL REFERENCES orders(id), item TEXT);
@@ -24,11 +22,6 @@ fn shop() -> Env {
          INSERT INTO lines VALUES (1, 1, 'pen'), (2, 2, 'ink');
          INSERT INTO notes VALUES (1, NULL, 'hello');",
     );
-    env.fork("shop@main", "agent");
-    env.scion
-        .engine()
-        .set_protected(&"shop@main".parse().unwrap(), false)
-        .unwrap();
     // Both sides take the next ids of every table.
     env.write(
         "shop@main",
@@ -48,6 +41,27 @@ fn shop() -> Env {
          UPDATE lines SET order_id = 4 WHERE id = 2",
     );
     env
+}
+
+/// Database `shop` made by `schema`, forked as `agent`; these merge into main freely.
+fn forked(schema: &str) -> Env {
+    let env = Env::new();
+    env.create("shop", schema);
+    env.fork("shop@main", "agent");
+    env.scion
+        .engine()
+        .set_protected(&"shop@main".parse().unwrap(), false)
+        .unwrap();
+    env
+}
+
+/// Merge the agent into main with `renumber`.
+fn merge_renumbering(env: &Env) -> scion_merge::MergeReport {
+    let opts = MergeOptions {
+        renumber: true,
+        ..Default::default()
+    };
+    env.merge("shop@agent", "shop@main", &opts)
 }
 
 fn all(env: &Env) -> Vec<String> {
@@ -181,27 +195,16 @@ fn renumbered_rows_follow_their_references_and_the_destination_keeps_its_ids() {
 
 #[test]
 fn the_same_row_added_on_both_sides_agrees_and_is_not_renumbered() {
-    let env = Env::new();
-    env.create(
-        "shop",
+    let env = forked(
         "CREATE TABLE t(id INTEGER PRIMARY KEY, a TEXT);
          INSERT INTO t VALUES (1, 'base');",
     );
-    env.fork("shop@main", "agent");
-    env.scion
-        .engine()
-        .set_protected(&"shop@main".parse().unwrap(), false)
-        .unwrap();
     env.write("shop@main", "INSERT INTO t VALUES (2, 'same'), (3, 'main')");
     env.write(
         "shop@agent",
         "INSERT INTO t VALUES (2, 'same'), (3, 'agent'), (4, 'agent too')",
     );
-    let opts = MergeOptions {
-        renumber: true,
-        ..Default::default()
-    };
-    let r = env.merge("shop@agent", "shop@main", &opts);
+    let r = merge_renumbering(&env);
     assert_eq!(r.outcome, Outcome::Merged, "{r:#?}");
     let moved: Vec<(i64, i64)> = r.renumbered.iter().map(|n| (n.from, n.to)).collect();
     assert_eq!(moved, [(3, 4), (4, 5)]);
@@ -211,7 +214,7 @@ fn the_same_row_added_on_both_sides_agrees_and_is_not_renumbered() {
     );
     // Merged again: the source's rows are there already, under their new ids.
     env.write("shop@agent", "INSERT INTO t VALUES (6, 'later')");
-    let again = env.merge("shop@agent", "shop@main", &opts);
+    let again = merge_renumbering(&env);
     assert_eq!(again.outcome, Outcome::Merged, "{again:#?}");
     assert_eq!(
         env.rows("shop@main", "SELECT * FROM t ORDER BY id"),
@@ -230,17 +233,10 @@ fn the_same_row_added_on_both_sides_agrees_and_is_not_renumbered() {
 /// KEY` is not a rowid, a text key names a thing) still conflicts, and says so.
 #[test]
 fn keys_that_are_not_row_ids_still_conflict() {
-    let env = Env::new();
-    env.create(
-        "shop",
+    let env = forked(
         "CREATE TABLE k(id INT PRIMARY KEY, a TEXT);
          CREATE TABLE n(name TEXT PRIMARY KEY, a TEXT);",
     );
-    env.fork("shop@main", "agent");
-    env.scion
-        .engine()
-        .set_protected(&"shop@main".parse().unwrap(), false)
-        .unwrap();
     env.write(
         "shop@main",
         "INSERT INTO k VALUES (1, 'main'); INSERT INTO n VALUES ('x', 'main')",
@@ -249,11 +245,7 @@ fn keys_that_are_not_row_ids_still_conflict() {
         "shop@agent",
         "INSERT INTO k VALUES (1, 'agent'); INSERT INTO n VALUES ('x', 'agent')",
     );
-    let opts = MergeOptions {
-        renumber: true,
-        ..Default::default()
-    };
-    let r = env.merge("shop@agent", "shop@main", &opts);
+    let r = merge_renumbering(&env);
     assert_eq!(r.outcome, Outcome::Conflicts, "{r:#?}");
     let ids: Vec<&str> = r.conflicts.iter().map(|c| c.id.as_str()).collect();
     assert_eq!(ids, ["k:1", "n:\"x\""]);
@@ -266,17 +258,10 @@ fn keys_that_are_not_row_ids_still_conflict() {
 /// reference follows its parent's new id.
 #[test]
 fn children_alike_but_of_different_new_parents_are_both_kept() {
-    let env = Env::new();
-    env.create(
-        "shop",
+    let env = forked(
         "CREATE TABLE orders(id INTEGER PRIMARY KEY, who TEXT);
          CREATE TABLE lines(id INTEGER PRIMARY KEY, order_id INT REFERENCES orders(id), item TEXT);",
     );
-    env.fork("shop@main", "agent");
-    env.scion
-        .engine()
-        .set_protected(&"shop@main".parse().unwrap(), false)
-        .unwrap();
     for (branch, who) in [("shop@main", "ann"), ("shop@agent", "bob")] {
         env.write(
             branch,
@@ -286,11 +271,7 @@ fn children_alike_but_of_different_new_parents_are_both_kept() {
             ),
         );
     }
-    let opts = MergeOptions {
-        renumber: true,
-        ..Default::default()
-    };
-    let r = env.merge("shop@agent", "shop@main", &opts);
+    let r = merge_renumbering(&env);
     assert_eq!(r.outcome, Outcome::Merged, "{r:#?}");
     assert_eq!(
         env.rows(
