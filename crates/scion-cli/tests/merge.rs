@@ -305,6 +305,31 @@ fn rows_both_agents_appended_merge_with_renumber() {
         out.contains("followed: lines.order_id in 1 row now names the new ids of orders"),
         "{out}"
     );
+    // A copy of the agent's branch that changes its order before it is brought up to date
+    // is refused: the change would land on main's order 2.
+    s.ok(&["fork", "shop@agent-2", "agent-2b"]);
+    s.ok(&[
+        "sql",
+        "shop@agent-2b",
+        "UPDATE orders SET who = 'cat!' WHERE who = 'cat'",
+    ]);
+    let refused = s.run(&[
+        "--json",
+        "merge",
+        "shop@agent-2b",
+        "--into",
+        "main",
+        "--force",
+    ]);
+    assert_eq!(refused.code, 6, "{}", refused.stderr);
+    let err: serde_json::Value = serde_json::from_str(refused.stderr.trim()).unwrap();
+    assert_eq!(err["error"]["code"], "renumbered_source", "{err}");
+    assert!(
+        err["error"]["hint"]
+            .as_str()
+            .is_some_and(|h| h.contains("scion merge shop@main --into shop@agent-2b")),
+        "{err}"
+    );
     // The agent's branch still has its own ids; brought up to date, it has main's.
     assert!(
         out.contains("`scion merge shop@main --into shop@agent-2`, a fast-forward"),

@@ -351,6 +351,7 @@ fn ref_schema_5_and_history_schema_2_with_merges_are_pinned() {
             root: b,
             version: 3,
             base: a,
+            renumbered: Vec::new(),
         }),
     };
     let mut r = Ref {

@@ -163,6 +163,11 @@ pub struct MergedFrom {
     /// The version both sides were compared against.
     #[serde(with = "crate::objects::locator_text")]
     pub base: Locator,
+    /// Tables whose rows from the source were given new ids (`merge --renumber`): the
+    /// source keeps them under its own, which a later merge from it must not mistake for
+    /// the destination's rows of those ids.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub renumbered: Vec<String>,
 }
 
 impl HeadEntry {

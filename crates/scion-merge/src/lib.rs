@@ -119,11 +119,12 @@ where
         pages_read: 0,
         published: None,
     };
-    let merged = MergedFrom {
+    let mut merged = MergedFrom {
         branch: src.branch.branch.to_string(),
         root: theirs.root,
         version: theirs.version,
         base: base.root,
+        renumbered: Vec::new(),
     };
     if theirs.root == base.root || theirs.root == ours.root {
         report.unused_resolutions = opts.resolutions.keys().cloned().collect();
@@ -159,8 +160,23 @@ where
         &mut delta_ours,
         &mut delta_theirs,
     )?;
+    let mut readers = virtual_tables::Readers::new(engine, dst);
+    // A source merged before with renumbered rows, not brought up to date since, still has
+    // those rows under its own ids: its changes to them (or to rows that refer to them)
+    // would land on the destination's rows of those ids.
+    if let Some((seq, tables)) = renumbered_at_base(&d.history, &base.root) {
+        readers.conn(&theirs.root)?;
+        let touched = renumber::touched(&delta_theirs, &tables, readers.opened(&theirs.root))?;
+        if !touched.is_empty() {
+            return Err(MergeError::RenumberedSource {
+                src: src.to_string(),
+                dst: dst.to_string(),
+                entry: seq,
+                tables: touched,
+            });
+        }
+    }
     if opts.renumber {
-        let mut readers = virtual_tables::Readers::new(engine, dst);
         readers.conn(&ours.root)?;
         readers.conn(&theirs.root)?;
         let done = renumber::renumber(
@@ -171,6 +187,13 @@ where
         )?;
         report.renumbered = done.renumbered;
         report.followed_references = done.followed;
+        merged.renumbered = report
+            .renumbered
+            .iter()
+            .map(|r| r.table.clone())
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
     }
     let mut schema_plan = schema::plan(&delta_ours, &delta_theirs, opts.schema_policy);
     schema_plan.after_rows.extend(virtual_plan.rebuilds);
@@ -237,6 +260,18 @@ where
         None => {}
     }
     Ok(report)
+}
+
+/// The head-history entry (its `seq`) of a merge into the destination whose source
+/// version is `base` and whose rows were renumbered, with the tables they were in.
+fn renumbered_at_base(
+    history: &[scion_engine::history::HeadEntry],
+    base: &scion_engine::format::Locator,
+) -> Option<(u64, Vec<String>)> {
+    history.iter().rev().find_map(|e| {
+        let m = e.merged.as_ref()?;
+        (m.root == *base && !m.renumbered.is_empty()).then(|| (e.seq, m.renumbered.clone()))
+    })
 }
 
 /// The fork of the destination the merge is applied to: one ref, removed afterwards (a

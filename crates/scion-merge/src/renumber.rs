@@ -364,3 +364,33 @@ fn foreign_keys(db: &Connection) -> MergeResult<Vec<ForeignKey>> {
         })
         .collect())
 }
+
+/// The tables of the source's delta `theirs` that a later merge must refuse because an
+/// earlier merge renumbered rows of `tables`: a renumbered table whose existing rows the
+/// source updated or deleted, and a table whose changed rows refer to one through a
+/// declared foreign key. Rows the source only added to a renumbered table are not
+/// refused: they are new rows, which a merge keys (and renumbers) as any other.
+pub(crate) fn touched(
+    theirs: &VersionDelta,
+    tables: &[String],
+    theirs_db: &Connection,
+) -> MergeResult<Vec<String>> {
+    let renumbered = |name: &str| tables.iter().any(|t| t.eq_ignore_ascii_case(name));
+    let fks = foreign_keys(theirs_db)?;
+    let mut out: Vec<String> = theirs
+        .tables
+        .iter()
+        .filter(|td| {
+            let changed = || td.rows.iter().filter(|r| r.before != r.after);
+            let edits_old_rows = renumbered(&td.table) && changed().any(|r| r.before.is_some());
+            let refers = fks
+                .iter()
+                .any(|f| f.child == td.table && renumbered(&f.parent))
+                && changed().any(|r| r.after.is_some());
+            edits_old_rows || refers
+        })
+        .map(|td| td.table.clone())
+        .collect();
+    out.sort();
+    Ok(out)
+}

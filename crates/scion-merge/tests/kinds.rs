@@ -274,6 +274,7 @@ fn a_merge_racing_a_commit_on_the_destination_publishes_nothing_and_a_retry_merg
                 root: d.root,
                 version: 1,
                 base: d.root,
+                renumbered: Vec::new(),
             },
             false,
         )

@@ -281,3 +281,66 @@ fn children_alike_but_of_different_new_parents_are_both_kept() {
         ["1|ann|pen", "2|bob|pen"]
     );
 }
+
+/// A source merged with renumbered rows keeps them under its own ids. Merged again before
+/// it is brought up to date, a change to those rows (or to rows that refer to them) is
+/// refused, naming the merge; rows it only added merge as usual; brought up to date (a
+/// fast-forward), its changes land on the rows' new ids.
+#[test]
+fn a_renumbered_source_must_be_brought_up_to_date_before_it_changes_those_rows() {
+    let env = forked(
+        "CREATE TABLE orders(id INTEGER PRIMARY KEY, who TEXT);
+         CREATE TABLE lines(id INTEGER PRIMARY KEY, order_id INT REFERENCES orders(id), item TEXT);
+         CREATE TABLE notes(id INTEGER PRIMARY KEY, body TEXT);",
+    );
+    env.write("shop@main", "INSERT INTO orders(who) VALUES ('ann')");
+    env.write("shop@agent", "INSERT INTO orders(who) VALUES ('bob')");
+    let r = merge_renumbering(&env);
+    assert_eq!(r.outcome, Outcome::Merged, "{r:#?}");
+    env.fork("shop@agent", "adder");
+    env.fork("shop@agent", "later");
+
+    env.write(
+        "shop@agent",
+        "UPDATE orders SET who = 'bob!' WHERE id = 1; INSERT INTO lines(order_id, item) VALUES (1, 'pen')",
+    );
+    let err = env
+        .try_merge("shop@agent", "shop@main", &MergeOptions::default())
+        .unwrap_err();
+    assert!(
+        matches!(&err, scion_merge::MergeError::RenumberedSource { entry: 2, tables, .. } if tables == &["lines", "orders"]),
+        "{err}"
+    );
+    assert_eq!(err.describe().code, "renumbered_source");
+    assert_eq!(
+        env.rows("shop@main", "SELECT * FROM orders ORDER BY id"),
+        ["1|ann", "2|bob"]
+    );
+
+    // Only new rows: merged as any others.
+    env.write("shop@adder", "INSERT INTO notes(body) VALUES ('hi')");
+    let added = merge_from(&env, "shop@adder");
+    assert_eq!(added.outcome, Outcome::Merged, "{added:#?}");
+
+    // Brought up to date first: the change lands on the row's id in main.
+    let up = env.merge("shop@main", "shop@later", &MergeOptions::default());
+    assert_eq!(up.outcome, Outcome::FastForward, "{up:#?}");
+    env.write(
+        "shop@later",
+        "UPDATE orders SET who = 'bob!' WHERE who = 'bob'",
+    );
+    let later = merge_from(&env, "shop@later");
+    assert_eq!(later.outcome, Outcome::FastForward, "{later:#?}");
+    assert_eq!(
+        env.rows("shop@main", "SELECT * FROM orders ORDER BY id"),
+        ["1|ann", "2|bob!"]
+    );
+}
+
+fn merge_from(env: &Env, src: &str) -> scion_merge::MergeReport {
+    let opts = MergeOptions {
+        renumber: true,
+        ..Default::default()
+    };
+    env.merge(src, "shop@main", &opts)
+}
