@@ -265,10 +265,9 @@ pub(crate) fn render(r: &MergeReport) -> String {
             f.parent
         );
     }
-    if !r.renumbered.is_empty() {
-        // The source's branch, without the checkpoint a source may name.
-        let src: String = r.src.splitn(3, '@').take(2).collect::<Vec<_>>().join("@");
-        out += &match src.split_once('~') {
+    let source = r.src.parse::<Target>().ok().map(|t| t.branch);
+    if let Some(src) = source.filter(|_| !r.renumbered.is_empty()) {
+        out += &match src.branch.tracking() {
             // A remote-tracking branch (a pull): the remote's hosts take the ids by
             // pulling what this store pushes.
             Some((_, remote_branch)) => format!(

@@ -41,6 +41,7 @@ pub enum MergeError {
     SameBranch { branch: String },
     #[error("{src} has rows that merge #{entry} into {dst} gave new ids (in {}), and changes them or rows that refer to them under its own ids: merged now, those changes would land on {dst}'s rows of the same ids", tables.join(", "))]
     RenumberedSource {
+        /// The source's branch (a checkpoint of it keeps the same ids).
         src: String,
         dst: String,
         entry: u64,
@@ -117,16 +118,13 @@ impl MergeError {
                 "invalid_resolution",
                 Some("a resolution is \"ours\", \"theirs\", a cell's value, or for a row an object of column values; ids come from the report of a --dry-run".into()),
             ),
-            MergeError::RenumberedSource { src, dst, .. } => {
-                let src_branch: String = src.splitn(3, '@').take(2).collect::<Vec<_>>().join("@");
-                d(
-                    Exit::Refused,
-                    "renumbered_source",
-                    Some(format!(
-                        "bring {src_branch} up to date before it changes those rows (`scion merge {dst} --into {src_branch}`, a fast-forward while it has not moved), so they take {dst}'s ids; changes it has made already are made again on a fork of {dst}"
-                    )),
-                )
-            }
+            MergeError::RenumberedSource { src, dst, .. } => d(
+                Exit::Refused,
+                "renumbered_source",
+                Some(format!(
+                    "bring {src} up to date before it changes those rows (`scion merge {dst} --into {src}`, a fast-forward while it has not moved), so they take {dst}'s ids; changes it has made already are made again on a fork of {dst}"
+                )),
+            ),
             MergeError::Apply { .. } | MergeError::Vfs(_) => d(Exit::Failure, "merge_failed", None),
         }
     }

@@ -169,7 +169,7 @@ where
         let touched = renumber::touched(&delta_theirs, &tables, readers.opened(&theirs.root))?;
         if !touched.is_empty() {
             return Err(MergeError::RenumberedSource {
-                src: src.to_string(),
+                src: src.branch.to_string(),
                 dst: dst.to_string(),
                 entry: seq,
                 tables: touched,
@@ -187,13 +187,9 @@ where
         )?;
         report.renumbered = done.renumbered;
         report.followed_references = done.followed;
-        merged.renumbered = report
-            .renumbered
-            .iter()
-            .map(|r| r.table.clone())
-            .collect::<std::collections::BTreeSet<_>>()
-            .into_iter()
-            .collect();
+        // In table order already.
+        merged.renumbered = report.renumbered.iter().map(|r| r.table.clone()).collect();
+        merged.renumbered.dedup();
     }
     let mut schema_plan = schema::plan(&delta_ours, &delta_theirs, opts.schema_policy);
     schema_plan.after_rows.extend(virtual_plan.rebuilds);

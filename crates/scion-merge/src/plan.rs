@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use scion_engine::diff::{RowDelta, TableDelta, TableLayout, Value, VersionDelta};
+use scion_engine::diff::{RowDelta, SchemaObject, TableDelta, TableLayout, Value, VersionDelta};
 use serde_json::Value as Json;
 
 use crate::error::{MergeError, MergeResult};
@@ -17,6 +17,7 @@ use crate::schema::{SchemaPlan, TablePlan};
 use crate::values::{
     from_json, json, key_id, key_json, key_of, named, row_json, same, same_row, Named,
 };
+use crate::virtual_tables::is_virtual;
 
 /// One change to make to ours.
 #[derive(Debug, Clone)]
@@ -87,11 +88,14 @@ impl Planner<'_> {
 }
 
 /// What the source's side of a table holds: its inserted, updated and deleted rows.
-fn theirs_counts(td: &TableDelta, layout: &TableLayout) -> TableReport {
+fn theirs_counts(td: &TableDelta, layout: &TableLayout, schema: &[SchemaObject]) -> TableReport {
+    let virtual_table = schema
+        .iter()
+        .any(|o| o.name == td.table && is_virtual(o.sql.as_deref()));
     let mut report = TableReport {
         table: td.table.clone(),
         matched_by: matched_by(layout),
-        keyed_by_id: layout.rowid_alias.is_some(),
+        keyed_by_id: layout.rowid_alias.is_some() && !virtual_table,
         ..Default::default()
     };
     for r in td.rows.iter().filter(|r| r.before != r.after) {
@@ -111,7 +115,11 @@ pub(crate) fn fast_forward_tables(theirs: &VersionDelta) -> Vec<TableReport> {
         .tables
         .iter()
         .filter(|td| !td.table.starts_with("sqlite_"))
-        .filter_map(|td| td.after.as_ref().map(|layout| theirs_counts(td, layout)))
+        .filter_map(|td| {
+            td.after
+                .as_ref()
+                .map(|layout| theirs_counts(td, layout, &theirs.schema_after))
+        })
         .filter(|t| t.theirs_inserted + t.theirs_updated + t.theirs_deleted > 0)
         .collect()
 }
@@ -142,7 +150,7 @@ pub(crate) fn plan(
             .get(&td.table)
             .copied()
             .unwrap_or(TablePlan::Merge);
-        let mut report = theirs_counts(td, layout);
+        let mut report = theirs_counts(td, layout, &theirs.schema_after);
         let changed: Vec<&RowDelta> = td.rows.iter().filter(|r| r.before != r.after).collect();
         match how {
             TablePlan::Skip => {}

@@ -58,14 +58,7 @@ pub(crate) fn renumber(
         .schema_after
         .iter()
         .filter(|o| o.kind == "table" && !o.name.starts_with("sqlite_"))
-        .filter(|o| {
-            !o.sql
-                .as_deref()
-                .unwrap_or_default()
-                .trim_start()
-                .to_ascii_uppercase()
-                .starts_with("CREATE VIRTUAL")
-        })
+        .filter(|o| !crate::virtual_tables::is_virtual(o.sql.as_deref()))
         .map(|o| o.name.as_str())
         .collect();
     let fks = foreign_keys(theirs_db)?;

@@ -214,8 +214,9 @@ pub struct Violation {
 pub struct TableReport {
     pub table: String,
     pub matched_by: String,
-    /// Keyed by an INTEGER PRIMARY KEY (its rowid): rows both sides added under one id are
-    /// kept apart by `renumber`.
+    /// An ordinary table keyed by an INTEGER PRIMARY KEY (its rowid; a virtual table's
+    /// rowids are its module's): rows both sides added under one id are kept apart by
+    /// `renumber`.
     pub keyed_by_id: bool,
     pub theirs_inserted: usize,
     pub theirs_updated: usize,

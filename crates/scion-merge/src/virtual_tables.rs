@@ -86,6 +86,12 @@ pub(crate) struct VirtualTables {
     tables: BTreeMap<String, VirtualTable>,
 }
 
+/// Whether `sql` (a schema object's) makes a virtual table: its rows are read and
+/// matched by rowid here, but its ids belong to the module, never to be renumbered.
+pub(crate) fn is_virtual(sql: Option<&str>) -> bool {
+    sql.and_then(parse_create).is_some()
+}
+
 /// `CREATE VIRTUAL TABLE name USING module(args)`: the module and its arguments.
 fn parse_create(sql: &str) -> Option<(String, String)> {
     let upper = sql.to_ascii_uppercase();

@@ -344,3 +344,37 @@ fn merge_from(env: &Env, src: &str) -> scion_merge::MergeReport {
     };
     env.merge(src, "shop@main", &opts)
 }
+
+/// A full-text index's rowids are the module's: never renumbered, and not offered as
+/// renumberable. One that copies a renumbered table's rows under their ids (by a trigger)
+/// conflicts where the two sides' copies share a rowid, and the merge stops.
+#[test]
+fn a_full_text_index_is_not_renumbered() {
+    let env = forked(
+        "CREATE TABLE items(id INTEGER PRIMARY KEY, name TEXT);
+         CREATE VIRTUAL TABLE f USING fts5(name);
+         CREATE TRIGGER ai AFTER INSERT ON items BEGIN INSERT INTO f(rowid, name) VALUES (new.id, new.name); END;
+         INSERT INTO items(name) VALUES ('apple');",
+    );
+    env.write("shop@main", "INSERT INTO items(name) VALUES ('main kiwi')");
+    env.write(
+        "shop@agent",
+        "INSERT INTO items(name) VALUES ('agent plum')",
+    );
+    let r = merge_renumbering(&env);
+    assert_eq!(r.outcome, Outcome::Conflicts, "{r:#?}");
+    let moved: Vec<String> = r
+        .renumbered
+        .iter()
+        .map(|n| format!("{} {}→{}", n.table, n.from, n.to))
+        .collect();
+    assert_eq!(moved, ["items 2→3"]);
+    let ids: Vec<&str> = r.conflicts.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(ids, ["f:2"]);
+    let keyed: Vec<(&str, bool)> = r
+        .tables
+        .iter()
+        .map(|t| (t.table.as_str(), t.keyed_by_id))
+        .collect();
+    assert_eq!(keyed, [("f", false), ("items", true)]);
+}

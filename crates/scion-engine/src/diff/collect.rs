@@ -7,7 +7,7 @@ use super::btree::Value;
 use super::btree::{decode_record, parse_page, PageKind};
 use super::descent;
 use super::pages::VersionPages;
-use super::table::{full_payload, key_bytes, Row, Rows, SchemaRow, TableShape};
+use super::table::{full_payload, row_key, Row, Rows, SchemaRow, TableShape};
 use crate::error::EngineResult;
 
 /// Rows of the b-tree at `root`: from every page when `full`, otherwise only from pages
@@ -75,17 +75,14 @@ pub(super) fn collect_rows(
             for cell in &p.cells {
                 let payload = full_payload(v, cell, usable)?;
                 let mut values = decode_record(&payload)?;
-                let k = match (cell.rowid, shape.key.is_empty()) {
-                    (Some(rowid), true) => {
-                        if let Some(i) = shape.rowid_alias {
-                            if let Some(x) = values.get_mut(i) {
-                                *x = Value::Integer(rowid);
-                            }
-                        }
-                        rowid.to_be_bytes().to_vec()
-                    }
-                    _ => key_bytes(&values, &shape.key),
-                };
+                // An INTEGER PRIMARY KEY is stored as NULL: its value is the rowid.
+                if let (Some(rowid), Some(x)) = (
+                    cell.rowid,
+                    shape.rowid_alias.and_then(|i| values.get_mut(i)),
+                ) {
+                    *x = Value::Integer(rowid);
+                }
+                let k = row_key(cell.rowid, &values, &shape.key);
                 rows.insert(
                     k,
                     Row {

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use super::btree::Value;
 use super::collect::{collect_rows, read_schema};
 use super::pages::{changed_pages, VersionPages};
-use super::table::{key_bytes, table_shape, Row, Rows, SchemaRow, TableShape};
+use super::table::{row_key, table_shape, Row, Rows, SchemaRow, TableShape};
 use crate::error::EngineResult;
 use crate::format::Locator;
 use crate::Engine;
@@ -47,10 +47,7 @@ impl TableLayout {
     /// table has no declared key columns, else its key columns' values. A caller that
     /// changes a row's key values computes its new key with this.
     pub fn match_key(&self, row: &DeltaRow) -> Vec<u8> {
-        match (row.rowid, self.key.is_empty()) {
-            (Some(rowid), true) => rowid.to_be_bytes().to_vec(),
-            _ => key_bytes(&row.values, &self.key),
-        }
+        row_key(row.rowid, &row.values, &self.key)
     }
 }
 

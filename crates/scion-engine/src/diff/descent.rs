@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use super::btree::Value;
 use super::btree::{decode_record, parse_page, PageKind};
 use super::pages::VersionPages;
-use super::table::{full_payload, key_bytes, Row, Rows, TableShape};
+use super::table::{full_payload, row_key, Row, Rows, TableShape};
 use crate::error::EngineResult;
 
 /// The rows of the changed leaves of the table b-tree at `root`, found without walking
@@ -45,16 +45,10 @@ pub(super) fn collect_rows(
             let payload = full_payload(v, cell, usable)?;
             let mut values = decode_record(&payload)?;
             let Some(rowid) = cell.rowid else { continue };
-            let k = if shape.key.is_empty() {
-                if let Some(i) = shape.rowid_alias {
-                    if let Some(x) = values.get_mut(i) {
-                        *x = Value::Integer(rowid);
-                    }
-                }
-                rowid.to_be_bytes().to_vec()
-            } else {
-                key_bytes(&values, &shape.key)
-            };
+            if let Some(x) = shape.rowid_alias.and_then(|i| values.get_mut(i)) {
+                *x = Value::Integer(rowid);
+            }
+            let k = row_key(Some(rowid), &values, &shape.key);
             rows.insert(
                 k,
                 Row {

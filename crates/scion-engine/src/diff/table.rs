@@ -115,7 +115,16 @@ pub(super) fn real_affinity(declared: &str) -> bool {
     t.contains("REAL") || t.contains("FLOA") || t.contains("DOUB")
 }
 
-pub(super) fn key_bytes(values: &[Value], key: &[usize]) -> Vec<u8> {
+/// The key a row is matched by across versions: its rowid where the table declares no key
+/// columns (an INTEGER PRIMARY KEY, or none), else the key columns' values.
+pub(super) fn row_key(rowid: Option<i64>, values: &[Value], key: &[usize]) -> Vec<u8> {
+    match (rowid, key.is_empty()) {
+        (Some(rowid), true) => rowid.to_be_bytes().to_vec(),
+        _ => key_bytes(values, key),
+    }
+}
+
+fn key_bytes(values: &[Value], key: &[usize]) -> Vec<u8> {
     let picked: Vec<&Value> = if key.is_empty() {
         values.iter().collect()
     } else {
