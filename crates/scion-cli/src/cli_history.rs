@@ -102,12 +102,12 @@ fn graph(p: &Printer, s: &Scion, args: &LogArgs) -> Result<()> {
     let Some(target) = args.target.as_deref() else {
         let dbs = s.engine().list_databases()?;
         if dbs.is_empty() && !p.json {
-            println!("no databases yet (scion create <db> --from FILE)");
+            outln!("no databases yet (scion create <db> --from FILE)");
         }
         let mut all = Vec::new();
         for (i, db) in dbs.iter().enumerate() {
             if i > 0 && !p.json {
-                println!();
+                outln!();
             }
             all.push(graph_of(p, s, args, db.as_str(), None)?);
         }
@@ -210,24 +210,25 @@ impl Printer {
             return self.emit(h);
         }
         if !h.live {
-            println!(
+            outln!(
                 "{} was destroyed; `scion restore {}` brings it back as it was (or `--to <entry>`)",
-                h.branch, h.branch
+                h.branch,
+                h.branch
             );
         }
         if h.entries.is_empty() && !h.more {
-            println!(
+            outln!(
                 "{}: no head moves recorded yet (a new database or fork, or a branch last moved by an older scion)",
                 h.branch
             );
         }
         for e in &h.entries {
-            println!("{}", entry_line(e));
+            outln!("{}", entry_line(e));
         }
         if h.more {
-            println!("... older entries: --limit");
+            outln!("... older entries: --limit");
         } else if h.expired_before {
-            println!("... older entries passed the store's history retention (`scion config`)");
+            outln!("... older entries passed the store's history retention (`scion config`)");
         }
     }
 }

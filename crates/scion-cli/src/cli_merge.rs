@@ -134,7 +134,7 @@ pub fn merge(p: &Printer, scion: &Scion, args: &MergeArgs) -> Result<()> {
     if p.json {
         p.emit(&report);
     } else {
-        print!("{}", render(&report));
+        out!("{}", render(&report));
     }
     if report.stopped() {
         let (mut parts, mut hints) = (Vec::new(), Vec::new());

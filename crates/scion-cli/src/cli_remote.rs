@@ -161,7 +161,7 @@ pub fn remote(p: &Printer, s: &Scion, cmd: &RemoteCommand) -> Result<()> {
             if p.json {
                 p.emit(&serde_json::json!({"remote": name.to_string(), "location": recorded}));
             } else {
-                println!("remote {name} is {recorded}");
+                outln!("remote {name} is {recorded}");
             }
         }
         RemoteCommand::List => {
@@ -173,10 +173,10 @@ pub fn remote(p: &Printer, s: &Scion, cmd: &RemoteCommand) -> Result<()> {
                     .collect();
                 p.emit(&list);
             } else if remotes.is_empty() {
-                println!("no remotes (`scion remote add <name> <location>` adds one)");
+                outln!("no remotes (`scion remote add <name> <location>` adds one)");
             } else {
                 for (n, l) in &remotes {
-                    println!("{n}\t{l}");
+                    outln!("{n}\t{l}");
                 }
             }
         }
@@ -186,7 +186,7 @@ pub fn remote(p: &Printer, s: &Scion, cmd: &RemoteCommand) -> Result<()> {
             if p.json {
                 p.emit(&serde_json::json!({"removed": name.to_string(), "location": was}));
             } else {
-                println!("removed remote {name} ({was})");
+                outln!("removed remote {name} ({was})");
             }
         }
     }
@@ -235,13 +235,15 @@ pub fn push(p: &Printer, s: &Scion, args: &PushArgs) -> Result<()> {
             r.remote_version
         ),
     };
-    println!(
+    outln!(
         "pushed {} to {} ({}): {what}",
-        r.branch, r.remote, r.location
+        r.branch,
+        r.remote,
+        r.location
     );
-    println!("{}", transfer_line(&r.transfer));
+    outln!("{}", transfer_line(&r.transfer));
     for (name, how) in &r.checkpoints {
-        println!(
+        outln!(
             "checkpoint {name}: {}",
             serde_json::to_value(how)?.as_str().unwrap_or("")
         );
@@ -279,9 +281,9 @@ fn follow(
         &stop,
         |tick| {
             if p.json {
-                println!("{}", serde_json::to_string(tick).unwrap_or_default());
+                outln!("{}", serde_json::to_string(tick).unwrap_or_default());
             } else {
-                println!(
+                outln!(
                     "pushed {} version {} ({}, {} sent; lag {} ms)",
                     tick.report.remote_branch,
                     tick.report.remote_version,
@@ -295,9 +297,9 @@ fn follow(
     )
     .map_err(unwrap_error)?;
     if p.json {
-        println!("{}", serde_json::json!({ "summary": summary }));
+        outln!("{}", serde_json::json!({ "summary": summary }));
     } else {
-        println!(
+        outln!(
             "{}, {} followed; lag per version p50 {} ms, p99 {} ms, max {} ms; {} retried",
             plural_es(summary.pushes, "push"),
             plural(summary.versions, "version"),
@@ -337,16 +339,20 @@ pub fn pull(p: &Printer, s: &Scion, args: &PullArgs) -> Result<()> {
     if p.json {
         p.emit(&r);
     } else {
-        println!(
+        outln!(
             "fetched {} version {} from {} ({}) into {}",
-            r.remote_branch, r.remote_version, r.remote, r.location, r.tracking
+            r.remote_branch,
+            r.remote_version,
+            r.remote,
+            r.location,
+            r.tracking
         );
-        println!("{}", transfer_line(&r.transfer));
+        outln!("{}", transfer_line(&r.transfer));
         if r.outcome == PullOutcome::Created {
-            println!("created {} at the remote's version", r.into);
+            outln!("created {} at the remote's version", r.into);
         }
         if let Some(m) = &r.merge {
-            print!("{}", render_merge(m));
+            out!("{}", render_merge(m));
         }
     }
     if r.outcome == PullOutcome::Conflicts {
@@ -392,7 +398,7 @@ pub fn clone(p: &Printer, store: Option<&str>, args: &CloneArgs) -> Result<()> {
         p.emit(&r);
         return Ok(());
     }
-    println!(
+    outln!(
         "cloned {} into {}: {}, {}",
         r.location,
         r.store,
@@ -400,17 +406,18 @@ pub fn clone(p: &Printer, store: Option<&str>, args: &CloneArgs) -> Result<()> {
         plural_es(r.branches.len() as u64, "branch")
     );
     for b in &r.branches {
-        println!(
+        outln!(
             "  {} version {} ({})",
             b.branch,
             b.version,
             plural(b.checkpoints as u64, "checkpoint")
         );
     }
-    println!("{}", transfer_line(&r.transfer));
-    println!(
+    outln!("{}", transfer_line(&r.transfer));
+    outln!(
         "the store is remote `{}` of the new one; `scion pull {} <db>` brings its changes",
-        r.remote, r.remote
+        r.remote,
+        r.remote
     );
     Ok(())
 }

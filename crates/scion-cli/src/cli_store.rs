@@ -226,12 +226,17 @@ pub fn export(p: &Printer, open: &Open, a: &ExportArgs) -> Result<()> {
 
 /// `scion completions`, for `cli`, the whole command line's definition.
 pub fn completions(a: &CompletionsArgs, mut cli: clap::Command) {
-    clap_complete::generate(a.shell, &mut cli, "scion", &mut std::io::stdout());
+    let mut script = Vec::new();
+    clap_complete::generate(a.shell, &mut cli, "scion", &mut script);
+    crate::stdout::write_bytes(&script);
 }
 
 /// `scion man`, for `cli`, the whole command line's definition.
 pub fn man(cli: clap::Command) -> Result<()> {
+    let mut page = Vec::new();
     clap_mangen::Man::new(cli)
-        .render(&mut std::io::stdout())
-        .context("writing the man page")
+        .render(&mut page)
+        .context("writing the man page")?;
+    crate::stdout::write_bytes(&page);
+    Ok(())
 }

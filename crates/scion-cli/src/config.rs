@@ -46,20 +46,20 @@ impl Printer {
         }
         if let Some((before, after)) = retention_change {
             if before != after {
-                println!(
+                outln!(
                     "history retention {} -> {}: from the next `scion gc` on, heads a branch's history names are kept this long",
                     scion_core::clock::format_duration(before.as_secs()),
                     scion_core::clock::format_duration(after.as_secs())
                 );
             } else {
-                println!(
+                outln!(
                     "history retention is already {}",
                     scion_core::clock::format_duration(after.as_secs())
                 );
             }
         }
         match change {
-            Some(c) if c.before != c.after => println!(
+            Some(c) if c.before != c.after => outln!(
                 "page compression {} -> {}: new pages are stored {}; stored pages stay as they are (`scion compact <db>` rewrites a head)",
                 c.before,
                 c.after,
@@ -68,20 +68,20 @@ impl Printer {
                     scion_core::PageCompression::Uncompressed => "raw",
                 }
             ),
-            Some(c) => println!("page compression is already {}", c.after),
+            Some(c) => outln!("page compression is already {}", c.after),
             None => {}
         }
-        println!(
+        outln!(
             "store:             {} (id {})",
             s.engine().location(),
             s.engine().store_id()
         );
-        println!("page compression:  {}", s.engine().page_compression());
-        println!(
+        outln!("page compression:  {}", s.engine().page_compression());
+        outln!(
             "minimum gc grace:  {} (fixed at init)",
             scion_core::clock::format_duration(s.engine().min_grace().as_secs())
         );
-        println!(
+        outln!(
             "history retention: {} (heads the head history names are kept from gc this long)",
             scion_core::clock::format_duration(retention.as_secs())
         );

@@ -106,7 +106,7 @@ pub fn serve(cli: &Cli, args: &ServeArgs) -> Result<()> {
 
 fn print(cli: &Cli, v: &serde_json::Value, human: impl FnOnce(&serde_json::Value)) {
     if cli.json {
-        println!("{v}");
+        outln!("{v}");
     } else {
         human(v);
     }
@@ -142,7 +142,7 @@ pub fn session(cli: &Cli, cmd: &SessionCommand) -> Result<()> {
             });
             let r = client(cli, socket)?.request("POST", "/v1/sessions", Some(&body), &[])?;
             print(cli, &r.body, |v| {
-                println!("{}", v["path"].as_str().unwrap_or_default());
+                outln!("{}", v["path"].as_str().unwrap_or_default());
                 eprintln!(
                     "session {} on {} (version {})",
                     v["id"].as_str().unwrap_or_default(),
@@ -182,9 +182,9 @@ pub fn session(cli: &Cli, cmd: &SessionCommand) -> Result<()> {
                 } else {
                     "nothing new to commit".to_string()
                 };
-                println!("durable version {}: {what}", v["version"]);
+                outln!("durable version {}: {what}", v["version"]);
                 if let Some(c) = v["checkpoint"].as_str() {
-                    println!("checkpoint {c}");
+                    outln!("checkpoint {c}");
                 }
             });
         }
@@ -192,7 +192,7 @@ pub fn session(cli: &Cli, cmd: &SessionCommand) -> Result<()> {
             let r =
                 client(cli, socket)?.request("DELETE", &format!("/v1/sessions/{id}"), None, &[])?;
             print(cli, &r.body, |v| {
-                println!(
+                outln!(
                     "closed {} on {} at version {}{}",
                     v["id"].as_str().unwrap_or_default(),
                     v["branch"].as_str().unwrap_or_default(),
@@ -210,7 +210,7 @@ pub fn session(cli: &Cli, cmd: &SessionCommand) -> Result<()> {
             print(cli, &r.body, |v| {
                 let list = v["sessions"].as_array().cloned().unwrap_or_default();
                 if list.is_empty() {
-                    println!("no sessions");
+                    outln!("no sessions");
                 }
                 for s in list {
                     // The second tier's barriers, for a daemon started with --barrier-frames.
@@ -222,7 +222,7 @@ pub fn session(cli: &Cli, cmd: &SessionCommand) -> Result<()> {
                     } else {
                         String::new()
                     };
-                    println!(
+                    outln!(
                         "{}  {}  {}  durable v{}  age {} ms  lag {} B{barriers}  {}",
                         s["id"].as_str().unwrap_or_default(),
                         s["branch"].as_str().unwrap_or_default(),

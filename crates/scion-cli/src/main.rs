@@ -1,5 +1,9 @@
 //! The `scion` command-line tool.
 
+// First: the output macros are used by every module below.
+#[macro_use]
+mod stdout;
+
 #[cfg(feature = "bench")]
 mod bench_run;
 mod branch_arg;
@@ -33,12 +37,8 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
-    // `scion diff --sql | head` must end quietly when the reader goes away, like any
-    // Unix filter, instead of failing on a closed pipe.
-    // SAFETY: restoring the default disposition of SIGPIPE before any thread starts.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-    }
+    // SIGPIPE stays ignored: a reader that stops early (`| head`, `| grep -q`) ends the
+    // output, never the command (see stdout.rs).
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(
@@ -49,8 +49,17 @@ fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     let json = cli.json;
     let context = cli.command.error_context();
-    match run::run(cli) {
-        Ok(()) => ExitCode::SUCCESS,
+    let result = run::run(cli);
+    let output_failed = stdout::finish();
+    match result {
         Err(e) => errors::report(&e, json, context),
+        Ok(()) => match output_failed {
+            None => ExitCode::SUCCESS,
+            Some(e) => errors::report(
+                &anyhow::Error::new(e).context("writing the output"),
+                json,
+                context,
+            ),
+        },
     }
 }

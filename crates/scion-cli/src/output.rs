@@ -45,7 +45,7 @@ pub(crate) fn plural(n: u64, word: &str) -> String {
 
 impl Printer {
     pub(crate) fn emit<T: Serialize>(&self, value: &T) {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(value).expect("results serialize")
         );
@@ -56,7 +56,7 @@ impl Printer {
         if self.json {
             self.emit(&json);
         } else {
-            println!("{human}");
+            outln!("{human}");
         }
     }
 
@@ -66,52 +66,57 @@ impl Printer {
         }
         match verb {
             "undone" | "restored" => {
-                println!(
+                outln!(
                     "{verb}: {} now holds {}, as version {}",
-                    r.branch, r.to, r.version
+                    r.branch,
+                    r.to,
+                    r.version
                 )
             }
-            _ => println!(
+            _ => outln!(
                 "{verb}: {} now holds what {} holds (version {} there), as version {}",
-                r.branch, r.to, r.to_version, r.version
+                r.branch,
+                r.to,
+                r.to_version,
+                r.version
             ),
         }
         if r.revived {
-            println!(
-                "the branch had been destroyed: its checkpoints are gone, its history is whole"
-            );
+            outln!("the branch had been destroyed: its checkpoints are gone, its history is whole");
             if let Some(ttl) = r.ttl_secs {
-                println!(
+                outln!(
                     "its TTL ({}) counts again from now; `scion touch {} --ttl none` keeps it for good",
                     scion_core::clock::format_duration(ttl),
                     r.branch
                 );
             }
-            println!("take it back: scion destroy {}", r.branch);
+            outln!("take it back: scion destroy {}", r.branch);
             return;
         }
         match &r.safety_fork {
-            Some(f) => println!(
+            Some(f) => outln!(
                 "abandoned version {} is kept in the history (entry #{}) and as {f}",
-                r.abandoned_version, r.history_entry
+                r.abandoned_version,
+                r.history_entry
             ),
-            None => println!(
+            None => outln!(
                 "abandoned version {} is kept in the history (entry #{})",
-                r.abandoned_version, r.history_entry
+                r.abandoned_version,
+                r.history_entry
             ),
         }
         let force = if r.protected { " --force" } else { "" };
         match r.undid_entry {
             // Undoing again would take back the next older move: the way back is the
             // state the undone entry left.
-            Some(entry) => println!("redo it: scion restore {} --to {entry}{force}", r.branch),
-            None => println!("take it back: scion undo {}{force}", r.branch),
+            Some(entry) => outln!("redo it: scion restore {} --to {entry}{force}", r.branch),
+            None => outln!("take it back: scion undo {}{force}", r.branch),
         }
         if r.discarded_changes {
-            println!("discarded uncheckpointed changes in the checkout (--force)");
+            outln!("discarded uncheckpointed changes in the checkout (--force)");
         }
         if let Some(p) = &r.checkout {
-            println!("checkout refreshed: {p}");
+            outln!("checkout refreshed: {p}");
         }
         for w in &r.warnings {
             eprintln!("warning: {w}");
@@ -122,7 +127,7 @@ impl Printer {
         if self.json {
             return self.emit(r);
         }
-        println!(
+        outln!(
             "destroyed {} ({} and {} checkout files removed)\n  its pages stay in the head history for `scion restore` until the history retention passes (`scion config` shows it); `scion gc` reclaims them after that, and now only what no history names",
             r.branch,
             plural(r.checkpoints_removed as u64, "checkpoint"),
@@ -135,14 +140,17 @@ impl Printer {
             return self.emit(&serde_json::json!({"leases": list}));
         }
         if list.is_empty() {
-            println!("no leases");
+            outln!("no leases");
             return;
         }
         for l in list {
             let state = if l.live { "held" } else { "expired" };
-            println!(
+            outln!(
                 "{}  {}  {state}  epoch {}  until {}",
-                l.branch, l.holder, l.epoch, l.expires
+                l.branch,
+                l.holder,
+                l.epoch,
+                l.expires
             );
         }
     }
@@ -151,14 +159,14 @@ impl Printer {
         if self.json {
             return self.emit(r);
         }
-        println!(
+        outln!(
             "verified {} and {}: {} versions, {} frames",
             plural(r.refs as u64, "ref"),
             plural(r.checkpoints as u64, "checkpoint"),
             r.versions,
             r.frames
         );
-        println!(
+        outln!(
             "garbage: {} unreachable ({}), {} ({})",
             plural(r.unreachable_segments as u64, "segment"),
             bytes(r.unreachable_bytes),
@@ -166,9 +174,9 @@ impl Printer {
             bytes(r.temp_bytes)
         );
         for p in &r.problems {
-            println!("problem: {}: {}", p.object, p.message);
+            outln!("problem: {}: {}", p.object, p.message);
         }
-        println!(
+        outln!(
             "{}",
             if r.ok() {
                 "ok".to_string()
@@ -183,22 +191,22 @@ impl Printer {
             return self.emit(r);
         }
         for b in &r.reaped {
-            println!("reaped expired branch {b}");
+            outln!("reaped expired branch {b}");
         }
         if r.temp_files_removed > 0 {
-            println!(
+            outln!(
                 "removed {} left by interrupted checkouts ({})",
                 plural(r.temp_files_removed as u64, "temp file"),
                 bytes(r.temp_bytes_removed)
             );
         }
         for b in &r.finished_destroys {
-            println!("finished interrupted destroy of {b}");
+            outln!("finished interrupted destroy of {b}");
         }
         for b in &r.kept_in_use {
-            println!("kept expired branch {b}: its checkout is open or has uncheckpointed changes");
+            outln!("kept expired branch {b}: its checkout is open or has uncheckpointed changes");
         }
-        println!(
+        outln!(
             "gc: deleted {} ({} reclaimed); {} live in {}; {} waiting out the {} grace period",
             plural(r.deleted_segments as u64, "segment"),
             bytes(r.reclaimed_bytes),
@@ -214,7 +222,7 @@ impl Printer {
             } else {
                 format!("from {first} to {all}")
             };
-            println!(
+            outln!(
                 "gc: {} of the live bytes ({}) only the head history keeps, for `scion undo` and `scion restore`; they free up {when} (the history retention: `scion config --history-retention 1h` shortens it)",
                 bytes(h.bytes),
                 plural(h.segments as u64, "segment"),
@@ -237,10 +245,10 @@ impl Printer {
             );
         }
         if let Some(sql) = &r.sql {
-            print!("{sql}");
+            out!("{sql}");
             return;
         }
-        println!(
+        outln!(
             "diff {} -> {} ({} differing, {} read)",
             r.left,
             r.right,
@@ -249,8 +257,8 @@ impl Printer {
         );
         if r.schema_changes.is_empty() && r.tables.is_empty() {
             match r.unsaved_checkouts.is_empty() {
-                true => println!("no differences"),
-                false => println!("no differences between the committed versions"),
+                true => outln!("no differences"),
+                false => outln!("no differences between the committed versions"),
             }
         }
         for c in &r.schema_changes {
@@ -259,22 +267,26 @@ impl Printer {
                 "removed" => "-",
                 _ => "~",
             };
-            println!("schema {mark} {} {}", c.kind, c.name);
+            outln!("schema {mark} {} {}", c.kind, c.name);
         }
         for t in &r.tables {
-            println!(
+            outln!(
                 "table {}: {} added, {} removed, {} changed (matched by {})",
-                t.table, t.added, t.removed, t.changed, t.matched_by
+                t.table,
+                t.added,
+                t.removed,
+                t.changed,
+                t.matched_by
             );
             if let Some(rows) = &t.rows {
                 let show = |m: &serde_json::Map<String, serde_json::Value>| {
                     serde_json::Value::Object(m.clone()).to_string()
                 };
                 for c in &rows.added {
-                    println!("  + {}", c.after.as_ref().map(show).unwrap_or_default());
+                    outln!("  + {}", c.after.as_ref().map(show).unwrap_or_default());
                 }
                 for c in &rows.removed {
-                    println!("  - {}", c.before.as_ref().map(show).unwrap_or_default());
+                    outln!("  - {}", c.before.as_ref().map(show).unwrap_or_default());
                 }
                 for c in &rows.changed {
                     let (Some(before), Some(after)) = (&c.before, &c.after) else {
@@ -287,10 +299,10 @@ impl Printer {
                             format!("{k}: {} -> {v}", before.get(k).cloned().unwrap_or_default())
                         })
                         .collect();
-                    println!("  ~ {} {}", show(&c.key), moved.join(", "));
+                    outln!("  ~ {} {}", show(&c.key), moved.join(", "));
                 }
                 if rows.truncated {
-                    println!("  … more rows differ (--limit)");
+                    outln!("  … more rows differ (--limit)");
                 }
             }
         }
@@ -304,7 +316,7 @@ impl Printer {
                 "page_compression": s.engine().page_compression(),
             }));
         } else {
-            println!(
+            outln!(
                 "initialized scion store at {} (id {}, page compression {})",
                 s.engine().location(),
                 s.engine().store_id(),
@@ -317,7 +329,7 @@ impl Printer {
         if self.json {
             return self.emit(r);
         }
-        println!(
+        outln!(
             "created {}@main: version 1, {} of {} B ({}, {} written)",
             r.db,
             plural(r.page_count as u64, "page"),
@@ -343,7 +355,7 @@ impl Printer {
         if r.action != CheckoutAction::Reused {
             tracing::info!("checkout of {} {:?}", r.branch, r.action);
         }
-        println!("{}", r.path.display());
+        outln!("{}", r.path.display());
     }
 
     pub fn released(&self, r: &ReleaseReport) {
@@ -354,15 +366,15 @@ impl Printer {
             return self.emit(r);
         }
         if r.files_removed == 0 {
-            println!("released {}: no checkout file was at {}", r.branch, r.path);
+            outln!("released {}: no checkout file was at {}", r.branch, r.path);
         } else {
-            println!("released the checkout of {} ({})", r.branch, r.path);
+            outln!("released the checkout of {} ({})", r.branch, r.path);
         }
         for other in &r.released_elsewhere {
-            println!("released the checkout at {other} (--force; that file is now stale)");
+            outln!("released the checkout at {other} (--force; that file is now stale)");
         }
         for other in &r.remaining {
-            println!("still checked out at {other}: release it on that host");
+            outln!("still checked out at {other}: release it on that host");
         }
     }
 
@@ -370,7 +382,7 @@ impl Printer {
         if self.json {
             self.emit(&serde_json::json!({"branch": b.to_string(), "path": path, "exists": path.exists()}));
         } else {
-            println!("{}", path.display());
+            outln!("{}", path.display());
         }
     }
 
@@ -379,7 +391,7 @@ impl Printer {
             return self.emit(r);
         }
         if r.committed {
-            println!(
+            outln!(
                 "checkpoint {} at version {} ({} changed, {} and {} written)",
                 r.checkpoint,
                 r.version,
@@ -388,9 +400,10 @@ impl Printer {
                 bytes(r.store.bytes)
             );
         } else {
-            println!(
+            outln!(
                 "checkpoint {} at version {} (names the head as it is: no data written)",
-                r.checkpoint, r.version
+                r.checkpoint,
+                r.version
             );
         }
     }
@@ -399,9 +412,11 @@ impl Printer {
         if self.json {
             return self.emit(r);
         }
-        println!(
+        outln!(
             "forked {} from {} (version {})",
-            r.branch, r.from, r.version
+            r.branch,
+            r.from,
+            r.version
         );
     }
 
@@ -433,16 +448,16 @@ impl Printer {
             .max()
             .unwrap_or(4)
             .max(4);
-        println!("{:w$}  {:>7}  CREATED", "NAME", "VERSION");
+        outln!("{:w$}  {:>7}  CREATED", "NAME", "VERSION");
         for (n, v) in reserved {
             let what = match n.as_str() {
                 "fork" => "built in: where this branch was forked",
                 _ => "built in: the version `scion create` made",
             };
-            println!("{:w$}  {:>7}  ({what})", n.as_str(), v);
+            outln!("{:w$}  {:>7}  ({what})", n.as_str(), v);
         }
         for (n, c) in list {
-            println!("{:w$}  {:>7}  {}", n.as_str(), c.version, c.created_at);
+            outln!("{:w$}  {:>7}  {}", n.as_str(), c.version, c.created_at);
         }
     }
 
@@ -467,30 +482,30 @@ impl Printer {
         if self.json {
             return self.emit(s);
         }
-        println!("store:     {} (id {})", s.store, s.store_id);
-        println!("checkouts: {}", s.checkouts);
+        outln!("store:     {} (id {})", s.store, s.store_id);
+        outln!("checkouts: {}", s.checkouts);
         let cap = match &s.clone_capability {
             CloneCapability::Supported => "supported".to_string(),
             CloneCapability::Unsupported { reason } => format!("cannot clone: {reason}"),
             _ => "unknown".to_string(),
         };
-        println!(
+        outln!(
             "clone:     policy {}, filesystem {cap}",
             serde_json::to_value(s.clone_policy)
                 .unwrap()
                 .as_str()
                 .unwrap_or("?")
         );
-        println!(
+        outln!(
             "space:     {} in {} (`scion verify` says how much `gc` can reclaim)",
             bytes(s.space.bytes),
             plural(s.space.segments as u64, "segment"),
         );
-        println!(
+        outln!(
             "pages:     compression {} (`scion config` changes it)",
             s.page_compression
         );
-        println!(
+        outln!(
             "history:   heads kept {} after they were replaced (`scion log`, `scion config`)",
             scion_core::clock::format_duration(s.history_retention_secs)
         );
@@ -498,37 +513,38 @@ impl Printer {
             let limit = c
                 .limit_bytes
                 .map_or("no limit".to_string(), |n| format!("at most {}", bytes(n)));
-            println!(
+            outln!(
                 "cache:     {} of segments in {} ({limit}: SCION_SEGMENT_CACHE_MAX; safe to delete)",
                 bytes(c.bytes),
                 c.dir
             );
         }
         if s.databases.is_empty() {
-            println!("\nno databases yet (scion create <db> [--from file.db])");
+            outln!("\nno databases yet (scion create <db> [--from file.db])");
         }
         for db in &s.databases {
-            println!("\n{}", db.db);
+            outln!("\n{}", db.db);
             print_branch_table(&db.branches, "  ");
         }
         if !s.hosts.is_empty() {
-            println!("\nheld by host (store clock)");
+            outln!("\nheld by host (store clock)");
         }
         for h in &s.hosts {
-            println!("  {}", h.host);
+            outln!("  {}", h.host);
             for l in &h.leases {
                 let by = match &l.session {
                     Some(id) => format!("session {id} of `scion serve`"),
                     None => l.holder.clone(),
                 };
-                println!(
+                outln!(
                     "    lease of {} by {by}, {}s left",
-                    l.branch, l.expires_in_secs
+                    l.branch,
+                    l.expires_in_secs
                 );
             }
             for c in &h.checkouts {
                 let age = scion_core::clock::format_duration(c.age_secs);
-                println!("    checkout of {} at {} (for {age})", c.branch, c.path);
+                outln!("    checkout of {} at {} (for {age})", c.branch, c.path);
             }
         }
     }
@@ -538,14 +554,14 @@ impl Printer {
         if self.json {
             return self.emit(r);
         }
-        print!("{text}");
+        out!("{text}");
     }
 
     pub fn export(&self, r: &ExportReport) {
         if self.json {
             return self.emit(r);
         }
-        println!(
+        outln!(
             "exported {} (version {}) to {} ({})",
             r.source,
             r.version,
@@ -562,9 +578,13 @@ fn print_branch_table(list: &[BranchStatus], indent: &str) {
         .max()
         .unwrap_or(6)
         .max(6);
-    println!(
+    outln!(
         "{indent}{:w$}  {:>7}  {:>9}  {:>11}  {:8}  PARENT",
-        "BRANCH", "VERSION", "SIZE", "CHECKPOINTS", "CHECKOUT"
+        "BRANCH",
+        "VERSION",
+        "SIZE",
+        "CHECKPOINTS",
+        "CHECKOUT"
     );
     for b in list {
         let name = if b.protected {
@@ -607,7 +627,7 @@ fn print_branch_table(list: &[BranchStatus], indent: &str) {
         } else {
             format!("  [{}]", notes.join("; "))
         };
-        println!(
+        outln!(
             "{indent}{:w$}  {:>7}  {:>9}  {:>11}  {:8}  {}{notes}",
             name,
             b.version,
@@ -618,6 +638,6 @@ fn print_branch_table(list: &[BranchStatus], indent: &str) {
         );
     }
     if list.iter().any(|b| b.protected) {
-        println!("{indent}(* protected)");
+        outln!("{indent}(* protected)");
     }
 }

@@ -50,9 +50,9 @@ pub fn token(cli: &Cli, cmd: &TokenCommand) -> Result<()> {
                 let mut v = describe(&record);
                 v["token"] = json!(secret);
                 v["file"] = json!(store.path());
-                println!("{v}");
+                outln!("{v}");
             } else {
-                println!("{secret}");
+                outln!("{secret}");
                 eprintln!(
                     "token {name}: {} ({}); shown once, only its hash is kept in {}",
                     record
@@ -73,12 +73,12 @@ pub fn token(cli: &Cli, cmd: &TokenCommand) -> Result<()> {
             let list = store(file).list()?;
             if cli.json {
                 let v: Vec<_> = list.iter().map(describe).collect();
-                println!("{}", json!({ "tokens": v }));
+                outln!("{}", json!({ "tokens": v }));
             } else if list.is_empty() {
-                println!("no tokens (scion token create NAME --grant 'db@branch:verbs')");
+                outln!("no tokens (scion token create NAME --grant 'db@branch:verbs')");
             } else {
                 for t in &list {
-                    println!(
+                    outln!(
                         "{}  {}  created {}{}",
                         t.name,
                         t.grants
@@ -97,9 +97,9 @@ pub fn token(cli: &Cli, cmd: &TokenCommand) -> Result<()> {
         TokenCommand::Revoke { name, file } => {
             let gone = store(file).revoke(name)?;
             if cli.json {
-                println!("{}", json!({"revoked": gone.name}));
+                outln!("{}", json!({"revoked": gone.name}));
             } else {
-                println!(
+                outln!(
                     "revoked token {}: a daemon refuses it from its next request",
                     gone.name
                 );

@@ -44,7 +44,7 @@ pub fn ui(cli: &Cli, args: &UiArgs) -> Result<()> {
             "scion ui: reusing the daemon on {}, the explorer at http://{addr}/ui (Ctrl-C stops the explorer, not the daemon)",
             socket.display()
         );
-        println!("{url}");
+        outln!("{url}");
         if !args.no_browser && browser != "true" {
             std::thread::spawn(move || open_when_up(addr, &url, &browser));
         }
@@ -68,7 +68,7 @@ pub fn ui(cli: &Cli, args: &UiArgs) -> Result<()> {
         "scion ui: store {}, the explorer at http://{addr}/ui (Ctrl-C stops it)",
         scion.engine().location()
     );
-    println!("{url}");
+    outln!("{url}");
     if !args.no_browser && browser != "true" {
         std::thread::spawn(move || open_when_up(addr, &url, &browser));
     }
