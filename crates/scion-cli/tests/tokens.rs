@@ -5,98 +5,14 @@
 
 mod mcp_client;
 mod served;
+mod token_rig;
 
 use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 
 use serde_json::{json, Value};
-use served::Served;
-
-struct Rig {
-    s: Served,
-    tokens: PathBuf,
-    /// The daemon's own (full) token, for setting up what the tests attack.
-    admin: String,
-}
-
-impl Rig {
-    fn new(dir: &std::path::Path, extra: &[&str]) -> Rig {
-        let mut s = Served::prepare(dir, 20);
-        s.scion(&["fork", "shop", "exp-1"]);
-        let tokens = dir.join("cfg").join("tokens.json");
-        let admin_file = dir.join("admin.token");
-        std::fs::write(&admin_file, "admin-secret-0123456789").unwrap();
-        let mut args = vec![
-            "--tokens",
-            tokens.to_str().unwrap(),
-            "--token-file",
-            admin_file.to_str().unwrap(),
-            "--socket-tokens",
-        ];
-        args.extend_from_slice(extra);
-        s.start(&args);
-        Rig {
-            s,
-            tokens,
-            admin: "admin-secret-0123456789".into(),
-        }
-    }
-
-    /// `scion token create NAME --grant ...`: the token.
-    fn token(&self, name: &str, grants: &[&str], ttl: Option<&str>) -> String {
-        let mut args = vec![
-            "token",
-            "create",
-            name,
-            "--tokens",
-            self.tokens.to_str().unwrap(),
-        ];
-        for g in grants {
-            args.extend(["--grant", g]);
-        }
-        if let Some(t) = ttl {
-            args.extend(["--ttl", t]);
-        }
-        self.s.scion(&args).trim().to_string()
-    }
-
-    /// A request over the socket with `token`: status and body.
-    fn call(&self, token: &str, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
-        let auth = format!("Bearer {token}");
-        let r = self
-            .s
-            .client()
-            .raw(
-                method,
-                path,
-                body.as_ref(),
-                &[("authorization", auth.as_str())],
-            )
-            .unwrap();
-        (r.status, r.body)
-    }
-
-    /// What the store holds: every branch of shop, its version and rows.
-    fn state(&self) -> Vec<(String, String)> {
-        let listed: Value =
-            serde_json::from_str(&self.s.scion(&["branches", "shop", "--json"])).unwrap();
-        let mut out: Vec<(String, String)> = listed["branches"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|b| {
-                let name = b["branch"].as_str().unwrap().to_string();
-                let rows =
-                    self.s
-                        .scion(&["sql", &format!("shop@{name}"), "SELECT count(*) FROM items"]);
-                (name, format!("v{} rows {}", b["version"], rows.trim()))
-            })
-            .collect();
-        out.sort();
-        out
-    }
-}
+use token_rig::Rig;
 
 /// Every route of the OpenAPI document, with what to send to touch `shop@main` (outside the
 /// scope of `shop@exp-*:write`).

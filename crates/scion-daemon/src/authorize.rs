@@ -196,12 +196,22 @@ impl Check<'_> {
             Need::Merge => {
                 let (db, branch) = pb();
                 let from = body["from"].as_str().unwrap_or_default();
-                let (from_db, from_branch) = if from.contains('@') {
-                    split(from)
-                } else {
-                    (db.clone(), from.to_string())
+                // Every version the merge reads needs the read grant: the source, and a base
+                // named in place of the found one (its rows come back as conflicts' base
+                // values).
+                let same_db = |named: &str| {
+                    if named.contains('@') {
+                        split(named)
+                    } else {
+                        (db.clone(), named.to_string())
+                    }
                 };
+                let (from_db, from_branch) = same_db(from);
                 self.branch(Verb::Read, &from_db, &from_branch).await?;
+                if let Some(base) = body["base"].as_str() {
+                    let (base_db, base_branch) = same_db(base);
+                    self.branch(Verb::Read, &base_db, &base_branch).await?;
+                }
                 let dry = body["dry_run"] == Value::Bool(true);
                 let verb = if dry { Verb::Read } else { Verb::Write };
                 self.branch(verb, &db, &branch).await.map(|_| false)

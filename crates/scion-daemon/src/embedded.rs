@@ -59,9 +59,20 @@ impl Embedded {
         for (k, v) in headers {
             builder = builder.header(*k, *v);
         }
-        let mut req = builder
-            .body(Body::from(bytes))
-            .expect("a well-formed request");
+        // A path or header the HTTP types refuse is refused as a daemon would refuse it,
+        // never a panic that leaves the caller waiting.
+        let mut req = match builder.body(Body::from(bytes)) {
+            Ok(req) => req,
+            Err(e) => {
+                return (
+                    400,
+                    serde_json::json!({"error": {
+                        "code": "invalid_input",
+                        "message": format!("not a request this API takes: {e}"),
+                    }}),
+                )
+            }
+        };
         // This very process is the peer: the socket's uid check passes as it would.
         // SAFETY: geteuid has no preconditions.
         let uid = unsafe { libc::geteuid() };

@@ -1,6 +1,13 @@
 //! `Idempotency-Key` on mutating requests: a retry with the same key and the same request
 //! gets the first answer again instead of doing the work twice; the same key with another
-//! request is refused. Answers are kept for a day (at most 10,000 of them).
+//! request is refused. Answers are kept for a day, at most 10,000 of them and 64 MiB of
+//! bodies (the oldest go first).
+//!
+//! A key is the caller's: answers are kept per (caller, key), where the caller is the
+//! scoped token (by its hash) or the unscoped client, so one token replaying another's key
+//! gets nothing of the other's. The layer runs after authorization (it is a route layer
+//! inside [`crate::authorize`]): a refused request is never stored, nor answered from the
+//! store.
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -14,11 +21,13 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use scion_core::described::Exit;
 
+use crate::authorize::Caller;
 use crate::error::ApiError;
 
 const HEADER: &str = "idempotency-key";
 const KEEP_FOR: Duration = Duration::from_secs(24 * 3600);
 const KEEP_AT_MOST: usize = 10_000;
+const KEEP_BYTES: usize = 64 << 20;
 pub(crate) const MAX_BODY: usize = 1 << 20;
 
 enum Entry {
@@ -34,9 +43,73 @@ enum Entry {
     },
 }
 
+/// Whose key: the scoped token's hash, or the unscoped client's.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Owner {
+    Unscoped,
+    Token(String),
+}
+
+impl Owner {
+    fn of(req: &Request) -> Owner {
+        match req.extensions().get::<Caller>() {
+            Some(Caller::Scoped(t)) => Owner::Token(t.sha256.clone()),
+            _ => Owner::Unscoped,
+        }
+    }
+}
+
+type Slot = (Owner, String);
+
 #[derive(Default)]
 pub struct Replays {
-    entries: Mutex<HashMap<String, Entry>>,
+    entries: Mutex<HashMap<Slot, Entry>>,
+}
+
+impl Replays {
+    /// Make room for one more answer: expired ones go, then the oldest once over either
+    /// bound. Answers still being worked out stay.
+    fn make_room(entries: &mut HashMap<Slot, Entry>) {
+        entries.retain(|_, e| match e {
+            Entry::Done { at, .. } => at.elapsed() < KEEP_FOR,
+            Entry::InFlight { .. } => true,
+        });
+        let bytes = |entries: &HashMap<Slot, Entry>| -> usize {
+            entries
+                .values()
+                .map(|e| match e {
+                    Entry::Done { body, .. } => body.len(),
+                    Entry::InFlight { .. } => 0,
+                })
+                .sum()
+        };
+        if entries.len() < KEEP_AT_MOST && bytes(entries) < KEEP_BYTES {
+            return;
+        }
+        let mut done: Vec<(Instant, usize, Slot)> = entries
+            .iter()
+            .filter_map(|(k, e)| match e {
+                Entry::Done { at, body, .. } => Some((*at, body.len(), k.clone())),
+                Entry::InFlight { .. } => None,
+            })
+            .collect();
+        done.sort_by_key(|(at, ..)| *at);
+        // Down to nine tenths, so that a full store sorts once per thousand requests.
+        let (mut count, mut total) = (entries.len(), bytes(entries));
+        for (_, len, k) in done {
+            if count < KEEP_AT_MOST * 9 / 10 && total < KEEP_BYTES * 9 / 10 {
+                break;
+            }
+            entries.remove(&k);
+            count -= 1;
+            total -= len;
+        }
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.entries.lock().expect("replays lock").len()
+    }
 }
 
 fn fingerprint(method: &Method, uri: &str, body: &[u8]) -> u64 {
@@ -61,6 +134,7 @@ pub async fn middleware(State(replays): State<Arc<Replays>>, req: Request, next:
     if key.is_empty() || key.len() > 255 {
         return ApiError::invalid("an Idempotency-Key is 1 to 255 characters").into_response();
     }
+    let slot: Slot = (Owner::of(&req), key);
     let (parts, body) = req.into_parts();
     let Ok(bytes) = to_bytes(body, MAX_BODY).await else {
         return ApiError::invalid("request body over 1 MiB").into_response();
@@ -68,7 +142,7 @@ pub async fn middleware(State(replays): State<Arc<Replays>>, req: Request, next:
     let request = fingerprint(&parts.method, &parts.uri.to_string(), &bytes);
     {
         let mut entries = replays.entries.lock().expect("replays lock");
-        match entries.get(&key) {
+        match entries.get(&slot) {
             Some(Entry::Done {
                 request: r,
                 status,
@@ -102,10 +176,8 @@ pub async fn middleware(State(replays): State<Arc<Replays>>, req: Request, next:
             }
             _ => {}
         }
-        if entries.len() >= KEEP_AT_MOST {
-            entries.retain(|_, e| matches!(e, Entry::Done { at, .. } if at.elapsed() < KEEP_FOR));
-        }
-        entries.insert(key.clone(), Entry::InFlight { request });
+        Replays::make_room(&mut entries);
+        entries.insert(slot.clone(), Entry::InFlight { request });
     }
     let resp = next
         .run(Request::from_parts(parts, Body::from(bytes)))
@@ -115,10 +187,10 @@ pub async fn middleware(State(replays): State<Arc<Replays>>, req: Request, next:
     let mut entries = replays.entries.lock().expect("replays lock");
     // A failure that may pass is not an answer to replay: the retry does the work.
     if parts.status == StatusCode::SERVICE_UNAVAILABLE {
-        entries.remove(&key);
+        entries.remove(&slot);
     } else {
         entries.insert(
-            key,
+            slot,
             Entry::Done {
                 request,
                 status: parts.status,
@@ -135,4 +207,56 @@ fn reused() -> Response {
     ApiError::invalid("this Idempotency-Key was used for a different request")
         .with_status(StatusCode::UNPROCESSABLE_ENTITY)
         .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fresh_keys_never_grow_the_store_past_its_bound() {
+        let replays = Replays::default();
+        for i in 0..KEEP_AT_MOST + 500 {
+            let mut entries = replays.entries.lock().unwrap();
+            Replays::make_room(&mut entries);
+            entries.insert(
+                (Owner::Unscoped, format!("k{i}")),
+                Entry::Done {
+                    request: 0,
+                    status: StatusCode::OK,
+                    content_type: None,
+                    body: Bytes::from_static(b"{}"),
+                    at: Instant::now(),
+                },
+            );
+        }
+        assert!(replays.len() <= KEEP_AT_MOST, "{}", replays.len());
+        // The oldest went first.
+        let entries = replays.entries.lock().unwrap();
+        assert!(!entries.contains_key(&(Owner::Unscoped, "k0".to_string())));
+        assert!(entries.contains_key(&(Owner::Unscoped, format!("k{}", KEEP_AT_MOST + 499))));
+    }
+
+    #[test]
+    fn big_answers_are_bounded_by_bytes() {
+        let mut entries = HashMap::new();
+        for i in 0..100 {
+            Replays::make_room(&mut entries);
+            entries.insert(
+                (Owner::Token(format!("t{i}")), "k".to_string()),
+                Entry::Done {
+                    request: 0,
+                    status: StatusCode::OK,
+                    content_type: None,
+                    body: Bytes::from(vec![b' '; 4 << 20]),
+                    at: Instant::now(),
+                },
+            );
+        }
+        assert!(
+            entries.len() <= KEEP_BYTES / (4 << 20) + 1,
+            "{}",
+            entries.len()
+        );
+    }
 }

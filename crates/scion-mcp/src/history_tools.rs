@@ -5,6 +5,7 @@ use rmcp::{tool, tool_router};
 use serde_json::json;
 
 use crate::args::{LogArgs, RestoreArgs, UndoArgs};
+use crate::paths::{ApiPath, Tail};
 use crate::policy::{done, failed, ToolResult};
 use crate::ScionMcp;
 
@@ -24,12 +25,15 @@ impl ScionMcp {
     )]
     async fn log(&self, Parameters(a): Parameters<LogArgs>) -> ToolResult {
         answer!(self.config().grants.may_read(&a.database));
-        let b = format!("{}@{}", a.database, a.branch);
         let limit = a.limit.unwrap_or(20);
         let v = answer!(
             self.call(
                 "GET",
-                &format!("/v1/branches/{b}/history?limit={limit}"),
+                &answer!(ApiPath::branch(
+                    &a.database,
+                    &a.branch,
+                    Tail::query("/history", "limit", limit)
+                )),
                 None
             )
             .await
@@ -58,11 +62,10 @@ impl ScionMcp {
             self.changeable(&a.database, &a.branch, "undo a move of")
                 .await
         );
-        let b = format!("{}@{}", a.database, a.branch);
         let v = answer!(
             self.call(
                 "POST",
-                &format!("/v1/branches/{b}/undo"),
+                &answer!(ApiPath::branch(&a.database, &a.branch, Tail::path("/undo"))),
                 Some(json!({"force": a.force}))
             )
             .await
@@ -88,17 +91,28 @@ impl ScionMcp {
         answer!(self.check_force(a.force));
         let grants = &self.config().grants;
         answer!(grants.may_read(&a.database));
-        let b = format!("{}@{}", a.database, a.branch);
         // The history names the owner of a destroyed branch too.
         let h = answer!(
-            self.call("GET", &format!("/v1/branches/{b}/history?limit=1"), None)
-                .await
+            self.call(
+                "GET",
+                &answer!(ApiPath::branch(
+                    &a.database,
+                    &a.branch,
+                    Tail::query("/history", "limit", 1usize)
+                )),
+                None
+            )
+            .await
         );
         answer!(grants.may_change(&a.database, &a.branch, h["owner"].as_str(), "restore"));
         let v = answer!(
             self.call(
                 "POST",
-                &format!("/v1/branches/{b}/restore"),
+                &answer!(ApiPath::branch(
+                    &a.database,
+                    &a.branch,
+                    Tail::path("/restore")
+                )),
                 Some(json!({"to": a.to, "force": a.force}))
             )
             .await

@@ -12,6 +12,7 @@ pub mod access;
 pub mod api;
 mod args;
 mod history_tools;
+mod paths;
 /// Read-only SQL with limits: the daemon's, shared with the explorer's SQL box.
 pub use scion_daemon::query;
 mod session_tools;
@@ -28,8 +29,9 @@ use serde_json::{json, Value};
 
 pub use api::{Api, ApiFailure, DaemonMode, Identity};
 use args::*;
+use paths::{ApiPath, Tail};
 pub use policy::McpConfig;
-use policy::{done, enc, failed, refuse, ToolResult};
+use policy::{done, failed, refuse, ToolResult};
 
 /// The tools offered in `--read-only` mode.
 const READING_TOOLS: &[&str] = &[
@@ -75,7 +77,10 @@ impl ScionMcp {
                 vec![d]
             }
             None => {
-                let v = answer!(self.call("GET", "/v1/databases", None).await);
+                let v = answer!(
+                    self.call("GET", &ApiPath::fixed("/v1/databases"), None)
+                        .await
+                );
                 let all: Vec<String> =
                     serde_json::from_value(v["databases"].clone()).unwrap_or_default();
                 all.into_iter()
@@ -86,14 +91,18 @@ impl ScionMcp {
         let mut dbs = Vec::new();
         for name in names {
             let v = answer!(
-                self.call("GET", &format!("/v1/databases/{name}/branches"), None)
-                    .await
+                self.call(
+                    "GET",
+                    &answer!(ApiPath::database(&name, Tail::path("/branches"))),
+                    None
+                )
+                .await
             );
             let mut branches = v["branches"].as_array().cloned().unwrap_or_default();
             if a.include_checkpoints {
                 for b in &mut branches {
                     let branch = b["branch"].as_str().unwrap_or_default().to_string();
-                    let path = format!("/v1/branches/{name}@{branch}/checkpoints");
+                    let path = answer!(ApiPath::branch(&name, &branch, Tail::path("/checkpoints")));
                     let c = answer!(self.call("GET", &path, None).await);
                     b["checkpoints_list"] = c["checkpoints"].clone();
                 }
@@ -120,7 +129,10 @@ impl ScionMcp {
         answer!(self.claim_branch());
         let owner = self.config().grants.owner.to_string();
         let body = json!({"source": format!("{}@{}", a.database, a.branch), "name": a.new_branch, "at": a.at, "ttl": ttl, "owner": owner});
-        let v = match self.call("POST", "/v1/branches", Some(body)).await {
+        let v = match self
+            .call("POST", &ApiPath::fixed("/v1/branches"), Some(body))
+            .await
+        {
             Ok(v) => v,
             Err(f) => {
                 self.inner.created.fetch_sub(1, Ordering::SeqCst);
@@ -130,7 +142,10 @@ impl ScionMcp {
         let mut out = json!({"database": a.database, "branch": a.branch, "new_branch": a.new_branch, "version": v["version"], "ttl": ttl, "owner": owner});
         if a.open_session {
             let body = json!({"db": a.database, "branch": a.new_branch, "idle_timeout": "30m", "owner_pid": std::process::id()});
-            let s = answer!(self.call("POST", "/v1/sessions", Some(body)).await);
+            let s = answer!(
+                self.call("POST", &ApiPath::fixed("/v1/sessions"), Some(body))
+                    .await
+            );
             out["session"] = json!({"session_id": s["id"], "path": s["path"]});
         }
         done(out)
@@ -157,16 +172,26 @@ impl ScionMcp {
                     .await
             );
         }
-        let b = format!("{}@{}", a.database, a.branch);
         let v = answer!(
             self.call(
                 "POST",
-                &format!("/v1/branches/{b}/checkout"),
+                &answer!(ApiPath::branch(
+                    &a.database,
+                    &a.branch,
+                    Tail::path("/checkout")
+                )),
                 Some(json!({"read_only": read_only, "checkpoint": a.at}))
             )
             .await
         );
-        let info = answer!(self.call("GET", &format!("/v1/branches/{b}"), None).await);
+        let info = answer!(
+            self.call(
+                "GET",
+                &answer!(ApiPath::branch(&a.database, &a.branch, Tail::none())),
+                None
+            )
+            .await
+        );
         done(
             json!({"database": a.database, "branch": a.branch, "path": v["path"], "live": info["session"].is_string() && !read_only, "read_only": read_only, "version": v["version"]}),
         )
@@ -184,13 +209,12 @@ impl ScionMcp {
         )
     )]
     async fn checkpoint(&self, Parameters(a): Parameters<CheckpointArgs>) -> ToolResult {
-        let b = format!("{}@{}", a.database, a.branch);
         let (info, _) = answer!(self.changeable(&a.database, &a.branch, "checkpoint").await);
         let v = match info["session"].as_str() {
             Some(id) => answer!(
                 self.call(
                     "POST",
-                    &format!("/v1/sessions/{id}/flush"),
+                    &answer!(ApiPath::session(id, Tail::path("/flush"))),
                     Some(json!({"checkpoint": a.name, "meta": a.meta}))
                 )
                 .await
@@ -198,7 +222,11 @@ impl ScionMcp {
             None => answer!(
                 self.call(
                     "POST",
-                    &format!("/v1/branches/{b}/checkpoints"),
+                    &answer!(ApiPath::branch(
+                        &a.database,
+                        &a.branch,
+                        Tail::path("/checkpoints")
+                    )),
                     Some(json!({"name": a.name}))
                 )
                 .await
@@ -225,11 +253,14 @@ impl ScionMcp {
     async fn rollback(&self, Parameters(a): Parameters<RollbackArgs>) -> ToolResult {
         answer!(self.check_force(a.force));
         answer!(self.changeable(&a.database, &a.branch, "roll back").await);
-        let b = format!("{}@{}", a.database, a.branch);
         let v = answer!(
             self.call(
                 "POST",
-                &format!("/v1/branches/{b}/rollback"),
+                &answer!(ApiPath::branch(
+                    &a.database,
+                    &a.branch,
+                    Tail::path("/rollback")
+                )),
                 Some(json!({"to": a.to, "force": a.force}))
             )
             .await
@@ -256,11 +287,14 @@ impl ScionMcp {
             self.changeable(&a.database, &a.target, "promote onto")
                 .await
         );
-        let src = format!("{}@{}", a.database, a.source);
         let v = answer!(
             self.call(
                 "POST",
-                &format!("/v1/branches/{src}/promote"),
+                &answer!(ApiPath::branch(
+                    &a.database,
+                    &a.source,
+                    Tail::path("/promote")
+                )),
                 Some(json!({"onto": a.target, "force": a.force}))
             )
             .await
@@ -293,7 +327,6 @@ impl ScionMcp {
         } else {
             answer!(self.changeable(&a.database, &a.target, "merge into").await);
         }
-        let dst = format!("{}@{}", a.database, a.target);
         let mut body = json!({
             "from": format!("{}@{}", a.database, a.source),
             "dry_run": a.dry_run,
@@ -307,8 +340,16 @@ impl ScionMcp {
             body["resolutions"] = json!(r);
         }
         let mut v = answer!(
-            self.call("POST", &format!("/v1/branches/{dst}/merge"), Some(body))
-                .await
+            self.call(
+                "POST",
+                &answer!(ApiPath::branch(
+                    &a.database,
+                    &a.target,
+                    Tail::path("/merge")
+                )),
+                Some(body)
+            )
+            .await
         );
         if !a.renumber && ids_clash(&v) {
             v["hint"] = json!("rows both branches added under the same id conflict; merge with renumber: true to keep both (the source's get new ids, listed in renumbered)");
@@ -331,11 +372,14 @@ impl ScionMcp {
         answer!(self.check_force(a.force));
         let (status, _) = answer!(self.changeable(&a.database, &a.branch, "destroy").await);
         answer!(self.config().grants.destroy_needs_force(&status, a.force));
-        let b = format!("{}@{}", a.database, a.branch);
         answer!(
             self.call(
                 "DELETE",
-                &format!("/v1/branches/{b}?force={}", a.force),
+                &answer!(ApiPath::branch(
+                    &a.database,
+                    &a.branch,
+                    Tail::query("", "force", a.force)
+                )),
                 None
             )
             .await
@@ -370,11 +414,14 @@ impl ScionMcp {
             .config()
             .grants
             .ttl_change_needs_force(standing, &status, secs, a.force));
-        let b = format!("{}@{}", a.database, a.branch);
         let v = answer!(
             self.call(
                 "POST",
-                &format!("/v1/branches/{b}/touch"),
+                &answer!(ApiPath::branch(
+                    &a.database,
+                    &a.branch,
+                    Tail::path("/touch")
+                )),
                 Some(json!({"ttl": ttl}))
             )
             .await
@@ -398,23 +445,25 @@ impl ScionMcp {
     )]
     async fn diff(&self, Parameters(a): Parameters<DiffArgs>) -> ToolResult {
         answer!(self.config().grants.may_read(&a.database));
-        let mut path = format!(
-            "/v1/diff?from={}&to={}",
-            enc(&format!("{}@{}", a.database, a.left)),
-            enc(&format!("{}@{}", a.database, a.right))
+        let (from, to) = (
+            format!("{}@{}", a.database, a.left),
+            format!("{}@{}", a.database, a.right),
         );
+        let limit = a.limit.clamp(1, 1000).to_string();
+        let mut query = vec![("from", from.as_str()), ("to", to.as_str())];
         if let Some(t) = &a.table {
-            path.push_str(&format!("&table={}", enc(t)));
+            query.push(("table", t));
         }
         if a.rows {
-            path.push_str(&format!("&rows=true&limit={}", a.limit.clamp(1, 1000)));
+            query.extend([("rows", "true"), ("limit", limit.as_str())]);
         }
         if a.sql {
-            path.push_str("&sql=true");
+            query.push(("sql", "true"));
         }
         if a.working {
-            path.push_str("&working=true");
+            query.push(("working", "true"));
         }
+        let path = ApiPath::with_query("/v1/diff", &query);
         let mut v = answer!(self.call("GET", &path, None).await);
         let too_big = v.to_string().len() > a.max_bytes.max(1024);
         if too_big {
@@ -474,7 +523,11 @@ impl ScionMcp {
             let co = answer!(
                 self.call(
                     "POST",
-                    &format!("/v1/branches/{}@{branch}/checkout", a.database),
+                    &answer!(ApiPath::branch(
+                        &a.database,
+                        &branch,
+                        Tail::path("/checkout")
+                    )),
                     Some(json!({"read_only": true, "checkpoint": checkpoint}))
                 )
                 .await
@@ -494,11 +547,14 @@ impl ScionMcp {
                 Some((b, c)) => (b.to_string(), Some(c.to_string())),
                 None => (target.clone(), None),
             };
-            let b = format!("{}@{branch}", a.database);
             let co = answer!(
                 self.call(
                     "POST",
-                    &format!("/v1/branches/{b}/checkout"),
+                    &answer!(ApiPath::branch(
+                        &a.database,
+                        &branch,
+                        Tail::path("/checkout")
+                    )),
                     Some(json!({"read_only": true, "checkpoint": checkpoint}))
                 )
                 .await

@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 
 use crate::access::{Grants, Standing};
 use crate::api::{self, Api, ApiFailure};
+use crate::paths::{ApiPath, Tail};
 use crate::{Inner, ScionMcp, READING_TOOLS};
 
 #[derive(Debug, Clone)]
@@ -71,18 +72,6 @@ pub(crate) fn refuse(code: &str, message: impl Into<String>, hint: &str) -> Tool
     failed(ApiFailure::new(code, message, Some(hint)))
 }
 
-/// Percent-encode a query-string value.
-pub(crate) fn enc(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'@' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
 macro_rules! answer {
     ($e:expr) => {
         match $e {
@@ -121,8 +110,13 @@ impl ScionMcp {
         &self.inner.config
     }
 
-    pub(crate) async fn call(&self, method: &str, path: &str, body: Option<Value>) -> api::Answer {
-        self.inner.api.call(method, path, body).await
+    pub(crate) async fn call(
+        &self,
+        method: &str,
+        path: &ApiPath,
+        body: Option<Value>,
+    ) -> api::Answer {
+        self.inner.api.call(method, path.as_str(), body).await
     }
 
     /// The TTL a new branch gets: the default when none is asked for, never more than the
@@ -158,7 +152,7 @@ impl ScionMcp {
         let grants = &self.config().grants;
         grants.may_read(db)?;
         let status = self
-            .call("GET", &format!("/v1/branches/{db}@{branch}"), None)
+            .call("GET", &ApiPath::branch(db, branch, Tail::none())?, None)
             .await?;
         let standing = grants.may_change(db, branch, status["owner"].as_str(), what)?;
         Ok((status, standing))

@@ -7,6 +7,7 @@ use rmcp::{tool, tool_router};
 use serde_json::json;
 
 use crate::args::{ForkFrom, SessionCloseArgs, SessionOpenArgs, SessionStatusArgs};
+use crate::paths::{ApiPath, Tail};
 use crate::policy::{done, failed, refuse, ToolResult};
 use crate::ScionMcp;
 
@@ -52,7 +53,10 @@ impl ScionMcp {
             "owner_pid": std::process::id(),
             "owner": a.fork_from.as_ref().map(|_| self.config().grants.owner.to_string()),
         });
-        match self.call("POST", "/v1/sessions", Some(body)).await {
+        match self
+            .call("POST", &ApiPath::fixed("/v1/sessions"), Some(body))
+            .await
+        {
             Ok(v) => done(
                 json!({"session_id": v["id"], "database": a.database, "branch": v["branch"], "path": v["path"], "version": v["version"], "idle_timeout": idle}),
             ),
@@ -77,7 +81,10 @@ impl ScionMcp {
     )]
     async fn session_close(&self, Parameters(a): Parameters<SessionCloseArgs>) -> ToolResult {
         let id = &a.session_id;
-        let session = answer!(self.call("GET", &format!("/v1/sessions/{id}"), None).await);
+        let session = answer!(
+            self.call("GET", &answer!(ApiPath::session(id, Tail::none())), None)
+                .await
+        );
         let (db, branch) = session["branch"]
             .as_str()
             .and_then(|b| b.split_once('@'))
@@ -94,14 +101,14 @@ impl ScionMcp {
             answer!(
                 self.call(
                     "POST",
-                    &format!("/v1/sessions/{id}/flush"),
+                    &answer!(ApiPath::session(id, Tail::path("/flush"))),
                     Some(json!({"checkpoint": name}))
                 )
                 .await
             );
         }
         let v = answer!(
-            self.call("DELETE", &format!("/v1/sessions/{id}"), None)
+            self.call("DELETE", &answer!(ApiPath::session(id, Tail::none())), None)
                 .await
         );
         done(
@@ -120,12 +127,39 @@ impl ScionMcp {
         )
     )]
     async fn session_status(&self, Parameters(a): Parameters<SessionStatusArgs>) -> ToolResult {
-        let v = match &a.session_id {
+        let sessions = match &a.session_id {
             Some(id) => {
-                json!({"sessions": [answer!(self.call("GET", &format!("/v1/sessions/{id}"), None).await)]})
+                let one = answer!(
+                    self.call("GET", &answer!(ApiPath::session(id, Tail::none())), None)
+                        .await
+                );
+                answer!(self.config().grants.may_read(database_of(&one)));
+                vec![one]
             }
-            None => answer!(self.call("GET", "/v1/sessions", None).await),
+            None => {
+                let all = answer!(
+                    self.call("GET", &ApiPath::fixed("/v1/sessions"), None)
+                        .await
+                );
+                // Only the sessions of databases this server was given.
+                let grants = &self.config().grants;
+                all["sessions"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|s| grants.may_read(database_of(s)).is_ok())
+                    .cloned()
+                    .collect()
+            }
         };
-        done(v)
+        done(json!({ "sessions": sessions }))
     }
+}
+
+/// The database of a session as the daemon describes it (`"branch": "db@branch"`).
+fn database_of(session: &serde_json::Value) -> &str {
+    session["branch"]
+        .as_str()
+        .and_then(|b| b.split_once('@'))
+        .map_or("", |(db, _)| db)
 }

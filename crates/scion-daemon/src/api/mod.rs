@@ -145,6 +145,12 @@ pub fn router(shared: Arc<Shared>, access: Access, stop: watch::Receiver<bool>) 
         .route("/v1/sessions/{id}/flush", post(sessions::flush))
         .route("/v1/sessions/{id}/close", post(sessions::close))
         .route("/v1/events", get(events::stream))
+        // Route layers run last-added first: authorization, then replays of the caller's
+        // own idempotent requests (a refused request is never stored or replayed).
+        .route_layer(axum::middleware::from_fn_with_state(
+            shared.replays.clone(),
+            crate::idempotency::middleware,
+        ))
         .route_layer(axum::middleware::from_fn_with_state(
             shared.clone(),
             crate::authorize::authorize,
@@ -152,10 +158,6 @@ pub fn router(shared: Arc<Shared>, access: Access, stop: watch::Receiver<bool>) 
         .fallback(not_found)
         .layer(axum::middleware::from_fn(whole_body))
         .layer(axum::Extension(stop))
-        .layer(axum::middleware::from_fn_with_state(
-            shared.replays.clone(),
-            crate::idempotency::middleware,
-        ))
         .layer(axum::middleware::from_fn_with_state(
             (shared.clone(), access),
             transport::guard,
