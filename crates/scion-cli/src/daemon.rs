@@ -63,15 +63,11 @@ pub fn serve(cli: &Cli, args: &ServeArgs) -> Result<()> {
         // A remote that is not there is refused now, not in a log line later.
         scion.engine().remote_location(&f.remote)?;
     }
-    let token = match &args.token_file {
-        Some(f) => Some(
-            std::fs::read_to_string(f)
-                .with_context(|| format!("reading the token file {}", f.display()))?
-                .trim()
-                .to_string(),
-        ),
-        None => None,
-    };
+    let token = args
+        .token_file
+        .as_deref()
+        .map(read_token_file)
+        .transpose()?;
     let socket = match &args.socket.socket {
         Some(p) => p.clone(),
         None => scion_daemon::transport::default_socket(scion.engine().location()),
@@ -294,15 +290,11 @@ pub fn mcp(cli: &Cli, args: &crate::cli_daemon::McpArgs) -> Result<()> {
     // Looking for a daemon blocks: done before the runtime runs.
     let identity = scion_mcp::Identity {
         actor: Some(config.grants.owner.to_string()),
-        token: match &args.token_file {
-            Some(f) => Some(
-                std::fs::read_to_string(f)
-                    .with_context(|| format!("reading the token file {}", f.display()))?
-                    .trim()
-                    .to_string(),
-            ),
-            None => None,
-        },
+        token: args
+            .token_file
+            .as_deref()
+            .map(read_token_file)
+            .transpose()?,
     };
     let api = rt.block_on(async {
         tokio::task::spawn_blocking(move || scion_mcp::Api::connect(mode, socket, scion, identity))
@@ -336,4 +328,21 @@ fn parse_percent(s: &str) -> anyhow::Result<f64> {
         anyhow::bail!("invalid percentage {s:?}: it must be between 0 and 100");
     }
     Ok(n / 100.0)
+}
+
+/// The token in a `--token-file`: its one line, refused when empty (an empty token would
+/// let an empty `Authorization` or `/ui?token=` in).
+fn read_token_file(f: &std::path::Path) -> Result<String> {
+    let token = std::fs::read_to_string(f)
+        .with_context(|| format!("reading the token file {}", f.display()))?
+        .trim()
+        .to_string();
+    if token.is_empty() {
+        anyhow::bail!(
+            "the token file {} is empty: put a token in it (e.g. `head -c 32 /dev/urandom | base64 > {}`)",
+            f.display(),
+            f.display()
+        );
+    }
+    Ok(token)
 }

@@ -224,7 +224,8 @@ fn a_scoped_token_works_inside_its_grants_and_gets_403_on_every_route_outside() 
         "{v}"
     );
     // Expired: 401.
-    let old = rig.token("old", &["shop:read"], Some("0s"));
+    let old = rig.token("old", &["shop:read"], Some("1s"));
+    std::thread::sleep(std::time::Duration::from_millis(1100));
     let (st, v) = rig.call(&old, "GET", "/v1/branches/shop@main", None);
     assert_eq!(st, 401, "{v}");
     assert!(

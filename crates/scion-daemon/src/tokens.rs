@@ -1,7 +1,10 @@
 //! Scoped tokens: named bearer tokens, each with grants (`shop@exp-*:write`,
 //! `shop:read,fork`) and an optional expiry. Only a token's SHA-256 is kept, in a JSON file
-//! readable by its owner alone; the daemon reads the file again whenever it changes, so a
-//! revoked token is refused from the next request on.
+//! readable by its owner alone (one others may read or write is refused); the daemon reads
+//! the file again whenever it changes (its inode, size, mtime or ctime: a file put back
+//! with its old mtime still has a new ctime), so a revoked token is refused from the next
+//! request on. `create` and `revoke` change the file under an exclusive lock on a file
+//! beside it, so concurrent ones never undo each other.
 
 use std::collections::BTreeSet;
 use std::io::Write;
@@ -190,11 +193,34 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+/// What tells one state of the token file from another without reading it: the kernel
+/// sets the ctime on every change, and nobody can set it back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FileState {
+    ino: u64,
+    size: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl FileState {
+    fn of(path: &Path) -> Option<FileState> {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(path).ok()?;
+        Some(FileState {
+            ino: m.ino(),
+            size: m.size(),
+            mtime: (m.mtime(), m.mtime_nsec()),
+            ctime: (m.ctime(), m.ctime_nsec()),
+        })
+    }
+}
+
 /// The token file: where `scion token` writes and the daemon reads.
 pub struct TokenStore {
     path: PathBuf,
-    /// The file as last read, and its modification time then.
-    cached: Mutex<Option<(Option<SystemTime>, TokenFile)>>,
+    /// The file as last read, and its state then.
+    cached: Mutex<Option<(FileState, TokenFile)>>,
 }
 
 impl TokenStore {
@@ -229,21 +255,76 @@ impl TokenStore {
     }
 
     fn read(&self) -> Result<TokenFile, TokenError> {
-        match std::fs::read(&self.path) {
-            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| TokenError::Unreadable {
+        let mut f = match std::fs::File::open(&self.path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(TokenFile::default()),
+            Err(e) => return Err(self.io(e)),
+        };
+        self.check_owner_only(&f)?;
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut f, &mut bytes).map_err(|e| self.io(e))?;
+        serde_json::from_slice(&bytes).map_err(|e| TokenError::Unreadable {
+            path: self.path.clone(),
+            reason: e.to_string(),
+        })
+    }
+
+    /// A token file that another user owns, or that others may read or write, is not
+    /// trusted: anyone who could write it could grant themselves anything.
+    fn check_owner_only(&self, f: &std::fs::File) -> Result<(), TokenError> {
+        use std::os::unix::fs::MetadataExt;
+        let m = f.metadata().map_err(|e| self.io(e))?;
+        // SAFETY: geteuid has no preconditions.
+        let me = unsafe { libc::geteuid() };
+        let reason = if m.uid() != me {
+            Some(format!(
+                "it belongs to uid {}, not this user ({me})",
+                m.uid()
+            ))
+        } else if m.mode() & 0o077 != 0 {
+            Some(format!(
+                "others may read or write it (mode {:o}): `chmod 600 {}`",
+                m.mode() & 0o777,
+                self.path.display()
+            ))
+        } else {
+            None
+        };
+        match reason {
+            Some(reason) => Err(TokenError::Unreadable {
                 path: self.path.clone(),
-                reason: e.to_string(),
+                reason,
             }),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(TokenFile::default()),
-            Err(e) => Err(self.io(e)),
+            None => Ok(()),
         }
     }
 
+    /// Hold the exclusive lock that orders every change of the token file.
+    fn lock(&self) -> Result<std::fs::File, TokenError> {
+        let dir = self.path.parent().unwrap_or(Path::new("."));
+        std::fs::create_dir_all(dir).map_err(|e| self.io(e))?;
+        let mut name = self.path.file_name().unwrap_or_default().to_os_string();
+        name.push(".lock");
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(dir.join(name))
+            .map_err(|e| self.io(e))?;
+        f.lock().map_err(|e| self.io(e))?;
+        Ok(f)
+    }
+
     /// Write the whole file (owner-only), by a rename so a reader never sees half of it.
+    /// Called with the lock held.
     fn write(&self, file: &TokenFile) -> Result<(), TokenError> {
         let dir = self.path.parent().unwrap_or(Path::new("."));
         std::fs::create_dir_all(dir).map_err(|e| self.io(e))?;
-        let tmp = dir.join(format!(".tokens-{}.tmp", std::process::id()));
+        let mut nonce = [0u8; 8];
+        getrandom::fill(&mut nonce).expect("the OS random source is available");
+        let nonce: String = nonce.iter().map(|b| format!("{b:02x}")).collect();
+        let tmp = dir.join(format!(".tokens-{nonce}.tmp"));
         let mut f = std::fs::OpenOptions::new()
             .write(true)
             .create(true)
@@ -256,7 +337,11 @@ impl TokenStore {
         let bytes = serde_json::to_vec_pretty(file).expect("token records serialize");
         f.write_all(&bytes).map_err(|e| self.io(e))?;
         f.sync_all().map_err(|e| self.io(e))?;
-        std::fs::rename(&tmp, &self.path).map_err(|e| self.io(e))
+        std::fs::rename(&tmp, &self.path).map_err(|e| self.io(e))?;
+        // The rename is durable only once the directory is.
+        std::fs::File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| self.io(e))
     }
 
     /// Make a token: the secret (shown once) and its record (kept).
@@ -266,6 +351,11 @@ impl TokenStore {
         grants: Vec<Grant>,
         ttl: Option<std::time::Duration>,
     ) -> Result<(String, TokenRecord), TokenError> {
+        if name.is_empty() {
+            return Err(TokenError::Invalid(
+                "a token needs a name (e.g. ci, agent-7)".into(),
+            ));
+        }
         scion_core::Owner::new(&format!("token:{name}"))
             .map_err(|e| TokenError::Invalid(format!("token name: {e}")))?;
         if grants.is_empty() {
@@ -273,6 +363,12 @@ impl TokenStore {
                 "a token needs at least one --grant".into(),
             ));
         }
+        if ttl.is_some_and(|t| t.as_secs() == 0) {
+            return Err(TokenError::Invalid(
+                "a TTL under a second makes a token that is expired when made: give e.g. 1h, or no --ttl".into(),
+            ));
+        }
+        let _lock = self.lock()?;
         let mut file = self.read()?;
         if file.tokens.iter().any(|t| t.name == name) {
             return Err(TokenError::Exists(name.to_string()));
@@ -304,6 +400,7 @@ impl TokenStore {
     }
 
     pub fn revoke(&self, name: &str) -> Result<TokenRecord, TokenError> {
+        let _lock = self.lock()?;
         let mut file = self.read()?;
         let i = file
             .tokens
@@ -318,17 +415,23 @@ impl TokenStore {
     /// Which token `presented` is, reading the file again when it changed. Every record is
     /// compared (in constant time), so the answer's timing does not depend on the token.
     pub(crate) fn check(&self, presented: &str) -> Result<Presented, TokenError> {
-        let modified = std::fs::metadata(&self.path)
-            .and_then(|m| m.modified())
-            .ok();
         let mut cached = self.cached.lock().expect("token cache lock");
-        if cached
-            .as_ref()
-            .is_none_or(|(m, _)| *m != modified || modified.is_none())
-        {
-            *cached = Some((modified, self.read()?));
-        }
-        let file = &cached.as_ref().expect("just read").1;
+        let file = match FileState::of(&self.path) {
+            // No file: no tokens (and nothing cached that a new file could be confused with).
+            None => {
+                *cached = None;
+                TokenFile::default()
+            }
+            Some(state) => {
+                if cached.as_ref().is_none_or(|(s, _)| *s != state) {
+                    // The state is taken before the read: a change during the read makes
+                    // the next state differ, and the file is read again then.
+                    let file = self.read()?;
+                    *cached = Some((state, file));
+                }
+                cached.as_ref().expect("just read").1.clone()
+            }
+        };
         let hash = sha256_hex(presented);
         let mut found = None;
         for t in &file.tokens {
@@ -389,13 +492,22 @@ mod tests {
         ));
         store.revoke("ci").unwrap();
         assert_eq!(store.check(&secret).unwrap(), Presented::Unknown);
+        assert!(matches!(
+            store.create(
+                "old",
+                vec!["shop:read".parse().unwrap()],
+                Some(std::time::Duration::ZERO)
+            ),
+            Err(TokenError::Invalid(_))
+        ));
         let (old, _) = store
             .create(
                 "old",
                 vec!["shop:read".parse().unwrap()],
-                Some(std::time::Duration::ZERO),
+                Some(std::time::Duration::from_secs(1)),
             )
             .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(1100));
         assert_eq!(store.check(&old).unwrap(), Presented::Expired("old".into()));
     }
 }

@@ -139,6 +139,20 @@ pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+/// The scoped token a request presented, to ask again later whether it still holds.
+#[derive(Clone)]
+pub(crate) struct StillValid {
+    store: Arc<TokenStore>,
+    presented: String,
+}
+
+impl StillValid {
+    /// Whether the token is still in the token file and not expired.
+    pub(crate) fn holds(&self) -> bool {
+        matches!(self.store.check(&self.presented), Ok(Presented::Valid(_)))
+    }
+}
+
 /// Why a bearer token does not hold: the metrics' reason, and the message.
 struct Unauthorized(&'static str, String);
 
@@ -185,13 +199,13 @@ pub(crate) fn presented(req: &Request) -> Option<&str> {
 
 fn bearer(access: &Access, req: &Request) -> Result<Caller, Unauthorized> {
     let given = presented(req);
-    let Some(given) = given else {
+    let Some(given) = given.filter(|g| !g.is_empty()) else {
         return Err(unauthorized(
             "missing_token",
             "a bearer token is required (Authorization: Bearer <token>)",
         ));
     };
-    if let Some(t) = &access.token {
+    if let Some(t) = access.token.as_ref().filter(|t| !t.is_empty()) {
         if constant_time_eq(t.as_bytes(), given.as_bytes()) {
             return Ok(Caller::Full {
                 actor: named_actor(req),
@@ -275,6 +289,16 @@ pub async fn guard(
         },
     };
     let actor = caller.actor();
+    // A scoped token may be revoked while a long answer (the events stream) is under way.
+    if let (Caller::Scoped(_), Some(store), Some(given)) =
+        (&caller, &access.tokens, presented(&req))
+    {
+        let still = StillValid {
+            store: store.clone(),
+            presented: given.to_string(),
+        };
+        req.extensions_mut().insert(still);
+    }
     req.extensions_mut().insert(caller);
     ACTOR.scope(actor, next.run(req)).await
 }

@@ -16,6 +16,7 @@ use crate::error::ApiResult;
 use crate::events::Event;
 use crate::handler::Query;
 use crate::state::Shared;
+use crate::transport::StillValid;
 
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
@@ -39,11 +40,20 @@ struct Cursor {
     last: u64,
     stop: watch::Receiver<bool>,
     follow: bool,
+    /// For a scoped token: the stream ends once it is revoked or expires.
+    token: Option<StillValid>,
+}
+
+impl Cursor {
+    fn may_go_on(&self) -> bool {
+        self.token.as_ref().is_none_or(StillValid::holds)
+    }
 }
 
 pub async fn stream(
     State(shared): State<Arc<Shared>>,
     axum::Extension(stop): axum::Extension<watch::Receiver<bool>>,
+    token: Option<axum::Extension<StillValid>>,
     headers: HeaderMap,
     Query(q): Query<EventsQuery>,
 ) -> ApiResult<Response> {
@@ -60,6 +70,7 @@ pub async fn stream(
         last: after,
         stop,
         follow: q.follow.unwrap_or(true),
+        token: token.map(|axum::Extension(t)| t),
     };
     Ok(Sse::new(events(cursor))
         .keep_alive(KeepAlive::default())
@@ -68,6 +79,9 @@ pub async fn stream(
 
 fn events(cursor: Cursor) -> impl Stream<Item = Result<SseEvent, Infallible>> {
     stream::unfold(cursor, |mut c| async move {
+        if !c.may_go_on() {
+            return None;
+        }
         if let Some(e) = c.past.next() {
             c.last = e.id;
             return Some((Ok(sse(&e)), c));
@@ -82,6 +96,7 @@ fn events(cursor: Cursor) -> impl Stream<Item = Result<SseEvent, Infallible>> {
             tokio::select! {
                 got = c.live.recv() => match got {
                     Ok(e) if e.id <= c.last => continue,
+                    Ok(_) if !c.may_go_on() => return None,
                     Ok(e) => {
                         c.last = e.id;
                         return Some((Ok(sse(&e)), c));
@@ -91,6 +106,12 @@ fn events(cursor: Cursor) -> impl Stream<Item = Result<SseEvent, Infallible>> {
                     Err(broadcast::error::RecvError::Closed) => return None,
                 },
                 _ = c.stop.changed() => return None,
+                // A quiet stream still ends soon after its token is revoked.
+                _ = tokio::time::sleep(std::time::Duration::from_secs(1)), if c.token.is_some() => {
+                    if !c.may_go_on() {
+                        return None;
+                    }
+                }
             }
         }
     })
