@@ -214,6 +214,20 @@ where
         return Ok(report);
     }
     if nothing_to_do && report.unresolved == 0 {
+        // Both sides made the same changes (or differ only in how pages are laid out): the
+        // source is not an ancestor, so this is still a merge, recorded with both parents,
+        // or the same merge would be judged anew next time.
+        report.outcome = Outcome::Merged;
+        if !opts.dry_run {
+            let moved = engine
+                .publish_merge(dst, &ours, ours.root, merged, opts.allow_protected, files)
+                .map_err(MergeError::files)?;
+            report.published = Some(Published {
+                version: moved.version,
+                history_entry: moved.history_entry,
+                warnings: moved.warnings,
+            });
+        }
         return Ok(report);
     }
 
@@ -226,14 +240,12 @@ where
             return Err(e);
         }
     };
-    let published = match result_root {
-        Some(root) if root != ours.root => Some(
-            engine
-                .publish_merge(dst, &ours, root, merged, opts.allow_protected, files)
-                .map_err(MergeError::files),
-        ),
-        _ => None,
-    };
+    // A result equal to ours (every conflict settled ours' way) is a merge all the same.
+    let published = result_root.map(|root| {
+        engine
+            .publish_merge(dst, &ours, root, merged, opts.allow_protected, files)
+            .map_err(MergeError::files)
+    });
     scratch.remove(engine);
     match published {
         Some(moved) => {
@@ -246,12 +258,8 @@ where
             });
         }
         None if report.outcome != Outcome::Conflicts => {
-            // A dry run, or a merge whose changes were all there already.
-            report.outcome = if opts.dry_run && result_root.is_none() && !nothing_to_do {
-                Outcome::Merged
-            } else {
-                Outcome::UpToDate
-            };
+            // A dry run: what a real run would do.
+            report.outcome = Outcome::Merged;
         }
         None => {}
     }

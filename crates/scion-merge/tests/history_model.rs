@@ -159,9 +159,8 @@ impl Oracle {
         if conflicts > 0 && strategy == Strategy::Fail {
             return Expect::Conflicts;
         }
-        if out == *o {
-            return Expect::UpToDate;
-        }
+        // A result equal to ours is a merge all the same (two parents): only a source that
+        // is an ancestor is up to date.
         Expect::Merged(out)
     }
 }

@@ -75,6 +75,7 @@ pub(super) fn collect_rows(
             for cell in &p.cells {
                 let payload = full_payload(v, cell, usable)?;
                 let mut values = decode_record(&payload)?;
+                shape.complete(&mut values);
                 // An INTEGER PRIMARY KEY is stored as NULL: its value is the rowid.
                 if let (Some(rowid), Some(x)) = (
                     cell.rowid,
@@ -128,6 +129,7 @@ pub(super) fn read_schema(v: &mut VersionPages<'_>) -> EngineResult<Vec<SchemaRo
         key: vec![],
         rowid_alias: None,
         real: vec![],
+        defaults: vec![],
     };
     let rows = collect_rows(v, 1, &empty, true, &shape)?;
     Ok(rows

@@ -44,6 +44,7 @@ pub(super) fn collect_rows(
         for cell in &p.cells {
             let payload = full_payload(v, cell, usable)?;
             let mut values = decode_record(&payload)?;
+            shape.complete(&mut values);
             let Some(rowid) = cell.rowid else { continue };
             if let Some(x) = shape.rowid_alias.and_then(|i| values.get_mut(i)) {
                 *x = Value::Integer(rowid);

@@ -28,6 +28,19 @@ pub(crate) struct TableShape {
     /// By record position: the column has REAL affinity, so a whole number SQLite stored
     /// as an integer (to save space) is the real it reads back as.
     pub real: Vec<bool>,
+    /// By record position: what SQLite reads for the column in a record written before it
+    /// was added (`ALTER TABLE ... ADD COLUMN c DEFAULT 0`): its default, else NULL.
+    pub defaults: Vec<Value>,
+}
+
+impl TableShape {
+    /// Complete a record shorter than the table, as SQLite reads it: the missing columns
+    /// take their defaults.
+    pub(crate) fn complete(&self, values: &mut Vec<Value>) {
+        while values.len() < self.defaults.len() {
+            values.push(self.defaults[values.len()].clone());
+        }
+    }
 }
 
 /// A row: its values in record order, and its rowid where the table has one.
@@ -52,6 +65,7 @@ pub(super) fn table_shape(s: &SchemaRow) -> EngineResult<Option<TableShape>> {
             key: vec![],
             rowid_alias: None,
             real: vec![false, false],
+            defaults: vec![Value::Null, Value::Null],
         }));
     }
     let conn =
@@ -61,13 +75,18 @@ pub(super) fn table_shape(s: &SchemaRow) -> EngineResult<Option<TableShape>> {
         return Ok(None);
     }
     let mut stmt = conn
-        .prepare("SELECT name, type, pk FROM pragma_table_info(?1) ORDER BY cid")
+        .prepare("SELECT name, type, pk, dflt_value FROM pragma_table_info(?1) ORDER BY cid")
         .map_err(|e| EngineError::sqlite(":memory:", e))?;
-    let cols: Vec<(String, String, i64)> = stmt
-        .query_map([&s.name], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+    let cols: Vec<(String, String, i64, Option<String>)> = stmt
+        .query_map([&s.name], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+        })
         .map_err(|e| EngineError::sqlite(":memory:", e))?
         .collect::<Result<_, _>>()
         .map_err(|e| EngineError::sqlite(":memory:", e))?;
+    let default_of = |c: &(String, String, i64, Option<String>)| {
+        column_default(&conn, c.3.as_deref(), real_affinity(&c.1))
+    };
     let without_rowid = create
         .to_ascii_uppercase()
         .replace(char::is_whitespace, "")
@@ -81,6 +100,7 @@ pub(super) fn table_shape(s: &SchemaRow) -> EngineResult<Option<TableShape>> {
     pk.sort();
     let mut columns: Vec<String> = cols.iter().map(|c| c.0.clone()).collect();
     let mut real: Vec<bool> = cols.iter().map(|c| real_affinity(&c.1)).collect();
+    let mut defaults: Vec<Value> = cols.iter().map(default_of).collect();
     let mut key: Vec<usize> = pk.iter().map(|(_, i)| *i).collect();
     let mut rowid_alias = None;
     if without_rowid {
@@ -89,6 +109,7 @@ pub(super) fn table_shape(s: &SchemaRow) -> EngineResult<Option<TableShape>> {
         order.extend((0..cols.len()).filter(|i| !key.contains(i)));
         columns = order.iter().map(|i| cols[*i].0.clone()).collect();
         real = order.iter().map(|i| real_affinity(&cols[*i].1)).collect();
+        defaults = order.iter().map(|i| default_of(&cols[*i])).collect();
         key = (0..pk.len()).collect();
     } else if pk.len() == 1 && cols[pk[0].1].1.eq_ignore_ascii_case("INTEGER") {
         rowid_alias = Some(pk[0].1);
@@ -99,7 +120,31 @@ pub(super) fn table_shape(s: &SchemaRow) -> EngineResult<Option<TableShape>> {
         key,
         rowid_alias,
         real,
+        defaults,
     }))
+}
+
+/// A column's default as SQLite reads it in a record written before the column existed:
+/// the expression's value (a column added later can only have a constant default), with
+/// REAL affinity applied; NULL without one.
+fn column_default(conn: &rusqlite::Connection, expr: Option<&str>, real: bool) -> Value {
+    use rusqlite::types::ValueRef;
+    let Some(expr) = expr else {
+        return Value::Null;
+    };
+    let value = conn.query_row(&format!("SELECT {expr}"), [], |r| {
+        Ok(match r.get_ref(0)? {
+            ValueRef::Null => Value::Null,
+            ValueRef::Integer(n) if real => Value::Real(n as f64),
+            ValueRef::Integer(n) => Value::Integer(n),
+            ValueRef::Real(x) => Value::Real(x),
+            ValueRef::Text(t) => Value::Text(t.to_vec()),
+            ValueRef::Blob(b) => Value::Blob(b.to_vec()),
+        })
+    });
+    // An expression that is not a constant (CURRENT_TIME, ...) cannot be a later column's
+    // default, so no short record of it exists.
+    value.unwrap_or(Value::Null)
 }
 
 /// SQLite's rule for a declared type's affinity, as far as REAL goes: the first rule that
