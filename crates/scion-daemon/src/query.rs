@@ -23,6 +23,9 @@ pub struct TargetRows {
     pub wrote: bool,
 }
 
+/// The longest value a query may hold or make (SQLite's `SQLITE_LIMIT_LENGTH`).
+pub const LONGEST_VALUE: usize = 16 << 20;
+
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
     pub max_rows: usize,
@@ -101,6 +104,15 @@ pub fn run(
         }
         c.pragma_update(None, "query_only", true)?;
         c.authorizer(Some(reading_only))?;
+        // No value, kept or made on the way, may be longer than the largest answer, checked
+        // by SQLite as each value is made: `randomblob(1e8)` or `hex(zeroblob(3e8))` is
+        // refused at once, not built in memory and measured afterwards. (A smaller
+        // max_bytes still reads longer stored values, to measure or cut them.)
+        let longest = limits.max_bytes.max(LONGEST_VALUE);
+        c.set_limit(
+            rusqlite::limits::Limit::SQLITE_LIMIT_LENGTH,
+            i32::try_from(longest).unwrap_or(i32::MAX),
+        )?;
         let started = Instant::now();
         c.progress_handler(1000, Some(move || started.elapsed() > limits.time))?;
         let mut st = c.prepare(sql)?;
@@ -121,16 +133,23 @@ pub fn run(
         let mut rows = st.query(rusqlite::params_from_iter(params.iter()))?;
         let mut bytes = 0;
         while let Some(r) = rows.next()? {
-            if out.rows.len() >= limits.max_rows || bytes >= limits.max_bytes {
+            if out.rows.len() >= limits.max_rows {
                 out.truncated = true;
                 break;
             }
             let mut row = Vec::with_capacity(columns.len());
+            let mut row_bytes = 0;
             for i in 0..columns.len() {
                 let (v, n) = value(r.get_ref(i)?);
-                bytes += n;
+                row_bytes += n;
                 row.push(v);
             }
+            // A row that would take the answer past its bytes is left out, the first too.
+            if bytes + row_bytes > limits.max_bytes {
+                out.truncated = true;
+                break;
+            }
+            bytes += row_bytes;
             out.rows.push(row);
         }
         Ok(columns)
@@ -146,8 +165,105 @@ pub fn run(
                         | rusqlite::ErrorCode::ReadOnly
                 )
             );
-            out.error = Some(e.to_string());
+            out.error = Some(match e.sqlite_error_code() {
+                Some(rusqlite::ErrorCode::TooBig) => format!(
+                    "{e}: no value a query holds or makes may be longer than {} bytes",
+                    limits.max_bytes.max(LONGEST_VALUE)
+                ),
+                _ => e.to_string(),
+            });
             (Vec::new(), out)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file_with_a_big_row() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let c = Connection::open(dir.path().join("q.db")).unwrap();
+        c.execute_batch(
+            "CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB);
+             INSERT INTO t VALUES (1, zeroblob(200000)), (2, 'small');",
+        )
+        .unwrap();
+        dir
+    }
+
+    fn limits(max_bytes: usize) -> Limits {
+        Limits {
+            max_rows: 100,
+            max_bytes,
+            time: Duration::from_secs(60),
+        }
+    }
+
+    #[test]
+    fn randomblob_1e8_and_hex_zeroblob_3e8_are_refused_as_they_are_made() {
+        let dir = file_with_a_big_row();
+        let path = dir.path().join("q.db");
+        for sql in [
+            "SELECT randomblob(100000000)",
+            "SELECT hex(zeroblob(300000000))",
+            "SELECT zeroblob(1000000000)",
+            // 40 MB made on the way to a small answer.
+            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 40)
+             SELECT length(group_concat(randomblob(1000000))) FROM n",
+        ] {
+            let (_, out) = run(&path, &[], "t", sql, &[], limits(1024));
+            let err = out.error.unwrap_or_else(|| panic!("{sql}: answered"));
+            assert!(err.contains("longer than 16777216 bytes"), "{sql}: {err}");
+            assert!(out.rows.is_empty());
+        }
+    }
+
+    #[test]
+    fn a_row_past_the_bytes_is_left_out_even_the_first() {
+        let dir = file_with_a_big_row();
+        let path = dir.path().join("q.db");
+        // A blob is answered as hex: 200,000 bytes take 400,000.
+        let (_, out) = run(
+            &path,
+            &[],
+            "t",
+            "SELECT length(v), v FROM t ORDER BY id",
+            &[],
+            limits(500_000),
+        );
+        assert_eq!(out.error, None);
+        assert_eq!(out.rows.len(), 2);
+        let (_, out) = run(
+            &path,
+            &[],
+            "t",
+            "SELECT v FROM t ORDER BY id",
+            &[],
+            limits(300_000),
+        );
+        assert!(out.error.is_none(), "{:?}", out.error);
+        assert!(out.truncated && out.rows.is_empty());
+        let (_, out) = run(
+            &path,
+            &[],
+            "t",
+            "SELECT id FROM t ORDER BY id",
+            &[],
+            limits(1024),
+        );
+        assert_eq!(out.rows.len(), 2);
+        // The big value alone is within the length limit but past what is left.
+        let (_, out) = run(
+            &path,
+            &[],
+            "t",
+            "SELECT substr(v, 1, 900), substr(v, 1, 900) FROM t ORDER BY id",
+            &[],
+            limits(1024),
+        );
+        assert!(out.error.is_none(), "{:?}", out.error);
+        assert!(out.truncated);
+        assert!(out.rows.is_empty(), "{} rows", out.rows.len());
     }
 }
