@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use http_body_util::BodyExt;
@@ -22,6 +22,11 @@ use crate::error::{ApiError, DaemonError};
 
 /// What the explorer's header tells a daemon's `/ui` page: offer no actions.
 pub(crate) const READ_ONLY_HEADER: &str = "x-scion-read-only";
+
+/// The TCP client a forwarded request came from: the daemon then answers it as it answers
+/// its own TCP clients, so routes that name paths on the daemon's host (export, create
+/// `from` a file) stay socket-only whatever fronts the daemon.
+pub(crate) const FORWARDED_FROM_HEADER: &str = "x-scion-forwarded-from";
 
 struct Front {
     socket: PathBuf,
@@ -53,13 +58,16 @@ pub fn serve(
             writable,
         });
         let app = axum::Router::new().fallback(forward).with_state(front);
-        axum::serve(listener, app)
-            .await
-            .map_err(|source| DaemonError::Io {
-                what: "serving",
-                path: PathBuf::from(addr.to_string()),
-                source,
-            })
+        axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .await
+        .map_err(|source| DaemonError::Io {
+            what: "serving",
+            path: PathBuf::from(addr.to_string()),
+            source,
+        })
     })
 }
 
@@ -74,7 +82,11 @@ fn refuse(status: StatusCode, code: &str, message: &str) -> Response {
         .into_response()
 }
 
-async fn forward(State(front): State<Arc<Front>>, mut req: Request) -> Response {
+async fn forward(
+    State(front): State<Arc<Front>>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
+    mut req: Request,
+) -> Response {
     let ok = crate::transport::presented(&req)
         .is_some_and(|t| crate::transport::constant_time_eq(t.as_bytes(), front.token.as_bytes()));
     if !ok {
@@ -98,6 +110,16 @@ async fn forward(State(front): State<Arc<Front>>, mut req: Request) -> Response 
     }
     req.headers_mut()
         .insert("host", HeaderValue::from_static("scion"));
+    match HeaderValue::from_str(&client.to_string()) {
+        Ok(v) => req.headers_mut().insert(FORWARDED_FROM_HEADER, v),
+        Err(_) => {
+            return refuse(
+                StatusCode::BAD_REQUEST,
+                "invalid_input",
+                "no client address",
+            )
+        }
+    };
     let stream = match UnixStream::connect(&front.socket).await {
         Ok(s) => s,
         Err(e) => {

@@ -139,6 +139,16 @@ pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+/// The TCP client the explorer's proxy names, when it forwarded the request.
+fn forwarded_from(req: &Request) -> Option<SocketAddr> {
+    req.headers()
+        .get(crate::proxy::FORWARDED_FROM_HEADER)?
+        .to_str()
+        .ok()?
+        .parse()
+        .ok()
+}
+
 /// The scoped token a request presented, to ask again later whether it still holds.
 #[derive(Clone)]
 pub(crate) struct StillValid {
@@ -288,6 +298,11 @@ pub async fn guard(
             Err(u) => return u.answer(&shared),
         },
     };
+    // A request the explorer's proxy forwarded from a TCP client is that client's: every
+    // check of the peer after this one (socket-only routes) sees TCP.
+    if let (Peer::Unix { .. }, Some(client)) = (peer, forwarded_from(&req)) {
+        req.extensions_mut().insert(ConnectInfo(Peer::Tcp(client)));
+    }
     let actor = caller.actor();
     // A scoped token may be revoked while a long answer (the events stream) is under way.
     if let (Caller::Scoped(_), Some(store), Some(given)) =
