@@ -53,6 +53,11 @@ fn classify(err: &anyhow::Error, context: Context) -> (u8, String, Option<String
     } else if let Some(e) = err.downcast_ref::<scion_merge::MergeError>() {
         let d = e.describe();
         (d.exit as u8, d.code.to_string(), d.hint, e.is_retryable())
+    } else if let Some(d) = err
+        .downcast_ref::<scion_remote::RemoteError>()
+        .and_then(scion_remote::RemoteError::describe)
+    {
+        (d.exit as u8, d.code.to_string(), d.hint, false)
     } else if let Some(e) = err.downcast_ref::<crate::cli_merge::MergeStopped>() {
         (
             Exit::MergeStopped as u8,

@@ -97,6 +97,8 @@ pub struct Engine {
     /// checkouts would be (the working tree's directory; the engine never opens a
     /// checkout file there).
     turns_dir: PathBuf,
+    /// The ancestry gc kept for versions whose segments it reclaimed, once read.
+    pub(crate) kept_graph: std::sync::Mutex<Option<Arc<crate::ops::kept_graph::KeptAncestry>>>,
 }
 
 /// A version picked out by a target, and how it was named.
@@ -166,6 +168,7 @@ impl Engine {
             holder: options.holder,
             progress: options.progress,
             turns_dir: options.turns_dir,
+            kept_graph: Default::default(),
         }
     }
 

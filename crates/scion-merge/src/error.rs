@@ -29,6 +29,12 @@ pub enum MergeError {
         dst: String,
         candidates: Vec<String>,
     },
+    #[error("the best common version of {src} and {dst} is {base}, but gc reclaimed its pages (versions no branch, checkpoint or fork point names are kept only for the head history's retention)")]
+    BaseReclaimed {
+        src: String,
+        dst: String,
+        base: String,
+    },
     #[error("{table} is a virtual table of module {module}, which scion cannot merge: only the module can read its shadow tables (scion merges fts3, fts4, fts5, rtree and geopoly)")]
     UnknownVirtualTable { table: String, module: String },
     #[error("virtual table {table} cannot be merged: {reason}")]
@@ -105,6 +111,11 @@ impl MergeError {
                     Some(c) => format!("check the candidates and pass the right one, e.g. --base {c}"),
                     None => "name the version both started from: --base db@branch[@checkpoint]".into(),
                 }),
+            ),
+            MergeError::BaseReclaimed { .. } => d(
+                Exit::InvalidInput,
+                "no_merge_base",
+                Some("name a version both branches hold that is still kept: --base db@branch[@checkpoint] (checkpoints and fork points keep versions from gc; `scion config --history-retention` keeps replaced heads longer)".into()),
             ),
             MergeError::DifferentDatabases { .. }
             | MergeError::SameBranch { .. }

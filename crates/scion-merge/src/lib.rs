@@ -150,8 +150,25 @@ where
         return Ok(report);
     }
 
-    let mut delta_ours = engine.version_delta(&base.root, &ours.root)?;
-    let mut delta_theirs = engine.version_delta(&base.root, &theirs.root)?;
+    let deltas = engine
+        .version_delta(&base.root, &ours.root)
+        .and_then(|o| Ok((o, engine.version_delta(&base.root, &theirs.root)?)));
+    let (mut delta_ours, mut delta_theirs) = match deltas {
+        Ok(d) => d,
+        // A base whose pages gc reclaimed is known to the graph but cannot be read: a
+        // refusal that says so, not a report of damage.
+        Err(e @ scion_engine::EngineError::Corrupt { .. }) => {
+            if engine.version_is_whole(&base.root)? {
+                return Err(e.into());
+            }
+            return Err(MergeError::BaseReclaimed {
+                src: src.to_string(),
+                dst: dst.to_string(),
+                base: base.how.clone(),
+            });
+        }
+        Err(e) => return Err(e.into()),
+    };
     report.pages_read = delta_ours.pages_read + delta_theirs.pages_read;
     let virtual_plan = virtual_tables::prepare(
         engine,

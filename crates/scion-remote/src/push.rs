@@ -193,6 +193,13 @@ fn decide(
     opts: &PushOptions,
 ) -> RemoteResult<PushOutcome> {
     let Some(t) = theirs else {
+        if !opts.force && !related_at_remote(local, remote, src, dst)? {
+            return Err(RemoteError::UnrelatedHistory {
+                branch: b.to_string(),
+                remote: remote.name.to_string(),
+                db: dst.db.to_string(),
+            });
+        }
         return Ok(PushOutcome::Created);
     };
     if t.root == src.root {
@@ -225,6 +232,29 @@ fn decide(
         .into());
     }
     Ok(PushOutcome::Forced)
+}
+
+/// Whether a branch new to the remote belongs to the database of that name there: the
+/// remote lacks the database, or one of its branches was made from the same import (every
+/// branch keeps its database's created version) or has a head this store's branch descends
+/// from. Two `scion create shop` made separately share none.
+fn related_at_remote(
+    local: &Scion,
+    remote: &Remote,
+    src: &Ref,
+    dst: &BranchRef,
+) -> RemoteResult<bool> {
+    let theirs = match remote.store.engine().list_branches(&dst.db) {
+        Ok(list) => list,
+        Err(EngineError::DatabaseNotFound { .. }) => return Ok(true),
+        Err(e) => return Err(e.into()),
+    };
+    for (_, r) in &theirs {
+        if r.init_root == src.init_root || is_ancestor_here(local, &r.root, &src.root)? {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// Whether `ancestor` is `of` or below it in this store's version graph. A version this

@@ -177,6 +177,9 @@ async fn transfer<T: Send + 'static>(
         RemoteError::Engine(e) => ApiError::from(e),
         RemoteError::Core(e) => ApiError::core(&e, Context::Merge),
         RemoteError::Merge(e) => super::merge::api_error(&e),
-        other => ApiError::new(Exit::InvalidInput, "invalid_input", other.to_string(), None),
+        other => match other.describe() {
+            Some(d) => ApiError::new(d.exit, d.code, other.to_string(), d.hint),
+            None => ApiError::new(Exit::InvalidInput, "invalid_input", other.to_string(), None),
+        },
     })
 }

@@ -106,6 +106,9 @@ impl HistoryKept {
 /// What a mark found.
 struct Marked {
     live: HashSet<SegmentId>,
+    /// Every version the mark started from: heads, fork and import points, checkpoints,
+    /// and those the head history keeps.
+    roots: Vec<Locator>,
     /// Live segments that only the head history keeps, and when the newest entry naming
     /// each passes the retention.
     history_only: HashMap<SegmentId, StoreTime>,
@@ -202,8 +205,8 @@ impl Engine {
             }
         }
         let mut walk = LiveWalk::default();
-        for root in roots {
-            walk.walk_root(self, root)?;
+        for root in &roots {
+            walk.walk_root(self, *root)?;
         }
         // Then what only the head history keeps, newest entry first: each segment is
         // counted for the newest entry that names it, which is when it stops being kept.
@@ -212,6 +215,7 @@ impl Engine {
         history.roots.sort_by_key(|(_, at)| std::cmp::Reverse(*at));
         let mut history_only = HashMap::new();
         for (root, at) in history.roots {
+            roots.push(root);
             let free_at = at.saturating_add(retention);
             for seg in walk.walk_root(self, root)? {
                 history_only.insert(seg, free_at);
@@ -219,6 +223,7 @@ impl Engine {
         }
         Ok(Marked {
             live: walk.live,
+            roots,
             history_only,
             expired_history: history.expired_objects,
         })
@@ -344,9 +349,12 @@ impl Engine {
         let marked_at = self.store_now()?;
         let Marked {
             live,
+            roots,
             history_only,
             expired_history,
         } = self.mark()?;
+        // The live versions' ancestry outlives the pages swept below.
+        self.keep_ancestry(&roots, &live)?;
         let (mut state, state_etag) = match self.backend.get(GC_STATE_KEY) {
             Ok((bytes, etag)) => (
                 serde_json::from_slice::<GcState>(&bytes)

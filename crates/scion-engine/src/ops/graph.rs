@@ -63,14 +63,16 @@ pub struct WalkStats {
 }
 
 impl Engine {
+    /// A version's place in the graph: from its root record, or from the ancestry gc kept
+    /// when it reclaimed the record's segment. Neither (a store written before the graph,
+    /// or ancestry lost): unknown, which a merge refuses as such, naming candidates.
     fn graph_node(&self, root: &Locator) -> EngineResult<GraphNode> {
-        let record = self.reader.root(root)?;
-        Ok(match record.ancestry {
-            Some(a) => GraphNode {
+        Ok(match self.ancestry_of(root)? {
+            Some(Some(a)) => GraphNode {
                 generation: a.generation,
                 parents: Some(a.parents),
             },
-            None => GraphNode {
+            Some(None) | None => GraphNode {
                 generation: 0,
                 parents: None,
             },

@@ -9,6 +9,7 @@ pub mod fork;
 pub mod gc;
 pub mod graph;
 pub mod history;
+pub mod kept_graph;
 pub mod lease;
 pub mod lifecycle;
 pub mod moves;

@@ -145,6 +145,19 @@ impl Engine {
                 Err(e) => problem(object, format!("version {root_loc}: {e}")),
             }
         }
+        // Every live version's ancestry resolves to its end: a merge finds bases in it.
+        let live: Vec<Locator> = seen_roots.iter().copied().collect();
+        match self.ancestry_gaps(&live) {
+            Ok(gaps) => {
+                for gap in gaps {
+                    problem(
+                        "graph/",
+                        format!("version {gap}, an ancestor of a live version, has neither its root record nor kept ancestry: merges across it are refused as of unknown ancestry"),
+                    );
+                }
+            }
+            Err(e) => problem("graph/", format!("ancestry not followed: {e}")),
+        }
         let slots: Vec<(Slot, u32)> = slots.into_iter().collect();
         let mut damaged: BTreeMap<String, (usize, String)> = BTreeMap::new();
         for batch in slots.chunks(VERIFY_BATCH) {
