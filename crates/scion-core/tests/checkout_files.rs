@@ -342,6 +342,14 @@ fn a_record_from_another_boot_is_checked_by_hashing() {
     std::os::unix::fs::FileExt::write_all_at(&f, &vec![0u8; len - 4096], 4096).unwrap();
     f.set_modified(md.modified().unwrap()).unwrap();
     drop(f);
+    // A crash leaves the ctime too as the record has it (a write from user space cannot
+    // put it back: the record is given the file's).
+    let mut record = Sidecar::decode(&std::fs::read(&record_path).unwrap()).unwrap();
+    record.fingerprint.ctime_ns = scion_core::checkout::Fingerprint::of(&path)
+        .unwrap()
+        .unwrap()
+        .ctime_ns;
+    std::fs::write(&record_path, record.encode()).unwrap();
     // In the boot the record was made in, the fingerprint vouches for the file.
     assert_eq!(
         e.scion.checkout_state(&b, &head).unwrap(),

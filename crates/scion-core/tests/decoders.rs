@@ -28,6 +28,7 @@ fn sample_sidecar() -> Sidecar {
             boot: 0,
             wal_size: 0,
             wal_mtime_ns: 0,
+            ctime_ns: 7,
         },
         stamp_ns: 99,
         hashes: vec![1, 2],

@@ -61,16 +61,25 @@ fn the_sidecar_encoding_is_pinned() {
             boot: 0,
             wal_size: 0,
             wal_mtime_ns: 0,
+            ctime_ns: 1_700_000_001_000_000_000,
         },
         stamp_ns: 1_700_000_002_000_000_000,
         hashes: vec![0x1111, 0x2222],
     };
-    // Sidecar format 2 adds a header checksum; records written as format 1 still read.
-    pin("sidecar-v2.bin", &sidecar.encode());
+    // Sidecar format 3 adds the file's ctime; format 2 added a header checksum. Records
+    // written as formats 1 and 2 still read, with a ctime no file has (they prove nothing
+    // until the file is hashed again).
+    pin("sidecar-v3.bin", &sidecar.encode());
+    assert_eq!(
+        Sidecar::decode(&std::fs::read(golden_dir().join("sidecar-v3.bin")).unwrap()).unwrap(),
+        sidecar
+    );
+    let mut older = sidecar.clone();
+    older.fingerprint.ctime_ns = i64::MIN;
     for name in ["sidecar.bin", "sidecar-v2.bin"] {
         assert_eq!(
             Sidecar::decode(&std::fs::read(golden_dir().join(name)).unwrap()).unwrap(),
-            sidecar,
+            older,
             "{name}"
         );
     }

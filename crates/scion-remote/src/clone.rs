@@ -1,14 +1,19 @@
 //! `scion clone`: a new local store holding a remote's databases, every branch with its
 //! checkpoints, and the remote recorded as `origin` with a remote-tracking branch per
 //! branch.
+//!
+//! A clone marks its store unfinished (`clone/unfinished`, naming the source) until its
+//! last branch is in, so a clone killed half way is never taken for a whole one: `verify`
+//! says so, and running the same clone again finishes it, keeping what was brought.
 
 use std::path::Path;
 
 use scion_core::attach::{AttachOptions, StoreSpec};
 use scion_core::history::HeadOp;
-use scion_core::ops::receive::{Expect, Incoming, Receipt};
+use scion_core::ops::receive::{Expect, Incoming, Receipt, UNFINISHED_CLONE_KEY};
 use scion_core::progress::{Progress, ProgressSink};
 use scion_core::{BranchName, BranchRef, DbName, EngineError, RemoteName, Scion, StoreSettings};
+use scion_store::PutMode;
 use serde::Serialize;
 
 use crate::pull::fetch;
@@ -63,38 +68,68 @@ pub fn clone(
     progress: ProgressSink,
 ) -> RemoteResult<(Scion, CloneReport)> {
     let existed = dir.exists();
-    if existed
+    let resumed = unfinished_clone_of(dir, location)?;
+    // A store's own private entries (`.scion-tmp`, ...) with no manifest yet are what a
+    // clone killed before its store existed leaves: nothing to keep.
+    if resumed.is_none()
+        && existed
         && std::fs::read_dir(dir)
             .map_err(|e| EngineError::Io {
                 path: dir.to_path_buf(),
                 source: e,
             })?
-            .next()
-            .is_some()
+            .flatten()
+            .any(|e| !e.file_name().to_string_lossy().starts_with('.'))
     {
         return Err(RemoteError::CloneTargetExists {
             dir: dir.display().to_string(),
         });
     }
     let made = (|| {
-        let spec = StoreSpec::parse(&dir.display().to_string())?;
-        let local = Scion::attach(
-            &spec,
-            AttachOptions {
-                init: Some(opts.settings),
-                progress: progress.clone(),
-                ..Default::default()
-            },
-        )?
-        .scion;
+        let local = match resumed {
+            Some(local) => local,
+            None => {
+                let spec = StoreSpec::parse(&dir.display().to_string())?;
+                let local = Scion::attach(
+                    &spec,
+                    AttachOptions {
+                        init: Some(opts.settings),
+                        progress: progress.clone(),
+                        ..Default::default()
+                    },
+                )?
+                .scion;
+                let marker = serde_json::json!({"schema": 1, "location": location});
+                local
+                    .engine()
+                    .backend()
+                    .put(
+                        UNFINISHED_CLONE_KEY,
+                        marker.to_string().as_bytes(),
+                        PutMode::Create,
+                    )
+                    .map_err(EngineError::from)?;
+                local
+            }
+        };
         let remote = Remote::open_at(&local, opts.remote.clone(), location, progress.clone())?;
-        let recorded = local.engine().add_remote(&opts.remote, location)?;
+        let recorded = match local.engine().add_remote(&opts.remote, location) {
+            Ok(r) => r,
+            // Recorded by the run this one finishes.
+            Err(EngineError::RemoteExists { .. }) => location.to_string(),
+            Err(e) => return Err(e.into()),
+        };
         let report = bring_all(&local, &remote, &recorded, opts, progress.0.as_ref())?;
+        local
+            .engine()
+            .backend()
+            .delete(UNFINISHED_CLONE_KEY)
+            .map_err(EngineError::from)?;
         Ok((local, report))
     })();
-    if made.is_err() {
+    if made.is_err() && resumed_from_nothing(existed, dir) {
         // Nothing of a failed clone is worth keeping: it made the directory, or found it
-        // empty.
+        // empty. (A clone killed outright leaves its marker, and the next run finishes it.)
         if existed {
             if let Ok(entries) = std::fs::read_dir(dir) {
                 for e in entries.flatten() {
@@ -107,6 +142,32 @@ pub fn clone(
         }
     }
     made
+}
+
+/// The store at `dir` when it is an unfinished clone of `location` (a clone of elsewhere,
+/// or a finished store, is not resumed: the caller refuses the directory).
+fn unfinished_clone_of(dir: &Path, location: &str) -> RemoteResult<Option<Scion>> {
+    if !dir.join("scion.json").exists() {
+        return Ok(None);
+    }
+    let spec = StoreSpec::parse(&dir.display().to_string())?;
+    let Ok(attached) = Scion::attach(&spec, AttachOptions::default()) else {
+        return Ok(None);
+    };
+    let local = attached.scion;
+    match local.engine().backend().get(UNFINISHED_CLONE_KEY) {
+        Ok((bytes, _)) => {
+            let marker: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
+            Ok((marker["location"] == location).then_some(local))
+        }
+        Err(_) => Ok(None),
+    }
+}
+
+/// Whether a failed clone may remove what it made: only a clone that started from an
+/// empty or missing directory, never one it was finishing.
+fn resumed_from_nothing(existed: bool, dir: &Path) -> bool {
+    !existed || !dir.join(UNFINISHED_CLONE_KEY).exists()
 }
 
 fn bring_all(
@@ -146,6 +207,14 @@ fn bring_all(
         let main = BranchRef::new(db.clone(), BranchName::main());
         for (name, theirs) in branches {
             let b = BranchRef::new(db.clone(), name);
+            // Brought by the run this one finishes.
+            let here = match local.engine().read_ref(&b) {
+                Ok((r, _)) => Some(r.root),
+                Err(EngineError::BranchNotFound { .. } | EngineError::DatabaseNotFound { .. }) => {
+                    None
+                }
+                Err(e) => return Err(e.into()),
+            };
             let checkpoints = remote.store.engine().list_checkpoints(&b)?;
             let roots: Vec<_> = checkpoints.iter().map(|(_, c)| c.root).collect();
             let sent = fetch(local, remote, &theirs, &roots, &[&main], progress)?;
@@ -160,18 +229,38 @@ fn bring_all(
                 reused: &sent.reused,
                 started: sent.started,
             };
-            let got = local.engine().receive_head(
-                &b,
-                &Incoming::from_ref(&theirs),
-                Expect::Absent,
-                receipt,
-            )?;
+            let version = match here {
+                // In already, as the source has it.
+                Some(root) if root == theirs.root => local.engine().read_ref(&b)?.0.version,
+                // In, but the source moved since: a clone keeps nothing of its own.
+                Some(root) => {
+                    local
+                        .engine()
+                        .receive_head(
+                            &b,
+                            &Incoming::from_ref(&theirs),
+                            Expect::Head(root),
+                            Receipt {
+                                force: true,
+                                fast_forward: false,
+                                ..receipt
+                            },
+                        )?
+                        .version
+                }
+                None => {
+                    local
+                        .engine()
+                        .receive_head(&b, &Incoming::from_ref(&theirs), Expect::Absent, receipt)?
+                        .version
+                }
+            };
             for (name, c) in &checkpoints {
                 local.engine().receive_checkpoint(&b, name, c)?;
             }
             report.branches.push(ClonedBranch {
                 branch: b.to_string(),
-                version: got.version,
+                version,
                 checkpoints: checkpoints.len(),
             });
         }

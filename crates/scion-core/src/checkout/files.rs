@@ -206,7 +206,7 @@ impl DbFiles {
                 .map_err(|e| CoreError::io(&self.db, e.error))?;
         }
         if let Some(mut record) = record {
-            record.fingerprint = fingerprint;
+            record.fingerprint = Fingerprint::placed(fingerprint, Fingerprint::of(&self.db)?);
             record.stamp_ns = super::sidecar::now_ns();
             record.store(&self.db)?;
         }

@@ -5,13 +5,16 @@
 //! "SCIONSCR" | version u16 | reserved u16 | page_size u32 | page_count u32
 //! root: segment u64 | offset u64 | len u32 | branch version u64
 //! fingerprint: size u64 | mtime_ns i64 | inode u64 | boot u32
-//!              | wal size u64 | wal mtime_ns i64
-//! stamp_ns i64 | xxh3 of the header so far u64 (version 2)
+//!              | wal size u64 | wal mtime_ns i64 | ctime_ns i64 (version 3)
+//! stamp_ns i64 | xxh3 of the header so far u64 (versions 2 and 3)
 //! page hashes (page_count x u64) | xxh3 of all bytes before u64
 //! ```
 //!
 //! Version 2's header checksum lets an inspection trust the header (and answer "clean" in
-//! O(1)) without reading the page hashes, 2 MiB of them at 1 GiB. Version 1 is still read.
+//! O(1)) without reading the page hashes, 2 MiB of them at 1 GiB. Version 3 adds the file's
+//! ctime: an mtime can be set back (`touch -d`, `os.utime`) after an edit, a ctime cannot,
+//! so a file edited and put back is never taken for the version it was made from. Versions
+//! 1 and 2 are still read; their files prove nothing until hashed once again.
 
 use std::fs::{self, File};
 use std::io::Write;
@@ -24,9 +27,11 @@ use crate::format::{Cursor, DecodeError, Locator, SegmentId};
 use scion_engine::sqlite_io::sidecar_path;
 
 const MAGIC: &[u8; 8] = b"SCIONSCR";
-pub(crate) const SIDECAR_FORMAT_VERSION: u16 = 2;
-/// Bytes before the header checksum.
-const HEADER_LEN: usize = 100;
+pub(crate) const SIDECAR_FORMAT_VERSION: u16 = 3;
+/// Bytes before the header checksum (version 3; version 2's are 100).
+const HEADER_LEN: usize = 108;
+/// The ctime a record older than version 3 stands for: matches no file's.
+const CTIME_UNKNOWN: i64 = i64::MIN;
 /// Filesystem timestamps are trusted only for changes older than this (git's
 /// racily-clean rule).
 const RACY_WINDOW_NS: i64 = 1_000_000_000;
@@ -48,10 +53,17 @@ pub struct Fingerprint {
     pub wal_size: u64,
     /// The `-wal` file's modification time.
     pub wal_mtime_ns: i64,
+    /// The file's status-change time, in nanoseconds since the Unix epoch: every write,
+    /// rename, chmod or `utime` sets it to now, and nothing sets it back.
+    pub ctime_ns: i64,
 }
 
 fn mtime_ns(md: &fs::Metadata) -> i64 {
     md.mtime() * 1_000_000_000 + md.mtime_nsec()
+}
+
+fn ctime_ns(md: &fs::Metadata) -> i64 {
+    md.ctime() * 1_000_000_000 + md.ctime_nsec()
 }
 
 impl Fingerprint {
@@ -76,6 +88,7 @@ impl Fingerprint {
             boot: boot_tag(),
             wal_size,
             wal_mtime_ns,
+            ctime_ns: ctime_ns(&md),
         }))
     }
 }
@@ -88,8 +101,28 @@ impl Fingerprint {
             || (self.wal_size == now.wal_size && self.wal_mtime_ns == now.wal_mtime_ns);
         self.size == now.size
             && self.mtime_ns == now.mtime_ns
+            && self.ctime_ns == now.ctime_ns
             && self.inode == now.inode
             && wal_same
+    }
+
+    /// The fingerprint of a file just put in place (a rename or a link, which move its
+    /// ctime), from `before` (taken before) and `after` (taken after): `after` when the
+    /// file is otherwise as `before` saw it, else `before`, which then proves nothing and
+    /// the file is hashed at its next look. A write in between moved the mtime (a fresh
+    /// file's is set into the past), so it is never taken into the record.
+    pub(crate) fn placed(before: Fingerprint, after: Option<Fingerprint>) -> Fingerprint {
+        match after {
+            Some(a)
+                if Fingerprint {
+                    ctime_ns: before.ctime_ns,
+                    ..a
+                } == before =>
+            {
+                a
+            }
+            _ => before,
+        }
     }
 
     /// Whether the file at `path` is still as this fingerprint saw it: present, and no
@@ -112,6 +145,7 @@ fn proves_unmodified(recorded: &Fingerprint, stamp_ns: i64, now: &Fingerprint) -
                 && recorded.wal_mtime_ns + RACY_WINDOW_NS < stamp_ns));
     now.size == recorded.size
         && now.mtime_ns == recorded.mtime_ns
+        && now.ctime_ns == recorded.ctime_ns
         && now.inode == recorded.inode
         && now.boot == recorded.boot
         && wal_unmodified
@@ -199,6 +233,7 @@ impl Sidecar {
         out.extend_from_slice(&f.boot.to_le_bytes());
         out.extend_from_slice(&f.wal_size.to_le_bytes());
         out.extend_from_slice(&f.wal_mtime_ns.to_le_bytes());
+        out.extend_from_slice(&f.ctime_ns.to_le_bytes());
         out.extend_from_slice(&self.stamp_ns.to_le_bytes());
         debug_assert_eq!(out.len(), HEADER_LEN);
         let header_sum = xxhash_rust::xxh3::xxh3_64(&out);
@@ -334,8 +369,8 @@ impl RecordHeader {
         proves_unmodified(&self.fingerprint, self.stamp_ns, now)
     }
 
-    /// The header at the start of `c` (version 1 or 2; a version 2 header checksum is
-    /// checked and consumed).
+    /// The header at the start of `c` (version 1, 2 or 3; a version 2 or 3 header checksum
+    /// is checked and consumed).
     fn decode(c: &mut Cursor<'_>) -> Result<RecordHeader, DecodeError> {
         use crate::format::DecodeError as E;
         let start = c.remaining();
@@ -344,7 +379,7 @@ impl RecordHeader {
             return Err(E("not a scion sidecar".into()));
         }
         let format = c.u16()?;
-        if format != 1 && format != SIDECAR_FORMAT_VERSION {
+        if !(1..=SIDECAR_FORMAT_VERSION).contains(&format) {
             return Err(E(format!("unknown sidecar version {format}")));
         }
         c.take(2)?;
@@ -363,6 +398,11 @@ impl RecordHeader {
             boot: c.u32()?,
             wal_size: c.u64()?,
             wal_mtime_ns: c.u64()? as i64,
+            ctime_ns: if format >= 3 {
+                c.u64()? as i64
+            } else {
+                CTIME_UNKNOWN
+            },
         };
         let stamp_ns = c.u64()? as i64;
         if format >= 2 {
@@ -389,6 +429,7 @@ impl RecordHeader {
         let r = &self.fingerprint;
         now.size == r.size
             && now.mtime_ns == r.mtime_ns
+            && now.ctime_ns == r.ctime_ns
             && now.inode == r.inode
             && now.boot == r.boot
             && now.wal_size == r.wal_size

@@ -66,6 +66,10 @@ impl Incoming {
     }
 }
 
+/// Where a clone marks its store unfinished until its last branch is in (JSON naming the
+/// source: `{"schema":1,"location":"..."}`); `verify` reports a store that holds it.
+pub const UNFINISHED_CLONE_KEY: &str = "clone/unfinished";
+
 /// The head the receiving branch must have for the move to go ahead.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]

@@ -84,6 +84,21 @@ impl Engine {
             Err(e) => problem(MANIFEST_KEY, e.to_string()),
         }
 
+        match self.backend.get(crate::ops::receive::UNFINISHED_CLONE_KEY) {
+            Ok((bytes, _)) => {
+                let marker: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
+                problem(
+                    crate::ops::receive::UNFINISHED_CLONE_KEY,
+                    format!(
+                        "this store is a clone of {} that did not finish: it may lack branches; run the same `scion clone` again to finish it",
+                        marker["location"].as_str().unwrap_or("another store")
+                    ),
+                );
+            }
+            Err(StoreError::NotFound { .. }) => {}
+            Err(e) => problem(crate::ops::receive::UNFINISHED_CLONE_KEY, e.to_string()),
+        }
+
         let mut roots: Vec<(String, Locator)> = Vec::new();
         let mut refs = Vec::new();
         for m in self.backend.list("refs/")? {
