@@ -166,8 +166,9 @@ pub enum Command {
     /// Bring another branch's changes into a branch: three-way at the cell, in one atomic
     /// step, with no merge in progress.
     ///
-    /// Both sides' changes since their common version (the fork point, or the last merge
-    /// between them) are read from the pages they changed; edits to different columns of a
+    /// Both sides' changes since their best common version (found in the version graph:
+    /// the newest version both were made from, whatever branches moved) are read from the
+    /// pages they changed; edits to different columns of a
     /// row merge, the same edit on both sides agrees, and the rest are conflicts with their
     /// base, ours and theirs values. The result is checked (UNIQUE, NOT NULL, CHECK,
     /// foreign keys) and published as one new version of the destination, recorded in its

@@ -95,6 +95,21 @@ impl MergeStopped {
 
 pub fn merge(p: &Printer, scion: &Scion, args: &MergeArgs) -> Result<()> {
     let src: Target = args.source.parse()?;
+    // `--into db@branch` of another database than the source's: the two do not go
+    // together, and neither name is wrong on its own.
+    if let Some(Ok(into)) = args
+        .into
+        .contains('@')
+        .then(|| args.into.parse::<BranchRef>())
+    {
+        if into.db != src.branch.db {
+            return Err(scion_merge::MergeError::DifferentDatabases {
+                src: src.to_string(),
+                dst: into.to_string(),
+            }
+            .into());
+        }
+    }
     let dst = BranchRef::new(
         src.branch.db.clone(),
         crate::branch_arg::branch_of(&src.branch.db, &args.into)?,

@@ -15,7 +15,7 @@ pub struct UiArgs {
     /// Print the URL only; do not open a browser.
     #[arg(long)]
     pub no_browser: bool,
-    /// The loopback port (default: any free one).
+    /// The loopback port (default, or 0: any free one, printed).
     #[arg(long, value_name = "PORT")]
     pub port: Option<u16>,
     /// The database shown first.

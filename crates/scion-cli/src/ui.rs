@@ -23,7 +23,8 @@ pub fn ui(cli: &Cli, args: &UiArgs) -> Result<()> {
         .raw("GET", "/healthz", None, &[])
         .is_ok();
     // A port the kernel says is free now; the daemon binds it a moment later.
-    let port = match args.port {
+    // `--port 0` asks for any free one, as no flag does.
+    let port = match args.port.filter(|p| *p != 0) {
         Some(p) => p,
         None => TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
             .and_then(|l| l.local_addr())

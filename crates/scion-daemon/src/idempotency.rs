@@ -21,7 +21,6 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use scion_core::described::Exit;
 
-use crate::authorize::Caller;
 use crate::error::ApiError;
 
 const HEADER: &str = "idempotency-key";
@@ -43,19 +42,20 @@ enum Entry {
     },
 }
 
-/// Whose key: the scoped token's hash, or the unscoped client's.
+/// Whose keys a request's are: the scoped token's (by its hash), else the unscoped
+/// client's. The transport's guard puts it on every request it lets through.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-enum Owner {
+pub(crate) enum Owner {
     Unscoped,
     Token(String),
 }
 
 impl Owner {
     fn of(req: &Request) -> Owner {
-        match req.extensions().get::<Caller>() {
-            Some(Caller::Scoped(t)) => Owner::Token(t.sha256.clone()),
-            _ => Owner::Unscoped,
-        }
+        req.extensions()
+            .get::<Owner>()
+            .cloned()
+            .unwrap_or(Owner::Unscoped)
     }
 }
 

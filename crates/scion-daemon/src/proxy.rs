@@ -23,11 +23,6 @@ use crate::error::{ApiError, DaemonError};
 /// What the explorer's header tells a daemon's `/ui` page: offer no actions.
 pub(crate) const READ_ONLY_HEADER: &str = "x-scion-read-only";
 
-/// The TCP client a forwarded request came from: the daemon then answers it as it answers
-/// its own TCP clients, so routes that name paths on the daemon's host (export, create
-/// `from` a file) stay socket-only whatever fronts the daemon.
-pub(crate) const FORWARDED_FROM_HEADER: &str = "x-scion-forwarded-from";
-
 struct Front {
     socket: PathBuf,
     token: String,
@@ -111,7 +106,9 @@ async fn forward(
     req.headers_mut()
         .insert("host", HeaderValue::from_static("scion"));
     match HeaderValue::from_str(&client.to_string()) {
-        Ok(v) => req.headers_mut().insert(FORWARDED_FROM_HEADER, v),
+        Ok(v) => req
+            .headers_mut()
+            .insert(crate::transport::FORWARDED_FROM_HEADER, v),
         Err(_) => {
             return refuse(
                 StatusCode::BAD_REQUEST,

@@ -24,7 +24,7 @@ pub struct TargetRows {
 }
 
 /// The longest value a query may hold or make (SQLite's `SQLITE_LIMIT_LENGTH`).
-pub const LONGEST_VALUE: usize = 16 << 20;
+const LONGEST_VALUE: usize = 16 << 20;
 
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {

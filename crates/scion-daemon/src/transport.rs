@@ -139,10 +139,15 @@ pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+/// The TCP client a request `scion ui`'s proxy forwarded came from: the daemon then answers
+/// it as it answers its own TCP clients, so routes that name paths on the daemon's host
+/// (export, create `from` a file) stay socket-only whatever fronts the daemon.
+pub(crate) const FORWARDED_FROM_HEADER: &str = "x-scion-forwarded-from";
+
 /// The TCP client the explorer's proxy names, when it forwarded the request.
 fn forwarded_from(req: &Request) -> Option<SocketAddr> {
     req.headers()
-        .get(crate::proxy::FORWARDED_FROM_HEADER)?
+        .get(FORWARDED_FROM_HEADER)?
         .to_str()
         .ok()?
         .parse()
@@ -314,6 +319,11 @@ pub async fn guard(
         };
         req.extensions_mut().insert(still);
     }
+    let replays = match &caller {
+        Caller::Scoped(t) => crate::idempotency::Owner::Token(t.sha256.clone()),
+        Caller::Full { .. } => crate::idempotency::Owner::Unscoped,
+    };
+    req.extensions_mut().insert(replays);
     req.extensions_mut().insert(caller);
     ACTOR.scope(actor, next.run(req)).await
 }

@@ -93,6 +93,10 @@ impl StoreSpec {
             return Err(invalid(format!(
                 "unsupported store {spec:?}: use a directory path, file:///path, s3://bucket/prefix or az://container/prefix"
             )));
+        } else if let Some(home) = home_of(spec) {
+            // `~` a shell left alone (quoted, or from a script or an API) is still the
+            // home directory, never a directory named `~`.
+            home
         } else {
             PathBuf::from(spec)
         };
@@ -386,5 +390,36 @@ impl Engine {
             checkouts_dir: c.checkouts,
             store_dir: c.store_dir,
         })
+    }
+}
+
+/// `~` or `~/rest` as a path under `$HOME`; `None` for any other spec (or without a home).
+fn home_of(spec: &str) -> Option<PathBuf> {
+    let rest = match spec {
+        "~" => "",
+        _ => spec.strip_prefix("~/")?,
+    };
+    let home = std::env::var_os("HOME").filter(|h| !h.is_empty())?;
+    Some(PathBuf::from(home).join(rest))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn remote_add_r_tilde_x_is_the_home_directory_not_cwd_tilde() {
+        let home = PathBuf::from(std::env::var_os("HOME").unwrap());
+        for (spec, want) in [("~/x", home.join("x")), ("~", home.clone())] {
+            match StoreSpec::parse(spec).unwrap() {
+                StoreSpec::Local(p) => assert_eq!(p, std::path::absolute(want).unwrap()),
+                other => panic!("{spec}: {other:?}"),
+            }
+        }
+        // Only a leading `~/`: `a/~` and `~user` are paths as written.
+        match StoreSpec::parse("a/~").unwrap() {
+            StoreSpec::Local(p) => assert!(p.ends_with("a/~")),
+            other => panic!("{other:?}"),
+        }
     }
 }

@@ -98,7 +98,8 @@ pub struct Engine {
     /// checkout file there).
     turns_dir: PathBuf,
     /// The ancestry gc kept for versions whose segments it reclaimed, once read.
-    pub(crate) kept_graph: std::sync::Mutex<Option<Arc<crate::ops::kept_graph::KeptAncestry>>>,
+    pub(crate) kept_graph:
+        std::sync::Mutex<Option<Arc<std::collections::HashMap<Locator, crate::format::Ancestry>>>>,
 }
 
 /// A version picked out by a target, and how it was named.
@@ -284,14 +285,33 @@ impl Engine {
                 root: r.init_root,
                 version: 1,
             }),
-            _ => {
-                let c = self.read_checkpoint(&t.branch, name)?;
-                Ok(ResolvedVersion {
+            _ => match self.read_checkpoint(&t.branch, name) {
+                Ok(c) => Ok(ResolvedVersion {
                     root: c.root,
                     version: c.version,
-                })
-            }
+                }),
+                // `vN` that no checkpoint is named: version N of the branch, as its head
+                // history has it (the names merge refusals give versions by).
+                Err(e @ EngineError::CheckpointNotFound { .. }) => {
+                    match version_number(name.as_str()) {
+                        Some(n) => self.version_in_history(&t.branch, n)?.ok_or(e),
+                        None => Err(e),
+                    }
+                }
+                Err(e) => Err(e),
+            },
         }
+    }
+
+    /// Version `n` of `b`: a head its history recorded (kept while the history keeps it).
+    fn version_in_history(&self, b: &BranchRef, n: u64) -> EngineResult<Option<ResolvedVersion>> {
+        let history = self.head_history(b, None)?;
+        let found = history.entries.iter().find_map(|e| match (e.new, e.old) {
+            (Some(root), _) if e.new_version == n => Some(root),
+            (_, Some(root)) if e.old_version == n => Some(root),
+            _ => None,
+        });
+        Ok(found.map(|root| ResolvedVersion { root, version: n }))
     }
 
     pub(crate) fn read_checkpoint(
@@ -476,4 +496,12 @@ pub(crate) fn read_manifest(
         }),
         Err(e) => Err(e.into()),
     }
+}
+
+/// `v12` as 12: how a version number is written after a branch (`shop@main@v12`).
+pub(crate) fn version_number(name: &str) -> Option<u64> {
+    let digits = name.strip_prefix('v')?;
+    (!digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| digits.parse().ok())
+        .flatten()
 }

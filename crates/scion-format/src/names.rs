@@ -66,6 +66,8 @@ fn validate(kind: &'static str, s: &str, max_len: usize) -> Result<(), NameError
         Some("is empty")
     } else if s.len() > max_len && max_len == MAX_NAME_LEN {
         Some("is longer than 100 characters")
+    } else if s.len() > max_len && max_len == MAX_REMOTE_NAME_LEN {
+        Some("is longer than 32 characters")
     } else if s.len() > max_len {
         Some("is longer than 140 characters (100 for names you pick, plus room for a safety fork's suffix)")
     } else if !s.as_bytes()[0].is_ascii_lowercase() && !s.as_bytes()[0].is_ascii_digit() {
@@ -273,6 +275,12 @@ mod tests {
         ] {
             assert!(BranchName::new(n).is_err(), "{n:?} must be refused");
         }
+    }
+
+    #[test]
+    fn a_remote_name_of_40_characters_is_said_to_be_longer_than_32() {
+        let e = RemoteName::new(&"a".repeat(40)).unwrap_err().to_string();
+        assert!(e.contains("longer than 32 characters"), "{e}");
     }
 
     #[test]

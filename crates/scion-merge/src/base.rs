@@ -65,7 +65,10 @@ pub(crate) fn find_base(
         CommonAncestry::Several(bases) => Err(MergeError::SeveralBases {
             src: src.to_string(),
             dst: dst.to_string(),
-            bases: bases.iter().map(|b| b.to_string()).collect(),
+            bases: bases
+                .iter()
+                .map(|b| base_target(engine, b, (dst, d), &src.branch))
+                .collect(),
         }),
         CommonAncestry::Unrelated => Err(MergeError::NoBase {
             src: src.to_string(),
@@ -120,6 +123,39 @@ fn name_of_version(
         let (s, _) = engine.read_ref(src).ok()?;
         named(src, &s)
     })
+}
+
+/// `root` named as `--base` takes it: `db@branch@fork`, `db@branch@init`, or
+/// `db@branch@vN` from a head move of either branch; its locator where neither names it.
+fn base_target(
+    engine: &Arc<Engine>,
+    root: &Locator,
+    (dst, d): (&BranchRef, &Ref),
+    src: &BranchRef,
+) -> String {
+    let named = |b: &BranchRef, r: &Ref| {
+        if r.fork_root == *root {
+            return Some(format!("{b}@fork"));
+        }
+        if r.init_root == *root {
+            return Some(format!("{b}@init"));
+        }
+        r.history.iter().rev().find_map(|e| {
+            if e.new.as_ref() == Some(root) {
+                Some(format!("{b}@v{}", e.new_version))
+            } else if e.old.as_ref() == Some(root) {
+                Some(format!("{b}@v{}", e.old_version))
+            } else {
+                None
+            }
+        })
+    };
+    named(dst, d)
+        .or_else(|| {
+            let (s, _) = engine.read_ref(src).ok()?;
+            named(src, &s)
+        })
+        .unwrap_or_else(|| root.to_string())
 }
 
 /// Versions that branch lineage suggests as a base, named so that `--base` takes them:

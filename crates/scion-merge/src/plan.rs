@@ -15,7 +15,7 @@ use crate::report::{
 };
 use crate::schema::{SchemaPlan, TablePlan};
 use crate::values::{
-    from_json, json, key_id, key_json, key_of, named, row_json, same, same_row, Named,
+    from_json, key_id, key_json, key_of, named, row_json, same, same_row, shown, Named,
 };
 use crate::virtual_tables::is_virtual;
 
@@ -394,9 +394,9 @@ impl Planner<'_> {
         }
         let cell = |c: &String| CellValues {
             name: c.clone(),
-            base: b.get(c).map_or(Json::Null, json),
-            ours: o.get(c).map_or(Json::Null, json),
-            theirs: t.get(c).map_or(Json::Null, json),
+            base: b.get(c).map_or(Json::Null, shown),
+            ours: o.get(c).map_or(Json::Null, shown),
+            theirs: t.get(c).map_or(Json::Null, shown),
         };
         let row_level = self.opts.granularity == Granularity::Row
             && (!conflicting.is_empty() || (!set.is_empty() && !same_row(o, b)));

@@ -78,8 +78,25 @@ pub(crate) fn from_json(v: &Json) -> Option<Value> {
     })
 }
 
+/// The longest text or blob a report shows whole, in bytes.
+pub(crate) const SHOWN_WHOLE: usize = 4096;
+
+/// A value as a report shows it: whole up to [`SHOWN_WHOLE`] bytes, beyond that its length
+/// and hash (`{"bytes": n, "xxh3": "…"}`): a conflict on a 1 MiB blob made a 12.6 MB
+/// report. Resolutions still write whole values ("ours", "theirs", or one given).
+pub(crate) fn shown(v: &Value) -> Json {
+    match v {
+        Value::Text(b) | Value::Blob(b) if b.len() > SHOWN_WHOLE => serde_json::json!({
+            "bytes": b.len(),
+            "xxh3": format!("{:016x}", xxhash_rust::xxh3::xxh3_64(b)),
+            "kind": if matches!(v, Value::Text(_)) { "text" } else { "blob" },
+        }),
+        _ => json(v),
+    }
+}
+
 pub(crate) fn row_json(row: &Named) -> Json {
-    Json::Object(row.iter().map(|(k, v)| (k.clone(), json(v))).collect())
+    Json::Object(row.iter().map(|(k, v)| (k.clone(), shown(v))).collect())
 }
 
 pub(crate) fn key_json(key: &[(String, Value)]) -> Json {

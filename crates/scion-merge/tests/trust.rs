@@ -93,3 +93,82 @@ fn a_convergent_edit_is_recorded_as_a_merge_not_up_to_date() {
     let again = env.merge("shop@theirs", "shop@ours", &with(Strategy::Fail));
     assert_eq!(again.outcome, Outcome::UpToDate);
 }
+
+#[test]
+fn a_criss_cross_refusal_names_its_bases_as_base_takes_them() {
+    let env = forked(
+        "CREATE TABLE t(id INTEGER PRIMARY KEY, a TEXT);
+         INSERT INTO t VALUES (1, 'b'), (2, 'b');",
+    );
+    env.write("shop@ours", "UPDATE t SET a = 'o' WHERE id = 1");
+    env.write("shop@theirs", "UPDATE t SET a = 't' WHERE id = 2");
+    env.fork("shop@ours", "ours-then");
+    env.fork("shop@theirs", "theirs-then");
+    env.merge("shop@ours-then", "shop@theirs", &with(Strategy::Fail));
+    env.merge("shop@theirs-then", "shop@ours", &with(Strategy::Fail));
+    let refused = env.try_merge("shop@theirs", "shop@ours", &with(Strategy::Fail));
+    let Err(scion_merge::MergeError::SeveralBases { bases, .. }) = refused else {
+        panic!("{refused:?}");
+    };
+    assert_eq!(bases.len(), 2, "{bases:?}");
+    eprintln!("criss-cross bases: {bases:?}");
+    for b in &bases {
+        assert!(b.starts_with("shop@"), "{b} is not a name --base takes");
+    }
+    // Each one is taken by --base as it is written.
+    let base: scion_core::Target = bases[0].parse().unwrap();
+    let r = env.merge(
+        "shop@theirs",
+        "shop@ours",
+        &MergeOptions {
+            base: Some(base),
+            ..with(Strategy::Fail)
+        },
+    );
+    assert_eq!(r.outcome, Outcome::Merged, "{r:#?}");
+}
+
+#[test]
+fn a_1_mib_blob_conflict_reports_its_length_and_hash_not_the_blob() {
+    let env = forked(
+        "CREATE TABLE t(id INTEGER PRIMARY KEY, b BLOB, n INT);
+         INSERT INTO t VALUES (1, zeroblob(1048576), 0);",
+    );
+    env.write(
+        "shop@ours",
+        "UPDATE t SET b = randomblob(1048576) WHERE id = 1",
+    );
+    env.write(
+        "shop@theirs",
+        "UPDATE t SET b = randomblob(1048576) WHERE id = 1",
+    );
+    let r = env.merge(
+        "shop@theirs",
+        "shop@ours",
+        &MergeOptions {
+            dry_run: true,
+            ..with(Strategy::Fail)
+        },
+    );
+    assert_eq!(r.conflicts.len(), 1);
+    let report = serde_json::to_string(&r).unwrap();
+    assert!(report.len() < 16_384, "a report of {} bytes", report.len());
+    let cell = &r.conflicts[0].columns[0];
+    assert_eq!(cell.ours["bytes"], 1_048_576, "{:?}", cell.ours);
+    assert_eq!(cell.ours["kind"], "blob");
+    assert_ne!(cell.ours["xxh3"], cell.theirs["xxh3"]);
+    // Resolved by side, the whole value is written.
+    let done = env.merge(
+        "shop@theirs",
+        "shop@ours",
+        &MergeOptions {
+            resolutions: [(r.conflicts[0].id.clone(), scion_merge::Resolution::Theirs)].into(),
+            ..with(Strategy::Fail)
+        },
+    );
+    assert_eq!(done.outcome, Outcome::Merged);
+    assert_eq!(
+        env.rows("shop@ours", "SELECT length(b) FROM t"),
+        ["1048576"]
+    );
+}

@@ -13,7 +13,7 @@ use scion_core::history::HeadOp;
 use scion_core::ops::receive::{Expect, Incoming, Receipt, UNFINISHED_CLONE_KEY};
 use scion_core::progress::{Progress, ProgressSink};
 use scion_core::{BranchName, BranchRef, DbName, EngineError, RemoteName, Scion, StoreSettings};
-use scion_store::PutMode;
+use scion_store::{Backend, PutMode};
 use serde::Serialize;
 
 use crate::pull::fetch;
@@ -67,6 +67,13 @@ pub fn clone(
     opts: &CloneOptions,
     progress: ProgressSink,
 ) -> RemoteResult<(Scion, CloneReport)> {
+    // Killed after its mark and before its store's manifest: nothing there is a store.
+    if !dir.join("scion.json").exists() && dir.join(UNFINISHED_CLONE_KEY).exists() {
+        std::fs::remove_dir_all(dir).map_err(|e| EngineError::Io {
+            path: dir.to_path_buf(),
+            source: e,
+        })?;
+    }
     let existed = dir.exists();
     let resumed = unfinished_clone_of(dir, location)?;
     // A store's own private entries (`.scion-tmp`, ...) with no manifest yet are what a
@@ -89,8 +96,20 @@ pub fn clone(
         let local = match resumed {
             Some(local) => local,
             None => {
+                // The mark goes in before the store's manifest: no moment exists at which
+                // the directory is a store that looks whole.
+                let marker = serde_json::json!({"schema": 1, "location": location});
+                scion_store::LocalBackend::open(dir)
+                    .and_then(|b| {
+                        b.put(
+                            UNFINISHED_CLONE_KEY,
+                            marker.to_string().as_bytes(),
+                            PutMode::Create,
+                        )
+                    })
+                    .map_err(EngineError::from)?;
                 let spec = StoreSpec::parse(&dir.display().to_string())?;
-                let local = Scion::attach(
+                Scion::attach(
                     &spec,
                     AttachOptions {
                         init: Some(opts.settings),
@@ -98,18 +117,7 @@ pub fn clone(
                         ..Default::default()
                     },
                 )?
-                .scion;
-                let marker = serde_json::json!({"schema": 1, "location": location});
-                local
-                    .engine()
-                    .backend()
-                    .put(
-                        UNFINISHED_CLONE_KEY,
-                        marker.to_string().as_bytes(),
-                        PutMode::Create,
-                    )
-                    .map_err(EngineError::from)?;
-                local
+                .scion
             }
         };
         let remote = Remote::open_at(&local, opts.remote.clone(), location, progress.clone())?;

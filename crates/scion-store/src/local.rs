@@ -58,8 +58,14 @@ impl LocalBackend {
     /// Open (and create if needed) a store directory.
     pub fn open(root: impl Into<PathBuf>) -> StoreResult<Self> {
         let root = root.into();
-        fs::create_dir_all(root.join(TMP_DIR)).map_err(|e| StoreError::io(".", e))?;
-        fs::create_dir_all(root.join(LOCK_DIR)).map_err(|e| StoreError::io(".", e))?;
+        // A directory that cannot be made is said to be so, by its path: never "object not
+        // found" (a store that lacks data).
+        for dir in [root.join(TMP_DIR), root.join(LOCK_DIR)] {
+            fs::create_dir_all(&dir).map_err(|source| StoreError::Io {
+                key: dir.display().to_string(),
+                source,
+            })?;
+        }
         let board = ChangeBoard::open(&root.join(CHANGES_FILE)).map(Into::into);
         Ok(Self {
             root,
