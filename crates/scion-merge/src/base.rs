@@ -103,17 +103,7 @@ fn name_of_version(
             b.db, p.branch, r.fork_version
         ))
     };
-    let moved_to = |b: &BranchRef, r: &Ref| {
-        r.history.iter().rev().find_map(|e| {
-            if e.new.as_ref() == Some(root) {
-                Some(format!("{b} v{}", e.new_version))
-            } else if e.old.as_ref() == Some(root) {
-                Some(format!("{b} v{}", e.old_version))
-            } else {
-                None
-            }
-        })
-    };
+    let moved_to = |b: &BranchRef, r: &Ref| number_in_history(r, root).map(|n| format!("{b} v{n}"));
     let named = |b: &BranchRef, r: &Ref| {
         fork_point(b, r)
             .or_else(|| moved_to(b, r))
@@ -122,6 +112,19 @@ fn name_of_version(
     named(dst, d).or_else(|| {
         let (s, _) = engine.read_ref(src).ok()?;
         named(src, &s)
+    })
+}
+
+/// The number `root` had on the branch of `r`, as the newest head move naming it says.
+fn number_in_history(r: &Ref, root: &Locator) -> Option<u64> {
+    r.history.iter().rev().find_map(|e| {
+        if e.new.as_ref() == Some(root) {
+            Some(e.new_version)
+        } else if e.old.as_ref() == Some(root) {
+            Some(e.old_version)
+        } else {
+            None
+        }
     })
 }
 
@@ -140,15 +143,7 @@ fn base_target(
         if r.init_root == *root {
             return Some(format!("{b}@init"));
         }
-        r.history.iter().rev().find_map(|e| {
-            if e.new.as_ref() == Some(root) {
-                Some(format!("{b}@v{}", e.new_version))
-            } else if e.old.as_ref() == Some(root) {
-                Some(format!("{b}@v{}", e.old_version))
-            } else {
-                None
-            }
-        })
+        number_in_history(r, root).map(|n| format!("{b}@v{n}"))
     };
     named(dst, d)
         .or_else(|| {

@@ -141,11 +141,7 @@ where
             let moved = engine
                 .publish_merge(dst, &ours, theirs.root, merged, opts.allow_protected, files)
                 .map_err(MergeError::files)?;
-            report.published = Some(Published {
-                version: moved.version,
-                history_entry: moved.history_entry,
-                warnings: moved.warnings,
-            });
+            report.published = Some(moved.into());
         }
         return Ok(report);
     }
@@ -239,11 +235,7 @@ where
             let moved = engine
                 .publish_merge(dst, &ours, ours.root, merged, opts.allow_protected, files)
                 .map_err(MergeError::files)?;
-            report.published = Some(Published {
-                version: moved.version,
-                history_entry: moved.history_entry,
-                warnings: moved.warnings,
-            });
+            report.published = Some(moved.into());
         }
         return Ok(report);
     }
@@ -266,13 +258,8 @@ where
     scratch.remove(engine);
     match published {
         Some(moved) => {
-            let moved = moved?;
             report.outcome = Outcome::Merged;
-            report.published = Some(Published {
-                version: moved.version,
-                history_entry: moved.history_entry,
-                warnings: moved.warnings,
-            });
+            report.published = Some(moved?.into());
         }
         None if report.outcome != Outcome::Conflicts => {
             // A dry run: what a real run would do.

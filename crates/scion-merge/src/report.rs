@@ -262,6 +262,16 @@ pub struct Published {
     pub warnings: Vec<String>,
 }
 
+impl From<scion_engine::ops::moves::MoveReport> for Published {
+    fn from(moved: scion_engine::ops::moves::MoveReport) -> Self {
+        Published {
+            version: moved.version,
+            history_entry: moved.history_entry,
+            warnings: moved.warnings,
+        }
+    }
+}
+
 /// Everything a merge found and did. Complete whatever the outcome: every conflict and
 /// every violation is listed.
 #[derive(Debug, Clone, Serialize)]
