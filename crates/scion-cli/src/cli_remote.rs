@@ -241,7 +241,7 @@ pub fn push(p: &Printer, s: &Scion, args: &PushArgs) -> Result<()> {
         r.remote,
         r.location
     );
-    outln!("{}", transfer_line(&r.transfer));
+    outln!("{}", transfer_line(&r.transfer, Way::Sent));
     for (name, how) in &r.checkpoints {
         outln!(
             "checkpoint {name}: {}",
@@ -347,7 +347,7 @@ pub fn pull(p: &Printer, s: &Scion, args: &PullArgs) -> Result<()> {
             r.location,
             r.tracking
         );
-        outln!("{}", transfer_line(&r.transfer));
+        outln!("{}", transfer_line(&r.transfer, Way::Received));
         if r.outcome == PullOutcome::Created {
             outln!("created {} at the remote's version", r.into);
         }
@@ -413,7 +413,7 @@ pub fn clone(p: &Printer, store: Option<&str>, args: &CloneArgs) -> Result<()> {
             plural(b.checkpoints as u64, "checkpoint")
         );
     }
-    outln!("{}", transfer_line(&r.transfer));
+    outln!("{}", transfer_line(&r.transfer, Way::Received));
     outln!(
         "the store is remote `{}` of the new one; `scion pull {} <db>` brings its changes",
         r.remote,
@@ -435,9 +435,22 @@ fn default_dir(location: &str) -> Result<String> {
     Ok(last.to_string())
 }
 
-fn transfer_line(t: &scion_remote::Transferred) -> String {
+/// Which way a transfer went, from this store's side: its line says so.
+#[derive(Clone, Copy)]
+enum Way {
+    /// A push: segments went to the remote.
+    Sent,
+    /// A pull or a clone: segments came from it.
+    Received,
+}
+
+fn transfer_line(t: &scion_remote::Transferred, way: Way) -> String {
+    let (verb, place) = match way {
+        Way::Sent => ("sent", "there"),
+        Way::Received => ("received", "here"),
+    };
     let mut line = format!(
-        "sent {} ({}); {} already there",
+        "{verb} {} ({}); {} already {place}",
         plural(t.stats.objects_sent, "segment"),
         bytes(t.stats.bytes_sent),
         plural(t.stats.objects_skipped, "segment")

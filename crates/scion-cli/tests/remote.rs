@@ -373,8 +373,14 @@ fn kill_9_during_push_and_pull_leaves_each_side_wholly_old_or_new() {
 /// The laptop's store pushed to the bucket, and a second host's store cloned from it.
 fn two_hosts(s: &Session, rows: usize) -> [&'static str; 2] {
     laptop_and_bucket(s, rows);
-    s.ok(&["--store", "laptop/.scion", "push", "origin", "shop"]);
-    s.ok(&["clone", "bucket", "other"]);
+    let pushed = s.ok(&["--store", "laptop/.scion", "push", "origin", "shop"]);
+    assert!(pushed.contains("sent "), "{pushed}");
+    // A clone receives what it brings (it said `sent`).
+    let cloned = s.ok(&["clone", "bucket", "other"]);
+    assert!(
+        cloned.contains("received ") && cloned.contains("already here"),
+        "{cloned}"
+    );
     ["laptop/.scion", "other/.scion"]
 }
 
