@@ -95,6 +95,9 @@ pub fn serve(cli: &Cli, args: &ServeArgs) -> Result<()> {
         socket.display(),
         socket.display()
     );
+    if let Some(addr) = args.listen {
+        eprintln!("  and TCP on {addr} (every request presents a token)");
+    }
     daemon.serve()?;
     eprintln!("scion serve: stopped");
     Ok(())

@@ -41,8 +41,9 @@ pub fn ui(cli: &Cli, args: &UiArgs) -> Result<()> {
     if running {
         // The daemon already serving the store is reused: the explorer's listener forwards
         // to its socket.
+        // No address without its token here: a link that answers 401 is no link.
         eprintln!(
-            "scion ui: reusing the daemon on {}, the explorer at http://{addr}/ui (Ctrl-C stops the explorer, not the daemon)",
+            "scion ui: reusing the daemon on {}; the explorer listens on {addr}, at the URL printed below (Ctrl-C stops the explorer, not the daemon)",
             socket.display()
         );
         outln!("{url}");
@@ -66,7 +67,7 @@ pub fn ui(cli: &Cli, args: &UiArgs) -> Result<()> {
     };
     let daemon = Daemon::new(scion.clone(), config, metrics, listen)?;
     eprintln!(
-        "scion ui: store {}, the explorer at http://{addr}/ui (Ctrl-C stops it)",
+        "scion ui: store {}; the explorer listens on {addr}, at the URL printed below (Ctrl-C stops it)",
         scion.engine().location()
     );
     outln!("{url}");
