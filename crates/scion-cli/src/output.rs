@@ -223,7 +223,7 @@ impl Printer {
                 format!("from {first} to {all}")
             };
             outln!(
-                "gc: {} of the live bytes ({}) only the head history keeps, for `scion undo` and `scion restore`; they free up {when} (the history retention: `scion config --history-retention 1h` shortens it)",
+                "gc: {} of the live bytes ({}) only the head history keeps, for `scion undo` and `scion restore`; they free up {when} (the history retention: `scion config --history-retention DURATION` shortens it; `scion config` shows it)",
                 bytes(h.bytes),
                 plural(h.segments as u64, "segment"),
             );
