@@ -95,14 +95,15 @@ impl MergeStopped {
 
 pub fn merge(p: &Printer, scion: &Scion, args: &MergeArgs) -> Result<()> {
     let src: Target = args.source.parse()?;
-    // `--into db@branch` of another database than the source's: the two do not go
-    // together, and neither name is wrong on its own.
+    // `--into db@branch` of another database of this store than the source's: the two do
+    // not go together, and neither name is wrong on its own. (`branch@checkpoint` of the
+    // source's database is refused below, as what `--into` does not take.)
     if let Some(Ok(into)) = args
         .into
         .contains('@')
         .then(|| args.into.parse::<BranchRef>())
     {
-        if into.db != src.branch.db {
+        if into.db != src.branch.db && scion.engine().list_databases()?.contains(&into.db) {
             return Err(scion_merge::MergeError::DifferentDatabases {
                 src: src.to_string(),
                 dst: into.to_string(),
