@@ -77,6 +77,15 @@ fn ui_writable_in_front_of_serve_keeps_export_and_create_from_socket_only() {
         .unwrap()
         .to_string();
     let token = url.split("token=").nth(1).unwrap().to_string();
+    // The URL is printed as the listener starts: wait until it answers.
+    let started = std::time::Instant::now();
+    while std::net::TcpStream::connect(&addr).is_err() {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "the explorer never listened on {addr}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     let out = dir.path().join("stolen.db");
     let seed = dir.path().join("seed.db");
     let answers = [
