@@ -8,8 +8,9 @@
 //! descends from it. Walks of the version graph read a root record, and this when the
 //! record's segment is gone.
 //!
-//! Object: `graph/kept-{ms}-{nonce}` (JSON, create-only; docs/format.md). A gc writes a
-//! new one and then deletes the older ones, so readers take the union of what they find.
+//! Object: `graph/kept-{ms}-{nonce}` (JSON, create-only; docs/format.md). A gc with a new
+//! set to keep writes a new one and then deletes the older ones, so readers take the union
+//! of what they find; one that would write the set already kept writes nothing.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -154,23 +155,26 @@ impl Engine {
             .map(|m| m.key)
             .collect();
         let mut keep: Vec<KeptVersion> = Vec::new();
-        let mut seen: HashSet<Locator> = HashSet::new();
-        let mut stack: Vec<Locator> = live_roots.to_vec();
-        while let Some(root) = stack.pop() {
-            if !seen.insert(root) {
-                continue;
+        self.walk_ancestry(live_roots, |root, found| {
+            if let Some(Some(a)) = found {
+                if !live.contains(&root.segment) {
+                    keep.push(KeptVersion::of(&root, a));
+                }
             }
-            // Gone and never kept (or written before the graph): the walk ends here.
-            let Some(Some(a)) = self.ancestry_of(&root)? else {
-                continue;
-            };
-            if !live.contains(&root.segment) {
-                keep.push(KeptVersion::of(&root, &a));
-            }
-            stack.extend(a.parents.iter());
-        }
+        })?;
         keep.sort_by(|a, b| a.root.cmp(&b.root));
         let count = keep.len();
+        // Kept already, in one object: no write and no delete (a gc with nothing new to
+        // keep costs one listing and one read).
+        let kept = self.kept_ancestry(true)?;
+        let unchanged = before.len() == 1
+            && kept.len() == count
+            && keep
+                .iter()
+                .all(|v| v.root.parse().is_ok_and(|r: Locator| kept.contains_key(&r)));
+        if unchanged {
+            return Ok(count);
+        }
         if count > 0 {
             let file = KeptGraphFile {
                 schema: KEPT_GRAPH_SCHEMA,
@@ -229,19 +233,35 @@ impl Engine {
     /// reports.
     pub(crate) fn ancestry_gaps(&self, live_roots: &[Locator]) -> EngineResult<Vec<Locator>> {
         let mut gaps = Vec::new();
+        self.walk_ancestry(live_roots, |root, found| {
+            if found.is_none() {
+                gaps.push(root);
+            }
+        })?;
+        gaps.sort();
+        Ok(gaps)
+    }
+
+    /// Every version `roots` descend from, each once, with its ancestry as
+    /// [`Engine::ancestry_of`] answers it; the walk goes on through the parents of those
+    /// whose ancestry is known.
+    fn walk_ancestry(
+        &self,
+        roots: &[Locator],
+        mut visit: impl FnMut(Locator, &Option<Option<Ancestry>>),
+    ) -> EngineResult<()> {
         let mut seen: HashSet<Locator> = HashSet::new();
-        let mut stack: Vec<Locator> = live_roots.to_vec();
+        let mut stack: Vec<Locator> = roots.to_vec();
         while let Some(root) = stack.pop() {
             if !seen.insert(root) {
                 continue;
             }
-            match self.ancestry_of(&root)? {
-                None => gaps.push(root),
-                Some(None) => {}
-                Some(Some(a)) => stack.extend(a.parents.iter()),
+            let found = self.ancestry_of(&root)?;
+            visit(root, &found);
+            if let Some(Some(a)) = found {
+                stack.extend(a.parents.iter());
             }
         }
-        gaps.sort();
-        Ok(gaps)
+        Ok(())
     }
 }
